@@ -1,0 +1,153 @@
+# nvgkit - one non-recursive Makefile: build, check, install, bench, demo.
+#
+#   make                 every tool into bin/
+#   make check           unit tests and tool tests through prove (TAP)
+#   make SAN=1 check     the same, built with ASan+UBSan into build-san/
+#   make install PREFIX=/usr/local DESTDIR=
+#   make deps            install the Debian packages nvgkit needs (when missing)
+#   make bench           benchmarks (tests/bench/bench-*.sh), not run by check
+#   make demo            the main job: convert a real model end to end
+#   V=1                  show full commands
+
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+CC        ?= cc
+CFLAGS    ?= -O2 -g
+LDFLAGS   ?=
+PROVE     ?= prove
+PKG_CONFIG ?= pkg-config
+
+# Debian packages (see DESIGN.md, "Dependencies"); pocl for the tests' OpenCL
+DEB_BUILD := libopenblas-dev liblapacke-dev ocl-icd-opencl-dev opencl-headers \
+             libclblast-dev zlib1g-dev libcjson-dev pkg-config
+DEB_TEST  := pocl-opencl-icd mandoc python3 python3-pip python3-venv perl
+PKGS      := openblas lapacke libcjson zlib OpenCL clblast
+
+ifeq ($(SAN),1)
+BUILD     := build-san
+BIN       := build-san/bin
+SANFLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD     := build
+BIN       := bin
+SANFLAGS  :=
+endif
+
+# pkg-config is asked only when something is compiled (make deps must work without it)
+NODEPS_GOALS := deps clean help
+ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS))
+endif
+
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DNVGKIT_VERSION='"$(VERSION)"' \
+              -DNVGKIT_DATADIR='"$(PREFIX)/share/nvgkit"' \
+              -Wall -Wextra -Wno-unused-parameter -Icommon -Icl -Itools \
+              $(PKG_CFLAGS) $(CFLAGS) $(SANFLAGS) -pthread
+ALL_LDFLAGS := $(LDFLAGS) $(SANFLAGS) -pthread
+LIBS       := $(PKG_LIBS) -lm
+
+LIB_SRC    := $(sort $(wildcard common/*.c) $(wildcard cl/*.c))
+LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB        := $(BUILD)/libnvgkit.a
+TOOL_SRC   := $(sort $(wildcard tools/*.c))
+TOOLS      := $(TOOL_SRC:tools/%.c=$(BIN)/%)
+UNIT_SRC   := $(sort $(wildcard tests/unit/*.c))
+UNITS      := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/unit/%)
+SHELL_TESTS := $(sort $(wildcard tests/t[0-9][0-9][0-9][0-9]-*.sh))
+MAN1       := $(sort $(wildcard man/man1/*.1))
+MAN5       := $(sort $(wildcard man/man5/*.5))
+CL_KERNELS := $(sort $(wildcard cl/*.cl))
+
+ifeq ($(V),1)
+Q :=
+quiet =
+else
+Q := @
+quiet = @printf '  %-6s %s\n' $(1) $(2);
+endif
+
+.PHONY: all check unit-check tool-check man-check install deps bench bench-convert demo clean help
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+all: $(TOOLS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(call quiet,CC,$<)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIB): $(LIB_OBJ)
+	$(call quiet,AR,$@)rm -f $@ && ar rcs $@ $^
+
+$(BIN)/%: $(BUILD)/tools/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(call quiet,LINK,$@)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS)
+
+$(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(call quiet,LINK,$@)$(CC) $(ALL_LDFLAGS) -o $@ $< $(LIB) $(LIBS)
+
+# the environment every test runs in: the tools under test, the real data,
+# PoCL's kernel cache inside the build tree, and one OpenBLAS thread per test
+# process unless the caller says otherwise (prove runs two at a time)
+TEST_ENV := NVG_BIN='$(CURDIR)/$(BIN)' NVG_TOP='$(CURDIR)' \
+            NVG_BUILD='$(CURDIR)/$(BUILD)' \
+            NVG_DATA="$${NVG_DATA:-$(CURDIR)/../shared/data}" \
+            POCL_CACHE_DIR='$(CURDIR)/$(BUILD)/pocl-cache' \
+            OPENBLAS_NUM_THREADS="$${OPENBLAS_NUM_THREADS:-1}"
+
+check: unit-check tool-check
+
+unit-check: $(UNITS)
+	$(Q)$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(UNITS)
+
+tool-check: $(TOOLS) $(UNITS)
+	$(Q)$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) -j2 --exec bash $(SHELL_TESTS)
+
+man-check:
+	$(Q)for f in $(MAN1) $(MAN5); do mandoc -Tlint -Wwarning $$f || exit 1; done
+
+install: $(TOOLS)
+	install -d '$(DESTDIR)$(PREFIX)/bin' '$(DESTDIR)$(PREFIX)/share/man/man1' \
+	           '$(DESTDIR)$(PREFIX)/share/man/man5' '$(DESTDIR)$(PREFIX)/share/nvgkit/cl' \
+	           '$(DESTDIR)$(PREFIX)/share/nvgkit/pipelines'
+	install -m 755 $(TOOLS) '$(DESTDIR)$(PREFIX)/bin'
+	$(if $(MAN1),install -m 644 $(MAN1) '$(DESTDIR)$(PREFIX)/share/man/man1')
+	$(if $(MAN5),install -m 644 $(MAN5) '$(DESTDIR)$(PREFIX)/share/man/man5')
+	$(if $(CL_KERNELS),install -m 644 $(CL_KERNELS) '$(DESTDIR)$(PREFIX)/share/nvgkit/cl')
+	$(if $(wildcard pipelines/*),install -m 644 $(wildcard pipelines/*.mk pipelines/*.sh pipelines/*.plan) '$(DESTDIR)$(PREFIX)/share/nvgkit/pipelines')
+
+# install the Debian packages that are missing; without root, say what to run
+deps:
+	@missing=; for p in $(DEB_BUILD) $(DEB_TEST); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	echo "deps: installing$$missing" >&2; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >&2; \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+	  sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >&2; \
+	else \
+	  echo "deps: missing Debian packages; run: sudo apt-get install$$missing" >&2; exit 1; \
+	fi
+
+bench: $(TOOLS)
+	$(Q)for b in $(sort $(wildcard tests/bench/bench-*.sh)); do \
+	  $(TEST_ENV) OPENBLAS_NUM_THREADS= bash $$b || exit 1; done
+
+bench-convert: $(TOOLS)
+	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash tests/bench/convert.sh
+
+demo: $(TOOLS)
+	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash pipelines/demo.sh
+
+clean:
+	rm -rf build build-san bin
+
+help:
+	@sed -n '2,12p' Makefile
+
+-include $(LIB_OBJ:.o=.d) $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%.d) $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)

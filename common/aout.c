@@ -1,0 +1,203 @@
+/* aout.c - atomic output files (see aout.h) */
+#define _GNU_SOURCE
+#include "aout.h"
+#include "err.h"
+#include "mem.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+/*
+ * temporary names waiting for commit.  the signal handler reads this table,
+ * so entries are written before they are published and only by one thread
+ * at a time (the mutex); a handler racing a registration at worst misses
+ * the newest file.
+ */
+#define MAX_PENDING 256
+static char *volatile pending[MAX_PENDING];
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static int handlers_installed;
+
+static void remove_pending(void)
+{
+	for (int i = 0; i < MAX_PENDING; i++) {
+		char *t = pending[i];
+		if (t)
+			unlink(t);
+	}
+}
+
+static void on_signal(int sig)
+{
+	remove_pending();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void install_handlers(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE };
+
+	if (handlers_installed)
+		return;
+	handlers_installed = 1;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction sa, old;
+
+		sigaction(sigs[i], NULL, &old);
+		if (old.sa_handler == SIG_IGN)
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
+	}
+	atexit(remove_pending);
+}
+
+static int register_tmp(char *tmp)
+{
+	int slot = -1;
+
+	pthread_mutex_lock(&pending_lock);
+	install_handlers();
+	for (int i = 0; i < MAX_PENDING; i++) {
+		if (!pending[i]) {
+			pending[i] = tmp;
+			slot = i;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pending_lock);
+	if (slot < 0)
+		nv_seterr("too many output files open at once (%d)", MAX_PENDING);
+	return slot;
+}
+
+static void unregister_tmp(int slot)
+{
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&pending_lock);
+	pending[slot] = NULL;
+	pthread_mutex_unlock(&pending_lock);
+}
+
+int aout_is_stdout(const char *path)
+{
+	return path == NULL || strcmp(path, "-") == 0;
+}
+
+int aout_open(aout *o, const char *path, int flags)
+{
+	size_t len;
+	int fd;
+
+	memset(o, 0, sizeof(*o));
+	o->slot = -1;
+	if (aout_is_stdout(path)) {
+		if ((flags & AOUT_BINARY) && isatty(STDOUT_FILENO)) {
+			nv_seterr("refusing to write binary data to a terminal");
+			return -1;
+		}
+		o->f = stdout;
+		return 0;
+	}
+	len = strlen(path) + 32;
+	o->path = nv_strdup(path);
+	o->tmp = nv_malloc(len, 1);
+	if (!o->path || !o->tmp)
+		goto fail;
+	snprintf(o->tmp, len, "%s.tmp.%ld", path, (long)getpid());
+	o->slot = register_tmp(o->tmp);
+	if (o->slot < 0)
+		goto fail;
+	fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		nv_seterr("cannot create '%s': %s", o->tmp, strerror(errno));
+		goto fail;
+	}
+	o->f = fdopen(fd, "wb");
+	if (!o->f) {
+		nv_seterr("cannot open '%s': %s", o->tmp, strerror(errno));
+		close(fd);
+		unlink(o->tmp);
+		goto fail;
+	}
+	return 0;
+fail:
+	unregister_tmp(o->slot);
+	free(o->path);
+	free(o->tmp);
+	memset(o, 0, sizeof(*o));
+	o->slot = -1;
+	return -1;
+}
+
+int aout_write(aout *o, const void *p, size_t n)
+{
+	if (n && fwrite(p, 1, n, o->f) != n) {
+		nv_seterr("write failed: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int aout_commit(aout *o)
+{
+	int rc = 0;
+
+	if (!o->f)
+		return 0;
+	if (!o->tmp) { /* stdout: flushed and checked, closed by the tool */
+		if (fflush(o->f) != 0 || ferror(o->f)) {
+			nv_seterr("write to standard output failed: %s", strerror(errno));
+			rc = -1;
+		}
+		o->f = NULL;
+		return rc;
+	}
+	if (fflush(o->f) != 0 || ferror(o->f)) {
+		nv_seterr("write to '%s' failed: %s", o->tmp, strerror(errno));
+		rc = -1;
+	}
+	if (fclose(o->f) != 0 && rc == 0) {
+		nv_seterr("closing '%s' failed: %s", o->tmp, strerror(errno));
+		rc = -1;
+	}
+	o->f = NULL;
+	if (rc == 0 && rename(o->tmp, o->path) != 0) {
+		nv_seterr("cannot rename '%s' to '%s': %s", o->tmp, o->path,
+			  strerror(errno));
+		rc = -1;
+	}
+	if (rc != 0)
+		unlink(o->tmp);
+	unregister_tmp(o->slot);
+	free(o->path);
+	free(o->tmp);
+	o->path = o->tmp = NULL;
+	o->slot = -1;
+	return rc;
+}
+
+void aout_abort(aout *o)
+{
+	if (!o->f && !o->tmp)
+		return;
+	if (o->tmp) {
+		if (o->f)
+			fclose(o->f);
+		unlink(o->tmp);
+		unregister_tmp(o->slot);
+	}
+	free(o->path);
+	free(o->tmp);
+	memset(o, 0, sizeof(*o));
+	o->slot = -1;
+}

@@ -1,0 +1,40 @@
+/*
+ * aout.h - atomic output files.
+ *
+ * An output is written to "<path>.tmp.<pid>" in the target directory and
+ * renamed into place by aout_commit(), so a reader (or make) never sees a
+ * half-written file.  Until the commit, the temporary file is registered
+ * for removal: aout_abort(), an exit without commit, and SIGINT, SIGTERM,
+ * SIGHUP or SIGPIPE all unlink it.  "-" means standard output; binary
+ * output to a terminal is refused.
+ */
+#ifndef NV_AOUT_H
+#define NV_AOUT_H
+
+#include <stdio.h>
+
+typedef struct {
+	FILE *f;     /* write through this */
+	char *path;  /* final name (NULL for stdout) */
+	char *tmp;   /* temporary name (NULL for stdout) */
+	int slot;    /* registry slot for signal-time removal, -1 when none */
+} aout;
+
+#define AOUT_BINARY 1 /* refuse a terminal on stdout */
+
+/* open path ("-" = stdout) for writing; -1 with reason set on failure */
+int aout_open(aout *o, const char *path, int flags);
+
+/* flush, check for write errors, close and rename into place */
+int aout_commit(aout *o);
+
+/* close and remove the temporary file (no-op on a closed or stdout output) */
+void aout_abort(aout *o);
+
+/* write n bytes; -1 with reason set on a short write */
+int aout_write(aout *o, const void *p, size_t n);
+
+/* true when path names standard output */
+int aout_is_stdout(const char *path);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * cmf.h - CMF, the model container: a safetensors file with conventions
+ * (man/man5/cmf.5, DESIGN.md "CMF").
+ *
+ * A file is opened by mapping it; every tensor is validated (known dtype,
+ * shape × element size = its byte range, ranges inside the data buffer, no
+ * overlaps, no holes, no duplicate names) before anything points into it.
+ * Tensor names and layouts are Hugging Face's (row = output).
+ */
+#ifndef NV_CMF_H
+#define NV_CMF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fileio.h"
+
+typedef enum { CMF_F32 = 0, CMF_F16, CMF_BF16, CMF_U8 } cmf_dtype;
+
+#define CMF_MAX_DIMS 4
+
+typedef struct {
+	char *name;
+	cmf_dtype dtype;
+	size_t ndim;
+	size_t shape[CMF_MAX_DIMS];
+	const uint8_t *data; /* into the mapping */
+	size_t nbytes;
+	int blr;             /* codec "blr": data is a BLR payload (dtype U8, 1-d) */
+	size_t rows, cols;   /* the logical matrix: a BLR payload's m × n; else shape[0] × rest (1-d: 1 × n) */
+} cmf_tensor;
+
+typedef struct {
+	char arch[32];        /* "llama", "qwen2" */
+	int hidden;           /* hidden size */
+	int intermediate;     /* FFN size */
+	int layers;
+	int heads, kv_heads, head_dim;
+	double rms_eps, rope_theta;
+	int vocab;
+	int tied;             /* output head = token embeddings */
+	int bos, eos;         /* -1 when unknown */
+	int qkv_bias;         /* Qwen2's q/k/v biases present */
+} cmf_arch;
+
+typedef struct {
+	nv_map map;
+	size_t ntensors;
+	cmf_tensor *t;        /* in file order */
+	size_t nmeta;
+	char **meta_key, **meta_val; /* __metadata__ strings */
+	cmf_arch arch;
+	int has_arch;         /* cmf.arch present and valid */
+} cmf_file;
+
+/* map and validate path; -1 with reason (naming field and value) on failure */
+int cmf_open(const char *path, cmf_file *f);
+void cmf_close(cmf_file *f);
+
+/* the tensor called name, or NULL */
+const cmf_tensor *cmf_find(const cmf_file *f, const char *name);
+
+/* a __metadata__ value, or NULL */
+const char *cmf_meta(const cmf_file *f, const char *key);
+
+/* the tensor as f32 (rows × cols): F16/BF16 converted, BLR dequantized */
+int cmf_tensor_f32(const cmf_tensor *t, float *out);
+
+/* the tensor as f32 in a fresh buffer (rows × cols) */
+float *cmf_tensor_f32_alloc(const cmf_tensor *t);
+
+/* bytes per element of a dtype */
+size_t cmf_dtype_size(cmf_dtype d);
+const char *cmf_dtype_name(cmf_dtype d);
+
+/*
+ * writing: collect tensors (borrowed pointers, or owned copies), metadata,
+ * then cmf_writer_commit() lays out the header and data, computes the CRCs
+ * into cmf.crc32, sets format/cmf.version, and renames into place.
+ */
+typedef struct cmf_writer cmf_writer;
+
+cmf_writer *cmf_writer_new(void);
+/* add a tensor; data is borrowed until commit (copy = 1 takes a copy) */
+int cmf_writer_add(cmf_writer *w, const char *name, cmf_dtype dtype, size_t ndim,
+		   const size_t *shape, const void *data, size_t nbytes, int copy);
+/* add a BLR payload for a tensor (dtype U8, shape [bytes], codec blr) */
+int cmf_writer_add_blr(cmf_writer *w, const char *name, const void *payload, size_t nbytes,
+		       int copy);
+int cmf_writer_set_meta(cmf_writer *w, const char *key, const char *value);
+int cmf_writer_set_arch(cmf_writer *w, const cmf_arch *a);
+int cmf_writer_commit(cmf_writer *w, const char *path);
+void cmf_writer_free(cmf_writer *w);
+
+#endif

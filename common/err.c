@@ -1,0 +1,39 @@
+/* err.c - thread-local failure reasons (see err.h) */
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char reason[1024];
+
+void nv_seterr(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+}
+
+void nv_preerr(const char *fmt, ...)
+{
+	char old[sizeof(reason)], pre[sizeof(reason)];
+	va_list ap;
+
+	memcpy(old, reason, sizeof(old));
+	va_start(ap, fmt);
+	vsnprintf(pre, sizeof(pre), fmt, ap);
+	va_end(ap);
+	snprintf(reason, sizeof(reason), "%s: %s", pre, old[0] ? old : "unknown error");
+}
+
+const char *nv_err(void)
+{
+	return reason[0] ? reason : "unknown error";
+}
+
+void nv_clearerr(void)
+{
+	reason[0] = '\0';
+}

@@ -1,0 +1,45 @@
+/*
+ * nvgg.h - NVGG, a calibration Gram (man/man5/nvgg.5).
+ *
+ *   offset 0   u32  magic 0x4E564747
+ *   offset 4   u32  n        input width
+ *   offset 8   u64  count    tokens accumulated
+ *   offset 16  f32  G[n*n]   row-major mean Gram (1/count)·Σ x xᵀ
+ *
+ * Size exactly 16 + 4n².  Readers check the size, finiteness, symmetry
+ * (|G_ij − G_ji| ≤ NVGG_SYM_TOL · max(|G_ii|, |G_jj|, tiny)) and a
+ * non-negative diagonal.
+ */
+#ifndef NV_NVGG_H
+#define NV_NVGG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NVGG_MAGIC 0x4E564747u
+#define NVGG_SYM_TOL 1e-5
+
+typedef struct {
+	uint32_t n;
+	uint64_t count;
+	float *g; /* (n × n) row-major, owned */
+} nvgg;
+
+/* validate and decode a whole file's bytes; name is used in messages */
+int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out);
+
+/* read and validate path ("-" = stdin) */
+int nvgg_read(const char *path, nvgg *out);
+
+/* write atomically ("-" = stdout, refused on a terminal) */
+int nvgg_write(const char *path, const nvgg *g);
+
+/* out = count-weighted mean of k Grams of one width (exact in f64, stored f32) */
+int nvgg_merge(const nvgg *in, size_t k, nvgg *out);
+
+/* the Gram as f64 (n × n), freshly allocated */
+double *nvgg_to_f64(const nvgg *g);
+
+void nvgg_free(nvgg *g);
+
+#endif

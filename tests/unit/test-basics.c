@@ -1,0 +1,35 @@
+/* test-basics.c - err, mem, parse (common/ basics) */
+#include "err.h"
+#include "mem.h"
+#include "parse.h"
+#include "tap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int main(void)
+{
+	double d;
+	size_t m, n;
+	long l;
+
+	ok(nv_parse_double("0.55", 0, 16, &d) == 0 && d == 0.55, "parse 0.55");
+	ok(nv_parse_double("0.55x", 0, 16, &d) < 0, "trailing bytes refused");
+	ok(nv_parse_double("", 0, 16, &d) < 0, "empty refused");
+	ok(nv_parse_double("nan", 0, 16, &d) < 0, "nan refused");
+	ok(nv_parse_double("17", 0, 16, &d) < 0, "out of range refused");
+	ok(nv_parse_double_open("0", 0, 16, &d) < 0, "open interval excludes its end");
+	ok(nv_parse_long("-3", -5, 5, &l) == 0 && l == -3, "parse -3");
+	ok(nv_parse_long("3.0", -5, 5, &l) < 0, "3.0 is not an integer");
+	ok(nv_parse_size("-1", 0, 10, &m) < 0, "negative size refused");
+	ok(nv_parse_shape("576x1536", &m, &n) == 0 && m == 576 && n == 1536, "shape 576x1536");
+	ok(nv_parse_shape("0x5", &m, &n) < 0, "zero dimension refused");
+	ok(nv_parse_shape("5", &m, &n) < 0, "shape without x refused");
+	ok(nv_parse_shape("4294967296x4294967296", &m, &n) < 0, "overflowing shape refused");
+	ok(nv_mul(SIZE_MAX / 2 + 1, 2, &m) < 0 && strstr(nv_err(), "overflows"), "mul overflow named");
+	ok(nv_malloc(SIZE_MAX / 4, 8) == NULL, "overflowing allocation refused");
+	nv_seterr("bad value %d", 7);
+	nv_preerr("field %s", "rank");
+	ok(strcmp(nv_err(), "field rank: bad value 7") == 0, "reason prefixed: %s", nv_err());
+	return done_testing();
+}

@@ -1,0 +1,92 @@
+/*
+ * tool.h - what every tool's main() shares: its name, the message form
+ * "tool: what failed 'subject': reason", the exit statuses, --version and
+ * the final check of standard output.  Header-only so that tools/ keeps one
+ * .c file per executable.
+ */
+#ifndef NV_TOOL_H
+#define NV_TOOL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+
+#ifndef NVGKIT_VERSION
+#define NVGKIT_VERSION "0.1.0"
+#endif
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_REFUSED = 3 };
+
+static const char *tool_name = "nvgkit";
+
+/* "tool: what 'subject': reason" with the library's reason; returns 1 */
+static inline int tool_fail(const char *what, const char *subject)
+{
+	if (subject)
+		fprintf(stderr, "%s: %s '%s': %s\n", tool_name, what, subject, nv_err());
+	else
+		fprintf(stderr, "%s: %s: %s\n", tool_name, what, nv_err());
+	return EXIT_FAIL;
+}
+
+/* "tool: message" (printf-style, no reason appended); returns 1 */
+static inline int tool_failf(const char *fmt, ...) NV_PRINTF(1, 2);
+static inline int tool_failf(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", tool_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_FAIL;
+}
+
+/* "tool: message" then the synopsis hint; returns 2 */
+static inline int tool_usage_error(const char *fmt, ...) NV_PRINTF(1, 2);
+static inline int tool_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", tool_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s -h' for usage.\n", tool_name);
+	return EXIT_USAGE;
+}
+
+static inline void tool_version(void)
+{
+	printf("%s (nvgkit) %s\n", tool_name, NVGKIT_VERSION);
+}
+
+/* flush and close stdout, turning a failed write into exit status 1 (git.c) */
+static inline int tool_finish(int status)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (status == EXIT_OK)
+			fprintf(stderr, "%s: write to standard output failed: %s\n",
+				tool_name, strerror(errno));
+		return status == EXIT_OK ? EXIT_FAIL : status;
+	}
+	if (fclose(stdout) != 0 && status == EXIT_OK) {
+		fprintf(stderr, "%s: closing standard output failed: %s\n", tool_name,
+			strerror(errno));
+		return EXIT_FAIL;
+	}
+	return status;
+}
+
+/* progress is on when stderr is a terminal, or forced with -v / off with -q */
+static inline int tool_progress_default(void)
+{
+	return isatty(STDERR_FILENO);
+}
+
+#endif

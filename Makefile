@@ -93,17 +93,24 @@ $(BUILD)/unit/%: $(BUILD)/tests/unit/%.o $(LIB)
 # PoCL's kernel cache inside the build tree, and one OpenBLAS thread per test
 # process unless the caller says otherwise (prove runs two at a time)
 TEST_ENV := NVG_BIN='$(CURDIR)/$(BIN)' NVG_TOP='$(CURDIR)' \
-            NVG_BUILD='$(CURDIR)/$(BUILD)' \
+            NVG_BUILD='$(CURDIR)/$(BUILD)' NVG_PY='$(CURDIR)/$(BUILD)/venv/bin/python3' \
             NVG_DATA="$${NVG_DATA:-$(CURDIR)/../shared/data}" \
             POCL_CACHE_DIR='$(CURDIR)/$(BUILD)/pocl-cache' \
             OPENBLAS_NUM_THREADS="$${OPENBLAS_NUM_THREADS:-1}"
 
 check: unit-check tool-check
 
+# python packages some tests use as independent references (numpy, safetensors),
+# in a virtual environment inside the build tree
+PY_PKGS := numpy safetensors
+VENV    := $(BUILD)/venv
+$(VENV)/.ok:
+	$(call quiet,VENV,$(VENV))python3 -m venv $(VENV) && $(VENV)/bin/pip install -q $(PY_PKGS) && touch $@
+
 unit-check: $(UNITS)
 	$(Q)$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(UNITS)
 
-tool-check: $(TOOLS) $(UNITS)
+tool-check: $(TOOLS) $(UNITS) $(VENV)/.ok
 	$(Q)$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) -j2 --exec bash $(SHELL_TESTS)
 
 man-check:

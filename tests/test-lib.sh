@@ -19,7 +19,8 @@ NVG_TOP=${NVG_TOP:-$(cd "$TEST_DIR/.." && pwd)}
 NVG_BIN=${NVG_BIN:-$NVG_TOP/bin}
 NVG_BUILD=${NVG_BUILD:-$NVG_TOP/build}
 NVG_DATA=${NVG_DATA:-$NVG_TOP/../shared/data}
-export NVG_TOP NVG_BIN NVG_BUILD NVG_DATA
+NVG_PY=${NVG_PY:-$NVG_BUILD/venv/bin/python3}
+export NVG_TOP NVG_BIN NVG_BUILD NVG_DATA NVG_PY
 
 TRASH="$NVG_BUILD/trash/$TEST_NAME"
 rm -rf "$TRASH"

@@ -1,5 +1,7 @@
 /* aout.c - atomic output files (see aout.h) */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "aout.h"
 #include "err.h"
 #include "mem.h"

@@ -85,7 +85,7 @@ int blr_rank(size_t m, size_t n, double bpw, size_t p, double k, size_t *r, blr_
 		return -1;
 	}
 	if (cap < 8) {
-		nv_seterr("shape %zu×%zu is not encodable: min(m,n) %zu is below 8", m, n,
+		nv_seterr("shape %zux%zu is not encodable: min(m,n) %zu is below 8", m, n,
 			  m < n ? m : n);
 		return -1;
 	}
@@ -111,7 +111,7 @@ static int check_dims(size_t m, size_t n, size_t r, size_t p)
 	size_t cap = blr_cap(m, n);
 
 	if (m < 1 || m > UINT32_MAX || n < 1 || n > UINT32_MAX) {
-		nv_seterr("shape %zu×%zu: d_out and d_in must be in [1, %u]", m, n, UINT32_MAX);
+		nv_seterr("shape %zux%zu: d_out and d_in must be in [1, %u]", m, n, UINT32_MAX);
 		return -1;
 	}
 	if (p < 1 || p > 2) {
@@ -119,11 +119,11 @@ static int check_dims(size_t m, size_t n, size_t r, size_t p)
 		return -1;
 	}
 	if (cap < 8) {
-		nv_seterr("shape %zu×%zu is not encodable: min(d_out, d_in) is below 8", m, n);
+		nv_seterr("shape %zux%zu is not encodable: min(d_out, d_in) is below 8", m, n);
 		return -1;
 	}
 	if (r % 8 != 0 || r < 8 || r > cap) {
-		nv_seterr("rank %zu is not a multiple of 8 in [8, %zu] for %zu×%zu", r, cap, m, n);
+		nv_seterr("rank %zu is not a multiple of 8 in [8, %zu] for %zux%zu", r, cap, m, n);
 		return -1;
 	}
 	return 0;
@@ -240,12 +240,12 @@ static int parse_header(const uint8_t *buf, size_t len, blr_header *hd)
 		return -1;
 	want = blr_payload_size(hd->m, hd->n, hd->r, hd->paths);
 	if (want == 0) {
-		nv_seterr("shape %u×%u rank %u with %u paths: the payload size overflows",
+		nv_seterr("shape %ux%u rank %u with %u paths: the payload size overflows",
 			  hd->m, hd->n, hd->r, hd->paths);
 		return -1;
 	}
 	if (len != want) {
-		nv_seterr("size %zu bytes disagrees with the header (%u×%u, rank %u, %u paths: "
+		nv_seterr("size %zu bytes disagrees with the header (%ux%u, rank %u, %u paths: "
 			  "%zu bytes)", len, hd->m, hd->n, hd->r, hd->paths, want);
 		return -1;
 	}
@@ -289,7 +289,7 @@ int blr_verify_shape(const uint8_t *buf, size_t len, size_t m, size_t n)
 	if (blr_parse(buf, len, &hd, v) < 0)
 		return -1;
 	if (hd.m != m || hd.n != n) {
-		nv_seterr("shape %u×%u is not the expected %zu×%zu", hd.m, hd.n, m, n);
+		nv_seterr("shape %ux%u is not the expected %zux%zu", hd.m, hd.n, m, n);
 		return -1;
 	}
 	return 0;

@@ -98,7 +98,7 @@ TEST_ENV := NVG_BIN='$(CURDIR)/$(BIN)' NVG_TOP='$(CURDIR)' \
             POCL_CACHE_DIR='$(CURDIR)/$(BUILD)/pocl-cache' \
             OPENBLAS_NUM_THREADS="$${OPENBLAS_NUM_THREADS:-1}"
 
-check: unit-check tool-check
+check: unit-check tool-check man-check
 
 # python packages some tests use as independent references (numpy, safetensors),
 # in a virtual environment inside the build tree

@@ -339,7 +339,7 @@ static void parse(tap_rng *rng)
 	   v[0].su == b + 16 + 2 * (M + N + R) && v[0].sv == v[0].su + M * R / 8 && v[1].h == b + 16 + one,
 	   "views point at each field of each path");
 	ok(blr_verify_shape(b, len, M, N) == 0, "verify against its own shape");
-	ok(blr_verify_shape(b, len, N, M) < 0 && strstr(nv_err(), "not the expected 16×24"),
+	ok(blr_verify_shape(b, len, N, M) < 0 && strstr(nv_err(), "not the expected 16x24"),
 	   "verify against another shape fails");
 	for (size_t cut = 0; cut < len; cut++)
 		all &= rejects(b, cut, cut < 16 ? "shorter than the 16-byte" : "disagrees");

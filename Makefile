@@ -148,8 +148,10 @@ bench: $(TOOLS)
 bench-convert: $(TOOLS)
 	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash tests/bench/convert.sh
 
-demo: $(TOOLS)
-	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash pipelines/demo.sh
+# until pipelines/demo.sh (the conversion) exists, the demo shows blr-pack on a real matrix
+DEMO := $(firstword $(wildcard pipelines/demo.sh) tests/demo-blr-pack.sh)
+demo: $(TOOLS) $(VENV)/.ok
+	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash $(DEMO)
 
 clean:
 	rm -rf build build-san bin

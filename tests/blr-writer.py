@@ -6,6 +6,7 @@ exact rational arithmetic.
 
   write OUT M N R P SEED   payload OUT (exact scales), and OUT.numpy.f32: numpy's W
   gauge IN FACTORS OUT     the payload IN with every path's h divided by FACTORS (f32)
+  svid W M N R OUT         a data-free one-path payload of a raw f32 matrix (demo)
   rank CASES EXPECT        the seed's grid: the cases, and the rule's answers
 """
 import struct
@@ -74,6 +75,27 @@ def gauge(src, factors, out):
     open(out, "wb").write(bytes(b))
 
 
+def rank1_abs(x):
+    # |x| ~ u v^T with u, v >= 0: the top singular pair of |x| (Perron)
+    u, s, vt = np.linalg.svd(np.abs(x), full_matrices=False)
+    return np.abs(u[:, 0]) * np.sqrt(s[0]), np.abs(vt[0]) * np.sqrt(s[0])
+
+
+def svid(src, m, n, r, out):
+    # a data-free one-path BLR of a raw f32 matrix: W ~ A B^T by truncated SVD,
+    # then each factor as its signs times a rank-1 fit of its magnitudes
+    # (LittleBit's SVID): A ~ diag(h) S_U diag(la), B ~ diag(g) S_V diag(lb)
+    w = np.fromfile(src, dtype="<f4").astype(np.float64).reshape(m, n)
+    u, s, vt = np.linalg.svd(w, full_matrices=False)
+    a, b = u[:, :r] * np.sqrt(s[:r]), vt[:r].T * np.sqrt(s[:r])
+    h, la = rank1_abs(a)
+    g, lb = rank1_abs(b)
+    f16 = lambda v: v.astype(np.float16)
+    path = (f16(h), f16(g), f16(la * lb), np.where(a >= 0, 1.0, -1.0), np.where(b >= 0, 1.0, -1.0))
+    with open(out, "wb") as f:
+        f.write(payload(m, n, r, [path]))
+
+
 def rank(m, n, b, p, k):
     s = m + n
     target = Fraction(b) * Fraction(k) * m * n
@@ -107,6 +129,8 @@ if __name__ == "__main__":
         write(a[1], *map(int, a[2:7]))
     elif a[0] == "gauge":
         gauge(a[1], a[2], a[3])
+    elif a[0] == "svid":
+        svid(a[1], int(a[2]), int(a[3]), int(a[4]), a[5])
     elif a[0] == "rank":
         rank_grid(a[1], a[2])
     else:

@@ -183,6 +183,6 @@ clean:
 	rm -rf build build-san build-fuzz bin
 
 help:
-	@sed -n '2,13p' Makefile
+	@sed -n '1,/^$$/p' Makefile
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%.d) $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)

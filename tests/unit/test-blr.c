@@ -420,6 +420,52 @@ static void gauge(tap_rng *rng)
 	free(orig);
 }
 
+/*
+ * random damage to a valid payload (bytes set, mostly in the header, and
+ * cuts): each result is rejected, or parses, verifies against its own shape
+ * and dequantizes to finite values; each copy is exactly as long as its
+ * bytes, so a read past the end is an ASan error in `make SAN=1 check`
+ */
+static void mutations(tap_rng *rng)
+{
+	path_buf pb[2];
+	size_t len;
+	uint8_t *b = random_payload(24, 16, 16, 2, rng, 0, pb, &len);
+	float *w = malloc(24 * 16 * sizeof(float) * 4);
+	int broken = 0, accepted = 0;
+
+	for (int it = 0; it < 20000; it++) {
+		size_t l = len, k = 1 + rng_u64(rng) % 4;
+		uint8_t *c;
+		blr_header hd;
+		blr_view v[2];
+
+		if (rng_u64(rng) % 10 == 0)
+			l = rng_u64(rng) % (len + 1);
+		c = malloc(l ? l : 1);
+		memcpy(c, b, l);
+		for (size_t j = 0; j < k && l > 0; j++) {
+			size_t at = rng_u64(rng) % 2 ? rng_u64(rng) % (l < 16 ? l : 16) : rng_u64(rng) % l;
+
+			c[at] = (uint8_t)rng_u64(rng);
+		}
+		if (blr_parse(c, l, &hd, v) == 0) {
+			accepted++;
+			if (blr_verify_shape(c, l, hd.m, hd.n) < 0 || (size_t)hd.m * hd.n > 24 * 16 * 4 ||
+			    blr_dequantize(c, l, w) < 0)
+				broken++;
+			for (size_t i = 0; i < (size_t)hd.m * hd.n && !broken; i++)
+				broken += !isfinite(w[i]);
+		}
+		free(c);
+	}
+	is_int(broken, 0, "20,000 damaged payloads: each rejected, or valid and dequantized to finite values (%d accepted)", accepted);
+	for (int k = 0; k < 2; k++)
+		free_path(&pb[k]);
+	free(w);
+	free(b);
+}
+
 int main(void)
 {
 	tap_rng rng = { 1234 };
@@ -432,5 +478,6 @@ int main(void)
 	roundtrip(72, 130, 64, 2, 0, &rng);
 	roundtrip(8, 8, 8, 1, 0, &rng);
 	gauge(&rng);
+	mutations(&rng);
 	return done_testing();
 }

@@ -240,11 +240,34 @@ static void mutations(tap_rng *rng)
 	free(b);
 }
 
-int main(void)
+/*
+ * test-nvgg --check FILE: read FILE with nvgg_read and print "n N count C
+ * sum S" or the reason (exit 1), for t0105, which checks the numpy fixtures
+ * of tests/nvgg-fixtures.py against this reader
+ */
+static int check_file(const char *path)
+{
+	nvgg g;
+	double sum = 0;
+
+	if (nvgg_read(path, &g) < 0) {
+		printf("%s\n", nv_err());
+		return 1;
+	}
+	for (size_t i = 0; i < (size_t)g.n * g.n; i++)
+		sum += g.g[i];
+	printf("n %u count %llu sum %.9g\n", g.n, (unsigned long long)g.count, sum);
+	nvgg_free(&g);
+	return 0;
+}
+
+int main(int argc, char **argv)
 {
 	tap_rng rng = { 42 };
 	char dir[] = "/tmp/test-nvgg.XXXXXX";
 
+	if (argc == 3 && strcmp(argv[1], "--check") == 0)
+		return check_file(argv[2]);
 	if (!mkdtemp(dir)) {
 		printf("Bail out! mkdtemp\n");
 		return 1;

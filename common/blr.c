@@ -394,6 +394,49 @@ int blr_dequantize(const uint8_t *buf, size_t len, float *w)
 	return 0;
 }
 
+int blr_factors(const uint8_t *buf, size_t len, float *a, float *b)
+{
+	blr_header hd;
+	blr_view v[2];
+	size_t r, kk, rows;
+	double *l, *ad, *bd;
+
+	if (blr_parse(buf, len, &hd, v) < 0)
+		return -1;
+	r = hd.r;
+	kk = (size_t)hd.paths * r;
+	l = nv_malloc(3 * r, sizeof(double));
+	ad = nv_malloc(DEQ_ROWS * kk, sizeof(double));
+	bd = nv_malloc(kk, sizeof(double));
+	if (!l || !ad || !bd) {
+		free(l);
+		free(ad);
+		free(bd);
+		return -1;
+	}
+	for (size_t p = 0; p < hd.paths; p++)
+		decode_scales(v[p].l, r, l + p * r);
+	for (size_t k = 0; k < r; k++)
+		l[2 * r + k] = 1.0;
+	/* both products are exact in f64 and fit f32 exactly: the casts do not round */
+	for (size_t i0 = 0; i0 < hd.m; i0 += rows) {
+		rows = hd.m - i0 < DEQ_ROWS ? hd.m - i0 : DEQ_ROWS;
+		left_factor(&hd, v, l, i0, rows, ad);
+		for (size_t i = 0; i < rows * kk; i++)
+			a[i0 * kk + i] = (float)ad[i];
+	}
+	for (size_t j = 0; j < hd.n; j++)
+		for (size_t p = 0; p < hd.paths; p++) {
+			signed_row(v[p].sv, j, r, l + 2 * r, nv_f16_to_f32(le_u16(v[p].g + 2 * j)), bd);
+			for (size_t k = 0; k < r; k++)
+				b[j * kk + p * r + k] = (float)bd[k];
+		}
+	free(l);
+	free(ad);
+	free(bd);
+	return 0;
+}
+
 void blr_path_range(const blr_header *hd, const blr_view *v, blr_scale_range *out)
 {
 	out->h_min = out->g_min = out->l_min = INFINITY;

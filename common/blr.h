@@ -91,6 +91,15 @@ int blr_verify_shape(const uint8_t *buf, size_t len, size_t m, size_t n);
  */
 int blr_dequantize(const uint8_t *buf, size_t len, float *w);
 
+/*
+ * the factors of Ŵ = A·Bᵀ as f32, exactly (a product of two f16 is exact in
+ * f32), from a payload it validates, the paths side by side (pr = p·r):
+ *   a (m × pr): a[i, p·r+k] = h_p[i]·S_U,p[i,k]·ℓ_p[k]
+ *   b (n × pr): b[j, p·r+k] = g_p[j]·S_V,p[j,k]
+ * so that y = Ŵx is a·(bᵀx): (m+n)·pr multiplies instead of m·n.
+ */
+int blr_factors(const uint8_t *buf, size_t len, float *a, float *b);
+
 /* the sign bit (i,k) of a packed m×r array as ±1 */
 static inline int blr_sign(const uint8_t *bits, size_t i, size_t k, size_t r)
 {

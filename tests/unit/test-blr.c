@@ -221,6 +221,29 @@ static long double direct(const path_buf *pb, size_t p, size_t r, size_t n, size
 	return s;
 }
 
+/* blr_factors: every entry is the exact product of its scales and sign */
+static void factors(const uint8_t *buf, size_t len, const path_buf *pb, size_t m, size_t n,
+		    size_t r, size_t p)
+{
+	float *a = malloc(m * p * r * sizeof(float)), *b = malloc(n * p * r * sizeof(float));
+	int bad = 0;
+
+	ok(blr_factors(buf, len, a, b) == 0, "blr_factors");
+	for (size_t q = 0; q < p; q++)
+		for (size_t k = 0; k < r; k++) {
+			for (size_t i = 0; i < m; i++)
+				bad += (double)a[i * p * r + q * r + k] !=
+				       (double)nv_f16_to_f32(pb[q].h[i]) * pb[q].su[i * r + k] *
+					       nv_f16_to_f32(pb[q].l[k]);
+			for (size_t j = 0; j < n; j++)
+				bad += b[j * p * r + q * r + k] !=
+				       nv_f16_to_f32(pb[q].g[j]) * pb[q].sv[j * r + k];
+		}
+	is_int(bad, 0, "the factors A = [diag(h) S_U diag(ℓ)]_p and B = [diag(g) S_V]_p, exactly");
+	free(a);
+	free(b);
+}
+
 static void roundtrip(size_t m, size_t n, size_t r, size_t p, int exact, tap_rng *rng)
 {
 	path_buf pb[2];
@@ -253,6 +276,7 @@ static void roundtrip(size_t m, size_t n, size_t r, size_t p, int exact, tap_rng
 	}
 	is_int(bad, 0, "%s: dequantized Ŵ equals Σ diag(h) S_U diag(ℓ) S_Vᵀ diag(g) computed directly",
 	       exact ? "exact scales, identical floats" : "wide scales, within rounding");
+	factors(buf, len, pb, m, n, r, p);
 	for (size_t k = 0; k < p; k++)
 		free_path(&pb[k]);
 	free(w);

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 
 static const char synopsis[] =
-	"usage: plan-alloc --bpw B [--granularity tensor|layer] [--keep N] [--min B] [--max B]\n"
-	"                  [--nodes N] [--plot FILE.svg] [-o PLAN] [-q] [CURVES]\n"
-	"       plan-alloc -h | --version\n";
+	"plan-alloc --bpw B [--granularity tensor | layer] [--keep N] [--min B] [--max B]\n"
+	"           [--nodes N] [--plot FILE.svg] [-o PLAN] [-q] [CURVES]\n"
+	"plan-alloc -h | --version\n";
 
 typedef struct {
 	alloc_opts a;

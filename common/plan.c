@@ -338,6 +338,57 @@ int plan_keeps(const plan *p, const char *name, size_t layer)
 	       find_layer(p->keep_layers, p->nkeep_layers, layer) != NULL;
 }
 
+static int has_layer(const size_t *layers, size_t n, size_t l)
+{
+	for (size_t i = 0; i < n; i++)
+		if (layers[i] == l)
+			return 1;
+	return 0;
+}
+
+static int has_name(const char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+static int check_layers(const plan_layer_rule *r, size_t nr, const size_t *layers, size_t n)
+{
+	for (size_t i = 0; i < nr; i++) {
+		if (!has_layer(layers, n, r[i].layer)) {
+			nv_seterr("line %zu: layer %zu has no tensor to encode", r[i].line,
+				  r[i].layer);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int check_tensors(const plan_tensor_rule *r, size_t nr, const char *const *names,
+			 size_t n)
+{
+	for (size_t i = 0; i < nr; i++) {
+		if (!has_name(names, n, r[i].name)) {
+			nv_seterr("line %zu: tensor '%s' is not one to encode", r[i].line,
+				  r[i].name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int plan_check(const plan *p, const char *const *names, const size_t *layers, size_t n)
+{
+	return check_layers(p->layers, p->nlayers, layers, n) < 0 ||
+			       check_layers(p->keep_layers, p->nkeep_layers, layers, n) < 0 ||
+			       check_tensors(p->tensors, p->ntensors, names, n) < 0 ||
+			       check_tensors(p->keep_tensors, p->nkeep_tensors, names, n) < 0
+		       ? -1
+		       : 0;
+}
+
 int plan_is_empty(const plan *p)
 {
 	return !p->nlayers && !p->ntensors && !p->nkeep_layers && !p->nkeep_tensors;
@@ -372,4 +423,118 @@ int plan_write(FILE *f, const plan *p)
 		return -1;
 	}
 	return 0;
+}
+
+/* one list line "name layer [more…]" (NUL-terminated, modified in place) */
+typedef struct {
+	char *name, *rest;
+	size_t layer;
+} list_line;
+
+static int parse_list_line(char *s, size_t line, list_line *ll)
+{
+	char *hash = strchr(s, '#'), *l;
+
+	if (hash)
+		*hash = '\0';
+	s += strspn(s, " \t\r");
+	if (!*s)
+		return 0;
+	ll->name = s;
+	s += strcspn(s, " \t\r");
+	if (*s)
+		*s++ = '\0';
+	l = s + strspn(s, " \t\r");
+	s = l + strcspn(l, " \t\r");
+	if (*s)
+		*s++ = '\0';
+	if (parse_layer(l, &ll->layer) < 0) {
+		nv_seterr("line %zu: layer '%s' of '%s' is not a layer number", line, l, ll->name);
+		return -1;
+	}
+	s += strspn(s, " \t\r");
+	ll->rest = s;
+	for (char *e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r');)
+		*--e = '\0';
+	return 1;
+}
+
+/* the list split into lines (buf holds them, NUL-separated) */
+static int read_list(const char *text, size_t len, char **buf, list_line **ll, size_t *n)
+{
+	size_t line = 0, pos = 0;
+
+	*n = 0;
+	*ll = NULL;
+	if (memchr(text, '\0', len)) {
+		nv_seterr("a NUL byte (not a text file)");
+		return -1;
+	}
+	if (!(*buf = nv_malloc(len + 1, 1)) || !(*ll = nv_malloc(len / 2 + 1, sizeof(list_line))))
+		return -1;
+	memcpy(*buf, text, len);
+	(*buf)[len] = '\0';
+	while (pos < len) {
+		char *s = *buf + pos, *nl = strchr(s, '\n');
+		int rc;
+
+		if (nl)
+			*nl = '\0';
+		pos += strlen(s) + 1;
+		line++;
+		rc = parse_list_line(s, line, &(*ll)[*n]);
+		if (rc < 0)
+			return -1;
+		*n += (size_t)rc;
+	}
+	return 0;
+}
+
+int plan_resolve(const plan *p, const char *text, size_t len, double dflt, FILE *out)
+{
+	char *buf = NULL, b[40];
+	list_line *ll = NULL;
+	const char **names = NULL;
+	size_t n, *layers = NULL;
+	int rc = -1;
+
+	if (read_list(text, len, &buf, &ll, &n) < 0) {
+		nv_preerr("tensor list");
+		goto out;
+	}
+	names = nv_malloc(n ? n : 1, sizeof(*names));
+	layers = nv_malloc(n ? n : 1, sizeof(*layers));
+	if (!names || !layers)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		names[i] = ll[i].name;
+		layers[i] = ll[i].layer;
+	}
+	if (plan_check(p, names, layers, n) < 0) {
+		nv_preerr("plan");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		double v = plan_bpw_for(p, ll[i].name, ll[i].layer, dflt);
+
+		if (!plan_keeps(p, ll[i].name, ll[i].layer) && !(v > 0)) {
+			nv_seterr("no budget for tensor '%s': no plan rule covers it and no default",
+				  ll[i].name);
+			goto out;
+		}
+		fprintf(out, "%s %zu %s%s%s\n", ll[i].name, ll[i].layer,
+			plan_keeps(p, ll[i].name, ll[i].layer) ? "keep" : plan_fmt_bpw(v, b, sizeof(b)),
+			*ll[i].rest ? " " : "", ll[i].rest);
+	}
+	rc = 0;
+	if (ferror(out)) {
+		nv_seterr("write failed: %s", strerror(errno));
+		rc = -1;
+	}
+out:
+	free(buf);
+	free(ll);
+	free(names);
+	free(layers);
+	return rc;
 }

@@ -72,6 +72,25 @@ int plan_keeps(const plan *p, const char *name, size_t layer);
 /* 1 when the plan has no rule at all */
 int plan_is_empty(const plan *p);
 
+/*
+ * every rule of p must name one of the n tensors (names[i] in layer
+ * layers[i]) or one of their layers; -1 naming the rule's line and what it
+ * names otherwise.  A plan for a model is checked against its body linears:
+ * a rule that matches nothing is a typo, not a no-op.
+ */
+int plan_check(const plan *p, const char *const *names, const size_t *layers, size_t n);
+
+/*
+ * resolve a tensor list against p: text holds lines "name layer [more…]"
+ * ('#' comments and blank lines skipped; layer a decimal number); each is
+ * written to out as "name layer B [more…]" with B the tensor's budget
+ * (dflt when no rule covers it; dflt ≤ 0 means there is none, and such a
+ * tensor is an error) or "keep".  The plan is checked against the list
+ * first (plan_check).  -1 with "line N: reason" (of the list) or the
+ * plan's reason on failure.
+ */
+int plan_resolve(const plan *p, const char *text, size_t len, double dflt, FILE *out);
+
 /* the shortest decimal form of v that reads back as exactly v (buf ≥ 32) */
 const char *plan_fmt_bpw(double v, char *buf, size_t len);
 

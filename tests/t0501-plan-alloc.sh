@@ -145,6 +145,41 @@ test_expect_success 'a missing curve file' '
 	test_path_is_missing no.plan
 '
 
+test_expect_success '--resolve: tensor rule, layer rule, keep, default' '
+	cat >list <<-\EOF &&
+	model.layers.0.self_attn.q_proj.weight 0 64x64
+	model.layers.0.mlp.down_proj.weight 0 64x172
+	model.layers.1.self_attn.q_proj.weight 1 64x64
+	model.layers.2.self_attn.q_proj.weight 2 64x64
+	EOF
+	printf "layer 0 2.5\ntensor model.layers.0.mlp.down_proj.weight 3\nkeep 2\n" >r.plan &&
+	plan-alloc --resolve r.plan --bpw 2 -o resolved list &&
+	cat >expect <<-\EOF &&
+	model.layers.0.self_attn.q_proj.weight 0 2.5 64x64
+	model.layers.0.mlp.down_proj.weight 0 3 64x172
+	model.layers.1.self_attn.q_proj.weight 1 2 64x64
+	model.layers.2.self_attn.q_proj.weight 2 keep 64x64
+	EOF
+	test_cmp expect resolved
+'
+
+test_expect_success '--resolve refuses a rule that names nothing' '
+	printf "layer 0 2.5\nlayer 7 1\n" >bad.plan &&
+	test_expect_code 1 plan-alloc --resolve bad.plan --bpw 2 -o no.out list 2>err &&
+	test_one_line_error err &&
+	test_grep "plan: line 2: layer 7 has no tensor to encode" err &&
+	printf "tensor model.layers.0.mlp.dwn_proj.weight 1\n" >bad.plan &&
+	test_expect_code 1 plan-alloc --resolve bad.plan --bpw 2 -o no.out list 2>err &&
+	test_grep "tensor .model.layers.0.mlp.dwn_proj.weight. is not one to encode" err &&
+	printf "layer 0 17\n" >bad.plan &&
+	test_expect_code 1 plan-alloc --resolve bad.plan --bpw 2 -o no.out list 2>err &&
+	test_grep "reading plan .bad.plan.: line 1: budget 17 out of range" err &&
+	test_expect_code 1 plan-alloc --resolve r.plan -o no.out list 2>err &&
+	test_grep "no budget for tensor" err &&
+	test_expect_code 2 plan-alloc --resolve r.plan --keep 1 list 2>err &&
+	test_path_is_missing no.out
+'
+
 test_expect_success 'no temporary files left' '
 	test_no_tmp_files .
 '

@@ -1,6 +1,8 @@
 /* plan-alloc - per-tensor error curves in, a bit-budget plan out (man plan-alloc(1)) */
 #include "alloc.h"
 #include "aout.h"
+#include "fileio.h"
+#include "plan.h"
 #include "parse.h"
 #include "tool.h"
 
@@ -12,13 +14,15 @@
 static const char synopsis[] =
 	"plan-alloc --bpw B [--granularity tensor | layer] [--keep N] [--min B] [--max B]\n"
 	"           [--nodes N] [--plot FILE.svg] [-o PLAN] [-q] [CURVES]\n"
+	"plan-alloc --resolve PLAN [--bpw B] [-o OUT] [TENSORS]\n"
 	"plan-alloc -h | --version\n";
 
 typedef struct {
 	alloc_opts a;
 	int by_layer, quiet, have_bpw;
 	double lo, hi;
-	const char *out, *plot, *in;
+	const char *out, *plot, *in, *resolve;
+	int other; /* an allocation option was given */
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o)
@@ -29,7 +33,8 @@ static int parse_opts(int argc, char **argv, opts *o)
 		{ "max", required_argument, 0, 'M' },   { "nodes", required_argument, 0, 'n' },
 		{ "plot", required_argument, 0, 'p' },  { "output", required_argument, 0, 'o' },
 		{ "quiet", no_argument, 0, 'q' },       { "help", no_argument, 0, 'h' },
-		{ "version", no_argument, 0, 'V' },     { 0, 0, 0, 0 },
+		{ "version", no_argument, 0, 'V' },     { "resolve", required_argument, 0, 'r' },
+		{ 0, 0, 0, 0 },
 	};
 	int c;
 
@@ -61,14 +66,18 @@ static int parse_opts(int argc, char **argv, opts *o)
 				return tool_usage_error("bad --nodes '%s': %s", optarg, nv_err());
 			break;
 		case 'p': o->plot = optarg; break;
+		case 'r': o->resolve = optarg; break;
 		case 'o': o->out = optarg; break;
 		case 'q': o->quiet = 1; break;
 		case 'h': fputs(synopsis, stdout); return tool_finish(EXIT_OK) ? EXIT_FAIL : -1;
 		case 'V': tool_version(); return tool_finish(EXIT_OK) ? EXIT_FAIL : -1;
 		default: return EXIT_USAGE;
 		}
+		o->other |= strchr("gkmMnpq", c) != NULL;
 	}
-	if (!o->have_bpw)
+	if (o->resolve && o->other)
+		return tool_usage_error("--resolve takes only --bpw and -o");
+	if (!o->have_bpw && !o->resolve)
 		return tool_usage_error("--bpw is required");
 	if (o->lo > o->hi)
 		return tool_usage_error("--min %g is above --max %g", o->lo, o->hi);
@@ -137,6 +146,38 @@ fail:
 	return EXIT_FAIL;
 }
 
+/* --resolve: a tensor list in, each tensor's budget or keep out */
+static int resolve(const opts *o)
+{
+	plan p;
+	uint8_t *buf;
+	size_t len;
+	aout out;
+	int rc = EXIT_FAIL;
+
+	if (plan_load(o->resolve, &p) < 0)
+		return tool_fail("reading plan", o->resolve);
+	if (nv_read_file(o->in, &buf, &len) < 0) {
+		plan_free(&p);
+		return tool_fail("reading tensor list", o->in);
+	}
+	if (aout_open(&out, o->out, 0) < 0) {
+		tool_fail("writing", o->out);
+	} else if (plan_resolve(&p, (const char *)buf, len, o->have_bpw ? o->a.bpw : 0,
+				out.f) < 0) {
+		fprintf(stderr, "%s: resolving plan '%s' for '%s': %s\n", tool_name, o->resolve,
+			o->in, nv_err());
+		aout_abort(&out);
+	} else if (aout_commit(&out) < 0) {
+		tool_fail("writing", o->out);
+	} else {
+		rc = EXIT_OK;
+	}
+	free(buf);
+	plan_free(&p);
+	return rc;
+}
+
 static int run(opts *o)
 {
 	alloc_set s, g;
@@ -180,5 +221,5 @@ int main(int argc, char **argv)
 	tool_name = "plan-alloc";
 	if ((rc = parse_opts(argc, argv, &o)) != 0)
 		return rc < 0 ? EXIT_OK : rc;
-	return tool_finish(run(&o));
+	return tool_finish(o.resolve ? resolve(&o) : run(&o));
 }

@@ -189,8 +189,64 @@ static void fmt_bpw(void)
 	   "0.1+0.2 reads back exactly: %s", b);
 }
 
+static void check_and_resolve(void)
+{
+	static const char *names[] = { "model.layers.0.self_attn.q_proj.weight",
+				       "model.layers.1.mlp.up_proj.weight" };
+	static const size_t layers[] = { 0, 1 };
+	static const char list[] = "# name layer shape\n"
+				   "model.layers.0.self_attn.q_proj.weight 0 64x64 q\n"
+				   "\n"
+				   "model.layers.1.mlp.up_proj.weight\t1\n"
+				   "model.layers.2.mlp.up_proj.weight 2 172x64\n";
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+	plan p;
+
+	ok(parse("layer 1 0.5\ntensor model.layers.0.self_attn.q_proj.weight 2\n", &p) == 0 &&
+	   plan_check(&p, names, layers, 2) == 0, "a plan naming present tensors and layers passes");
+	plan_free(&p);
+	ok(parse("layer 1 0.5\nlayer 4 1\n", &p) == 0 && plan_check(&p, names, layers, 2) < 0 &&
+	   !strcmp(nv_err(), "line 2: layer 4 has no tensor to encode"), "an absent layer: %s",
+	   nv_err());
+	plan_free(&p);
+	ok(parse("keep 7\n", &p) == 0 && plan_check(&p, names, layers, 2) < 0,
+	   "an absent kept layer");
+	plan_free(&p);
+	ok(parse("tensor model.layers.0.self_attn.q_proj.weigth 1\n", &p) == 0 &&
+	   plan_check(&p, names, layers, 2) < 0 && strstr(nv_err(), "'model.layers.0.self_attn.q_proj.weigth' is not one"),
+	   "a misspelt tensor: %s", nv_err());
+	plan_free(&p);
+	ok(parse("keep tensor model.embed_tokens.weight\n", &p) == 0 &&
+	   plan_check(&p, names, layers, 2) < 0, "a kept tensor outside the list");
+	plan_free(&p);
+
+	ok(parse("layer 1 0.5\nkeep layer 2\n", &p) == 0, "plan to resolve");
+	f = open_memstream(&text, &len);
+	ok(plan_resolve(&p, list, strlen(list), 0.55, f) == 0, "resolved: %s", nv_err());
+	fclose(f);
+	ok(!strcmp(text, "model.layers.0.self_attn.q_proj.weight 0 0.55 64x64 q\n"
+			 "model.layers.1.mlp.up_proj.weight 1 0.5\n"
+			 "model.layers.2.mlp.up_proj.weight 2 keep 172x64\n"),
+	   "default, layer rule and keep, the rest of each line kept");
+	free(text);
+	f = open_memstream(&text, &len);
+	ok(plan_resolve(&p, list, strlen(list), 0, f) < 0 && strstr(nv_err(), "no budget for tensor"),
+	   "no default: %s", nv_err());
+	fclose(f);
+	free(text);
+	f = open_memstream(&text, &len);
+	ok(plan_resolve(&p, "a x\n", 4, 1, f) < 0 && !strcmp(nv_err(), "tensor list: line 1: layer 'x' of 'a' is not a layer number"),
+	   "a bad list line: %s", nv_err());
+	fclose(f);
+	free(text);
+	plan_free(&p);
+}
+
 int main(void)
 {
+	check_and_resolve();
 	resolves_layer_tensor_and_default();
 	rejects_bad_rules();
 	messages_name_the_fault();

@@ -714,6 +714,7 @@ struct cmf_writer {
 	size_t n, cap;
 	char **key, **val;
 	size_t nmeta;
+	int plain;
 };
 
 cmf_writer *cmf_writer_new(void)
@@ -899,12 +900,26 @@ static cJSON *raw_size(size_t v)
 	return cJSON_CreateRaw(buf);
 }
 
+void cmf_writer_set_plain(cmf_writer *w)
+{
+	w->plain = 1;
+}
+
 static cJSON *build_meta(const cmf_writer *w)
 {
 	cJSON *m = cJSON_CreateObject(), *crc = cJSON_CreateObject(), *codec = cJSON_CreateObject();
 	char *s;
 	int nblr = 0;
 
+	if (w->plain) {
+		cJSON_AddStringToObject(m, "format", "pt");
+		for (size_t i = 0; i < w->nmeta; i++)
+			if (!generated_key(w->key[i]))
+				cJSON_AddStringToObject(m, w->key[i], w->val[i]);
+		cJSON_Delete(crc);
+		cJSON_Delete(codec);
+		return m;
+	}
 	for (size_t i = 0; i < w->n; i++) {
 		cJSON_AddItemToObject(crc, w->t[i].name,
 				      raw_size(nv_crc32(w->t[i].data, w->t[i].nbytes)));

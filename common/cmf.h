@@ -124,6 +124,10 @@ int cmf_stored_crc(const cmf_file *f, const char *name, uint32_t *crc);
  * (format, cmf.version, cmf.crc32, cmf.codec) */
 int cmf_writer_copy_meta(cmf_writer *w, const cmf_file *f);
 
+/* write a plain Hugging Face safetensors file: __metadata__ is only
+ * {"format": "pt"} plus keys set with cmf_writer_set_meta, no cmf.* keys */
+void cmf_writer_set_plain(cmf_writer *w);
+
 /* drop a metadata key set earlier (no-op when absent) */
 void cmf_writer_unset_meta(cmf_writer *w, const char *key);
 

@@ -71,17 +71,22 @@ static int index_shards(const char *index, char ***files, size_t *n)
 	if (!(*files = nv_calloc((size_t)cJSON_GetArraySize(map) + 1, sizeof(char *))))
 		goto out;
 	cJSON_ArrayForEach(x, map) {
+		char *path;
 		size_t k;
 
-		if (!cJSON_IsString(x) || strchr(x->valuestring, '/')) {
+		if (!cJSON_IsString(x) || !x->valuestring[0] || strchr(x->valuestring, '/')) {
 			nv_seterr("'%s': weight_map entry '%s' is not a file name", index, x->string);
 			goto out;
 		}
-		for (k = 0; k < *n; k++)
-			if (strcmp((*files)[k], x->valuestring) == 0)
-				break;
-		if (k == *n && !((*files)[(*n)++] = beside(index, x->valuestring)))
+		if (!(path = beside(index, x->valuestring)))
 			goto out;
+		for (k = 0; k < *n; k++)
+			if (strcmp((*files)[k], path) == 0)
+				break;
+		if (k < *n)
+			free(path);
+		else
+			(*files)[(*n)++] = path;
 	}
 	if (*n == 0) {
 		nv_seterr("'%s': weight_map is empty", index);
@@ -89,6 +94,25 @@ static int index_shards(const char *index, char ***files, size_t *n)
 	}
 	rc = 0;
 out:
+	cJSON_Delete(j);
+	free(text);
+	return rc;
+}
+
+/* every tensor the index names was found in the shards */
+static int index_check(const char *index, nv_model *m)
+{
+	char *text = read_text(index);
+	cJSON *j = text ? cJSON_Parse(text) : NULL, *x;
+	int rc = text ? 0 : -1;
+
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(j, "weight_map")) {
+		if (!nv_model_find(m, x->string)) {
+			rc = (nv_seterr("'%s': weight_map names tensor '%s', which '%s' does not hold",
+					index, x->string, x->valuestring), -1);
+			break;
+		}
+	}
 	cJSON_Delete(j);
 	free(text);
 	return rc;
@@ -142,6 +166,8 @@ int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, nv_model *m)
 		rc = index_shards(src[0], &files, &nfiles);
 		if (rc == 0)
 			rc = import_files(nfiles, files, dtype, m);
+		if (rc == 0)
+			rc = index_check(src[0], m);
 		for (size_t i = 0; files && files[i]; i++)
 			free(files[i]);
 		free(files);

@@ -258,6 +258,11 @@ void nv_set_threads(int n)
 	openblas_set_num_threads(n < 1 ? 1 : n);
 }
 
+int nv_get_threads(void)
+{
+	return openblas_get_num_threads();
+}
+
 const char *nv_blas_core(void)
 {
 	return openblas_get_corename();

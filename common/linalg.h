@@ -62,6 +62,8 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge);
 
 /* the thread count of OpenBLAS; tools call it once */
 void nv_set_threads(int n);
+/* the thread count OpenBLAS uses now */
+int nv_get_threads(void);
 /* the OpenBLAS core name (for benchmarks) */
 const char *nv_blas_core(void);
 

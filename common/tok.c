@@ -783,3 +783,107 @@ int tok_decode(const tok_vocab *v, int prev, uint32_t id, char *buf, size_t cap,
 	*len = n;
 	return 0;
 }
+
+/* ---- from cmf.tokenizer ---- */
+
+/* a sentencepiece piece with U+2581 (E2 96 81) turned into spaces */
+static int set_spm_piece(tok_vocab *v, size_t id, const char *p, float score)
+{
+	size_t n = strlen(p), k = 0;
+	char *b = nv_malloc(n + 1, 1);
+	int rc;
+
+	if (!b)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (i + 2 < n && memcmp(p + i, "\xE2\x96\x81", 3) == 0) {
+			b[k++] = ' ';
+			i += 2;
+		} else {
+			b[k++] = p[i];
+		}
+	}
+	rc = tok_set_piece(v, id, b, k, score);
+	free(b);
+	return rc;
+}
+
+static int gpt2_pre(tok_vocab *v, const char *pre)
+{
+	static const char *const plain[] = { "", "gpt2", "gpt-2", "default" };
+	static const char *const digits[] = { "smollm", "starcoder", "refact" };
+
+	for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
+		if (strcmp(pre, plain[i]) == 0)
+			return 0;
+	for (size_t i = 0; i < sizeof digits / sizeof *digits; i++)
+		if (strcmp(pre, digits[i]) == 0) {
+			v->split_digits = 1;
+			return 0;
+		}
+	nv_seterr("gpt2 pre-tokenizer '%s' is not supported (gpt2, smollm, starcoder, refact)", pre);
+	return -1;
+}
+
+static int gpt2_merges(tok_vocab *v, const nv_vocab *src)
+{
+	for (size_t i = 0; i < src->nmerges; i++) {
+		const char *m = src->merges[i], *sp = strchr(m, ' ');
+
+		if (!sp || sp == m || !sp[1] || strchr(sp + 1, ' ')) {
+			nv_seterr("merge %zu '%s' is not two pieces separated by one space", i, m);
+			return -1;
+		}
+		if (tok_add_merge(v, m, (size_t)(sp - m), sp + 1, strlen(sp + 1)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int tok_from_vocab(tok_vocab *v, const nv_vocab *src)
+{
+	tok_kind k = src->model == NV_VOCAB_GPT2 ? TOK_GPT2 : TOK_SPM;
+
+	if (tok_init(v, k, src->n) < 0)
+		return -1;
+	for (size_t i = 0; i < src->n; i++) {
+		float sc = src->scores ? src->scores[i] : 0;
+		int rc = k == TOK_SPM ? set_spm_piece(v, i, src->tokens[i], sc)
+				      : tok_set_piece(v, i, src->tokens[i], strlen(src->tokens[i]), sc);
+
+		if (rc < 0)
+			goto fail;
+	}
+	if (k == TOK_GPT2 && (gpt2_pre(v, src->pre) < 0 || gpt2_merges(v, src) < 0))
+		goto fail;
+	v->bos = src->bos;
+	v->eos = src->eos;
+	v->add_bos = src->add_bos;
+	v->add_space_prefix = src->add_space_prefix;
+	if (tok_finish(v) < 0)
+		goto fail;
+	return 0;
+fail:
+	tok_free(v);
+	return -1;
+}
+
+int tok_from_cmf(tok_vocab *v, const cmf_file *f)
+{
+	const char *json = cmf_meta(f, "cmf.tokenizer");
+	nv_vocab src;
+	int rc;
+
+	memset(v, 0, sizeof *v);
+	if (!json) {
+		nv_seterr("the model carries no cmf.tokenizer (give --tokens instead of --text)");
+		return -1;
+	}
+	if (nv_vocab_from_json(json, &src) < 0) {
+		nv_preerr("cmf.tokenizer");
+		return -1;
+	}
+	rc = tok_from_vocab(v, &src);
+	nv_vocab_free(&src);
+	return rc;
+}

@@ -26,6 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmf.h"
+#include "vocab.h"
+
 typedef enum { TOK_SPM = 1, TOK_GPT2 = 2 } tok_kind;
 
 typedef struct tok_map tok_map;
@@ -52,6 +55,17 @@ int tok_add_merge(tok_vocab *v, const char *a, size_t alen, const char *b, size_
 /* index the pieces (a missing or duplicate piece is an error); call once filled */
 int tok_finish(tok_vocab *v);
 void tok_free(tok_vocab *v);
+
+/*
+ * from a cmf.tokenizer vocabulary (vocab.h): "llama" pieces have U+2581
+ * turned back into spaces; "gpt2" takes the merges and the pre-tokenizer
+ * ("", "gpt2"; "smollm", "starcoder", "refact" split digits one by one;
+ * any other is refused by name)
+ */
+int tok_from_vocab(tok_vocab *v, const nv_vocab *src);
+
+/* the tokenizer of a CMF file's cmf.tokenizer (absent: an error) */
+int tok_from_cmf(tok_vocab *v, const cmf_file *f);
 
 /* llama2.c's tokenizer file (tokenizer.bin, tok512.bin): bos 1, eos 2, add_bos, space prefix */
 int tok_load_llama2(tok_vocab *v, const uint8_t *buf, size_t len, size_t n);

@@ -581,3 +581,150 @@ fw_window *fw_windows(size_t fit, size_t sel, size_t w, size_t *nwin, size_t *ro
 	*rows = r;
 	return v;
 }
+
+typedef struct {
+	fw_model *m;
+	fw_scratch s;
+	float *x, *logits; /* (window × d), (window × vocab) */
+} fw_runner;
+
+static int runner_init(fw_runner *r, fw_model *m, size_t window)
+{
+	memset(r, 0, sizeof *r);
+	r->m = m;
+	if (fw_scratch_init(&r->s, m, window) < 0 ||
+	    !(r->x = nv_malloc(window, m->d * sizeof(float))) ||
+	    !(r->logits = nv_malloc(window, m->vocab * sizeof(float))))
+		return -1;
+	return 0;
+}
+
+static void runner_free(fw_runner *r)
+{
+	fw_scratch_free(&r->s);
+	free(r->x);
+	free(r->logits);
+}
+
+/* the scores of one window: T = len − 1 positions predicting tok[1..len) */
+static void score_window(fw_runner *a, fw_runner *b, const uint32_t *tok, size_t T,
+			 fw_eval_result *r)
+{
+	size_t V = a->m->vocab;
+
+	for (size_t t = 0; t < T; t++) {
+		const float *la = a->logits + t * V;
+		size_t am, bm;
+		double lse = fw_logsumexp(la, V, &am);
+
+		r->nll += lse - la[tok[t + 1]];
+		if (b) {
+			const float *lb = b->logits + t * V;
+			double lseb = fw_logsumexp(lb, V, &bm);
+
+			r->base_nll += lseb - lb[tok[t + 1]];
+			r->kl += fw_kl(lb, lseb, la, lse, V);
+			r->top1 += am == bm;
+		}
+	}
+	r->predicted += T;
+}
+
+static int eval_windows(fw_runner *a, fw_runner *b, const uint32_t *tok, const fw_window *w,
+			size_t nw, size_t rows, fw_eval_result *r,
+			void (*progress)(void *, size_t, size_t, size_t, size_t), void *ctx)
+{
+	for (size_t i = 0; i < nw; i++) {
+		const uint32_t *wt = tok + w[i].start;
+		size_t T = w[i].len - 1;
+
+		if (fw_window_logits(a->m, &a->s, wt, T, a->x, a->logits) < 0)
+			return -1;
+		if (b && fw_window_logits(b->m, &b->s, wt, T, b->x, b->logits) < 0) {
+			nv_preerr("base model");
+			return -1;
+		}
+		score_window(a, b, wt, T, r);
+		if (progress)
+			progress(ctx, i + 1, nw, r->predicted, rows);
+	}
+	return 0;
+}
+
+int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t window,
+	    fw_eval_result *r, void (*progress)(void *, size_t, size_t, size_t, size_t), void *ctx)
+{
+	fw_runner a, b;
+	fw_window *w;
+	size_t nw, rows;
+	int rc = -1;
+
+	memset(r, 0, sizeof *r);
+	if (base && base->vocab != m->vocab) {
+		nv_seterr("the base model's vocabulary has %zu tokens, the model's %zu", base->vocab,
+			  m->vocab);
+		return -1;
+	}
+	if (!(w = fw_windows(n, 0, window, &nw, &rows)))
+		return -1;
+	if (nw == 0) {
+		nv_seterr("%zu tokens make no window of at least 2", n);
+		free(w);
+		return -1;
+	}
+	memset(&b, 0, sizeof b);
+	if (runner_init(&a, m, window) == 0 && (!base || runner_init(&b, base, window) == 0) &&
+	    eval_windows(&a, base ? &b : NULL, tok, w, nw, rows, r, progress, ctx) == 0)
+		rc = 0;
+	r->tokens = n;
+	r->flops = a.s.flops + b.s.flops;
+	if (r->predicted) {
+		r->nll /= (double)r->predicted;
+		r->base_nll /= (double)r->predicted;
+		r->kl /= (double)r->predicted;
+		r->top1 /= (double)r->predicted;
+	}
+	runner_free(&a);
+	runner_free(&b);
+	free(w);
+	return rc;
+}
+
+int fw_generate(fw_model *m, const uint32_t *tok, size_t n, size_t steps, size_t window,
+		uint32_t **out, size_t *nout)
+{
+	fw_runner a;
+	size_t cap = n + steps, k = n;
+	uint32_t *o;
+	int rc = -1;
+
+	*out = NULL;
+	*nout = 0;
+	if (n == 0 || n > window) {
+		nv_seterr("a prompt of %zu tokens, want 1..%zu (the window)", n, window);
+		return -1;
+	}
+	if (!(o = nv_malloc(cap, sizeof *o)))
+		return -1;
+	memcpy(o, tok, n * sizeof *o);
+	if (runner_init(&a, m, window) < 0)
+		goto out;
+	while (k < cap && k < window) {
+		size_t am;
+
+		if (fw_window_logits(m, &a.s, o, k, a.x, a.logits) < 0)
+			goto out;
+		fw_logsumexp(a.logits + (k - 1) * m->vocab, m->vocab, &am);
+		o[k++] = (uint32_t)am;
+		if ((int)am == m->a.bos || (int)am == m->a.eos)
+			break;
+	}
+	rc = 0;
+	*out = o;
+	*nout = k;
+out:
+	runner_free(&a);
+	if (rc < 0)
+		free(o);
+	return rc;
+}

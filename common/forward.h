@@ -161,4 +161,32 @@ typedef struct {
  */
 fw_window *fw_windows(size_t fit, size_t sel, size_t w, size_t *nwin, size_t *rows);
 
+/*
+ * evaluation over the windows of n tokens (fw_windows(n, 0, window)):
+ * mean NLL of each window's tokens 2..L given the ones before; with a
+ * base, also the base's NLL, the mean KL(base ‖ model) per position and
+ * the fraction of positions whose argmax agree, in one pass
+ */
+typedef struct {
+	size_t tokens;     /* tokens evaluated */
+	size_t predicted;  /* positions scored */
+	double nll;        /* mean, nats */
+	double base_nll, kl, top1;
+	double flops, seconds;
+} fw_eval_result;
+
+int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t window,
+	    fw_eval_result *r,
+	    void (*progress)(void *ctx, size_t done, size_t nwin, size_t rows, size_t total),
+	    void *ctx);
+
+/*
+ * greedy decoding: extend the prompt tok[0..n) by up to steps tokens
+ * (argmax, the whole window recomputed each step, at most window
+ * positions); stops after bos or eos.  *out (fresh) holds prompt and
+ * continuation, *nout their count.
+ */
+int fw_generate(fw_model *m, const uint32_t *tok, size_t n, size_t steps, size_t window,
+		uint32_t **out, size_t *nout);
+
 #endif

@@ -887,3 +887,52 @@ int tok_from_cmf(tok_vocab *v, const cmf_file *f)
 	nv_vocab_free(&src);
 	return rc;
 }
+
+int tok_read_ids(const char *path, uint32_t **ids, size_t *n)
+{
+	uint8_t *b;
+	size_t len;
+
+	*ids = NULL;
+	*n = 0;
+	if (nv_read_file(path, &b, &len) < 0)
+		return -1;
+	if (len == 0 || len % 4) {
+		if (len)
+			nv_seterr("size %zu bytes is not a multiple of 4 (u32 token ids)", len);
+		else
+			nv_seterr("no tokens (the file is empty)");
+		free(b);
+		return -1;
+	}
+	if (!(*ids = nv_malloc(len / 4, sizeof **ids))) {
+		free(b);
+		return -1;
+	}
+	for (size_t i = 0; i < len / 4; i++)
+		(*ids)[i] = le_u32(b + 4 * i);
+	*n = len / 4;
+	free(b);
+	return 0;
+}
+
+int tok_text_ids(const cmf_file *f, const char *path, uint32_t **ids, size_t *n)
+{
+	tok_vocab v;
+	uint8_t *b;
+	size_t len;
+	int rc;
+
+	*ids = NULL;
+	*n = 0;
+	if (tok_from_cmf(&v, f) < 0)
+		return -1;
+	if (nv_read_file(path, &b, &len) < 0) {
+		tok_free(&v);
+		return -1;
+	}
+	rc = tok_encode(&v, (const char *)b, len, ids, n);
+	free(b);
+	tok_free(&v);
+	return rc;
+}

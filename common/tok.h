@@ -67,6 +67,15 @@ int tok_from_vocab(tok_vocab *v, const nv_vocab *src);
 /* the tokenizer of a CMF file's cmf.tokenizer (absent: an error) */
 int tok_from_cmf(tok_vocab *v, const cmf_file *f);
 
+/*
+ * token ids for a tool: a u32 little-endian file (--tokens; the byte count
+ * must be a non-zero multiple of 4), or a text file encoded with the
+ * model's tokenizer (--text).  Ids are not checked against a vocabulary
+ * here: the forward refuses an id beyond it.
+ */
+int tok_read_ids(const char *path, uint32_t **ids, size_t *n);
+int tok_text_ids(const cmf_file *f, const char *path, uint32_t **ids, size_t *n);
+
 /* llama2.c's tokenizer file (tokenizer.bin, tok512.bin): bos 1, eos 2, add_bos, space prefix */
 int tok_load_llama2(tok_vocab *v, const uint8_t *buf, size_t len, size_t n);
 

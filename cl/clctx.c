@@ -135,7 +135,7 @@ void nvcl_fmt_bytes(size_t bytes, char *out, size_t len)
 
 static int dir_has_source(const char *dir)
 {
-	char p[PATH_MAX + 64];
+	char p[PATH_MAX + 160];
 
 	snprintf(p, sizeof(p), "%s/%s", dir, NVCL_SOURCE);
 	return access(p, R_OK) == 0;

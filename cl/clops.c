@@ -276,19 +276,20 @@ static void launch(nvcl_q *q, int id, cl_uint dims, const size_t *global, const 
 	const void *const val_[] = { __VA_ARGS__ };                                      \
 	enum { NARGS_ = sizeof(val_) / sizeof(val_[0]) }
 
-void nvcl_scale_rc(nvcl_q *q, cl_mem out, size_t ldo, cl_mem in, size_t ldi, cl_mem rs,
-		   cl_mem cs, size_t rows, size_t cols)
+void nvcl_scale_rc(nvcl_q *q, cl_mem out, size_t offo, size_t ldo, cl_mem in, size_t ldi,
+		   cl_mem rs, cl_mem cs, size_t rows, size_t cols)
 {
+	cl_ulong oo = offo;
 	cl_uint ldo_ = (cl_uint)ldo, ldi_ = (cl_uint)ldi, urs = rs != NULL, ucs = cs != NULL;
 	cl_uint r_ = (cl_uint)rows, c_ = (cl_uint)cols;
 	cl_mem rs_ = rs ? rs : in, cs_ = cs ? cs : in;
-	const size_t sz[] = { sizeof(cl_mem), 4, sizeof(cl_mem), 4, sizeof(cl_mem), sizeof(cl_mem),
-			      4, 4, 4, 4 };
-	ARGS(&out, &ldo_, &in, &ldi_, &rs_, &cs_, &urs, &ucs, &r_, &c_);
+	const size_t sz[] = { sizeof(cl_mem), 8, 4, sizeof(cl_mem), 4, sizeof(cl_mem),
+			      sizeof(cl_mem), 4, 4, 4, 4 };
+	ARGS(&out, &oo, &ldo_, &in, &ldi_, &rs_, &cs_, &urs, &ucs, &r_, &c_);
 	const size_t gl[2] = { rows, cols }, lo[2] = { 1, 64 };
 
 	(void)NARGS_;
-	if (q->err || set_args(q, K_SCALE_RC, 10, sz, val_) < 0)
+	if (q->err || set_args(q, K_SCALE_RC, 11, sz, val_) < 0)
 		return;
 	launch(q, K_SCALE_RC, 2, gl, cols >= 64 ? lo : NULL);
 }

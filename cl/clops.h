@@ -62,9 +62,10 @@ void nvcl_gemm_ld(nvcl_q *q, int ta, int tb, size_t M, size_t N, size_t K, float
 void nvcl_gemm(nvcl_q *q, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
 	       cl_mem A, cl_mem B, float beta, cl_mem C);
 
-/* out (rows × cols, ldo) = diag(rs) · in (rows × cols, ldi) · diag(cs); rs/cs NULL = 1 */
-void nvcl_scale_rc(nvcl_q *q, cl_mem out, size_t ldo, cl_mem in, size_t ldi, cl_mem rs,
-		   cl_mem cs, size_t rows, size_t cols);
+/* out (rows × cols, ldo, from offo) = diag(rs) · in (rows × cols, ldi) · diag(cs);
+ * rs/cs NULL = 1; out may be in (offo 0, ldo = ldi) */
+void nvcl_scale_rc(nvcl_q *q, cl_mem out, size_t offo, size_t ldo, cl_mem in, size_t ldi,
+		   cl_mem rs, cl_mem cs, size_t rows, size_t cols);
 /* out = a − b (len) */
 void nvcl_sub(nvcl_q *q, cl_mem out, cl_mem a, cl_mem b, size_t len);
 /* a ∘= b (len) */

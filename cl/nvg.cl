@@ -4,9 +4,10 @@
  * The matrix products themselves go through clBLAST.
  */
 
-/* out[i*ldo + j] = in[i*ldi + j] * (rs ? rs[i] : 1) * (cs ? cs[j] : 1)
- * out (rows × cols, leading dimension ldo), in (rows × cols, ldi) */
-__kernel void scale_rc(__global float *out, const uint ldo, __global const float *in,
+/* out[offo + i*ldo + j] = in[i*ldi + j] * (rs ? rs[i] : 1) * (cs ? cs[j] : 1)
+ * out (rows × cols, leading dimension ldo, from offo), in (rows × cols, ldi) */
+__kernel void scale_rc(__global float *out, const ulong offo, const uint ldo,
+		       __global const float *in,
 		       const uint ldi, __global const float *rs, __global const float *cs,
 		       const uint use_rs, const uint use_cs, const uint rows, const uint cols)
 {
@@ -18,7 +19,7 @@ __kernel void scale_rc(__global float *out, const uint ldo, __global const float
 		v *= rs[i];
 	if (use_cs)
 		v *= cs[j];
-	out[(size_t)i * ldo + j] = v;
+	out[offo + (size_t)i * ldo + j] = v;
 }
 
 /* out = a - b, all (len) */

@@ -72,7 +72,7 @@ int clh_solve_spd(double *a, const double *b, size_t k, double eps, double *x)
 	for (size_t i = 0; i < k; i++)
 		tr += a[i * k + i];
 	ridge = eps * fmax(tr / (double)k, 1e-300);
-	for (int attempt = 0; attempt < 7; attempt++, ridge *= 100) {
+	for (int attempt = 0; attempt < 4; attempt++, ridge *= 100) {
 		memcpy(f, a, k * k * sizeof(double));
 		memcpy(x, b, k * sizeof(double));
 		for (size_t i = 0; i < k; i++)

@@ -19,9 +19,11 @@ int clh_eig_top(double *g, size_t s, size_t k, double *lam, double *vec);
 int clh_polar(double *m, size_t r, double *rot);
 
 /*
- * x = (a + ridge·I)⁻¹ b for a symmetric a (k × k, overwritten) with
- * ridge = eps·mean(diag a); the ridge grows ×100 (at most 6 times) while a is
- * not positive definite.  -1 with reason when it never is.
+ * x = (a + ridge·I)⁻¹ b (x apart from a and b) for a symmetric a (k × k), ridge = eps·mean(diag a),
+ * as the CPU encoder solves; f32 rounding of a can cost it definiteness, so
+ * the ridge grows ×100 (at most 3 times) before giving up.  -1 with reason
+ * when a never is positive definite (the caller keeps its old values, as the
+ * CPU encoder does: the error cannot rise).
  */
 int clh_solve_spd(double *a, const double *b, size_t k, double eps, double *x);
 

@@ -508,9 +508,8 @@ static void als_l(tctx *t, dmodel *md, cl_mem b, cl_mem bhb, cl_mem whb)
 	if (!t->q->err) {
 		for (size_t i = 0; i < pr * pr; i++)
 			sys[i] *= k2[i];
-		if (clh_solve_spd(sys, rhs, pr, 1e-10, lam) < 0)
-			nvcl_q_fail(t->q, "the ℓ step: %s", nv_err());
-		else
+		/* a singular system keeps the old ℓ */
+		if (clh_solve_spd(sys, rhs, pr, 1e-10, lam) == 0)
 			for (size_t p = 0; p < md->np; p++)
 				memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
 	}
@@ -567,7 +566,7 @@ static void als_g(tctx *t, dmodel *md, size_t p)
 	cl_mem mm = hsl(t, md, p, 1, 1), k = nvcl_q_buf(t->q, r * r, "K");
 	cl_mem svk = nvcl_q_buf(t->q, n * r, "S_V·K"), ctc = nvcl_q_buf(t->q, n * n, "CᵀC");
 	cl_mem rv = nvcl_q_buf(t->q, n, "g rhs");
-	double *sys = hvec(t, n * n), *rhs = hvec(t, n);
+	double *sys = hvec(t, n * n), *rhs = hvec(t, n), *x = hvec(t, n);
 
 	if (md->np > 1)
 		residual_h(t, md, p, t->e2);
@@ -580,11 +579,12 @@ static void als_g(tctx *t, dmodel *md, size_t p)
 	nvcl_coldot(t->q, rv, t->e1, 0, n, md->np > 1 ? t->e2 : t->wh, 0, n, m, n);
 	nvcl_q_read_d(t->q, ctc, 0, sys, n * n);
 	nvcl_q_read_d(t->q, rv, 0, rhs, n);
-	if (!t->q->err && clh_solve_spd(sys, rhs, n, 1e-10, md->p[p].g) < 0)
-		nvcl_q_fail(t->q, "the g step: %s", nv_err());
+	/* a singular system keeps the old g */
+	if (!t->q->err && clh_solve_spd(sys, rhs, n, 1e-10, x) == 0)
+		memcpy(md->p[p].g, x, n * sizeof(double));
 	nvcl_release(&mm), nvcl_release(&k), nvcl_release(&svk), nvcl_release(&ctc);
 	nvcl_release(&rv);
-	free(sys), free(rhs);
+	free(sys), free(rhs), free(x);
 }
 
 /* exact block least squares in the H metric: ℓ, h, g; each step a minimum */

@@ -149,15 +149,16 @@ static void test_elementwise(nvcl_q *q)
 	cl_mem RS = nvcl_q_upload(q, rs, rows, "rs"), CS = nvcl_q_upload(q, cs, cols, "cs");
 	cl_mem O = nvcl_q_buf(q, rows * ld, "out"), V = nvcl_q_buf(q, cols, "v");
 
-	/* scale_rc: out (ld 80) = diag(rs) b diag(cs) */
+	/* scale_rc: out (ld 80, from column 3) = diag(rs) b diag(cs) */
 	nvcl_q_zero(q, O, rows * ld);
-	nvcl_scale_rc(q, O, ld, B, cols, RS, CS, rows, cols);
+	nvcl_scale_rc(q, O, 3, ld, B, cols, RS, CS, rows, cols);
 	nvcl_q_read(q, O, 0, got, rows * ld);
 	for (size_t i = 0; i < rows; i++)
 		for (size_t j = 0; j < ld; j++)
-			want[i * ld + j] = j < cols ? (double)b[i * cols + j] * rs[i] * cs[j] : 0.0;
-	ok(maxrel(got, want, rows * ld) < 1e-6, "scale_rc with both scales and a wider ld");
-	nvcl_scale_rc(q, O, cols, B, cols, NULL, CS, rows, cols);
+			want[i * ld + j] = j >= 3 && j < cols + 3 ?
+						   (double)b[i * cols + j - 3] * rs[i] * cs[j - 3] : 0.0;
+	ok(maxrel(got, want, rows * ld) < 1e-6, "scale_rc with both scales, an offset and ld");
+	nvcl_scale_rc(q, O, 0, cols, B, cols, NULL, CS, rows, cols);
 	nvcl_q_read(q, O, 0, got, k);
 	for (size_t i = 0; i < k; i++)
 		want[i] = (double)b[i] * cs[i % cols];

@@ -202,10 +202,14 @@ test_expect_success 'extract of an unknown name fails' '
 	test_grep "no tensor .no.such.tensor" err
 '
 
-test_expect_success '-h prints the synopsis, --version the version' '
-	cmf-patch -h >h &&
-	test_grep "^cmf-patch import " h &&
-	test $(wc -l <h) -eq 10 &&
+test_expect_success '-h prints exactly the SYNOPSIS of cmf-patch(1), --version the version' '
+	MANWIDTH=200 mandoc -Tascii -Owidth=200 "$NVG_TOP/man/man1/cmf-patch.1" >page &&
+	sed -e "s/.\x08//g" page >plain &&
+	sed -n -e "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
+	sed -e "1d" -e "\$d" -e "/^ *\$/d" -e "s/^ *//" syn >expect &&
+	test $(wc -l <expect) -eq 10 &&
+	cmf-patch -h >actual &&
+	test_cmp expect actual &&
 	cmf-patch --version >v &&
 	test_grep "^cmf-patch \\(nvgkit\\) " v
 '

@@ -170,6 +170,19 @@ json.dump({\"model_type\": \"llama\", \"hidden_size\": 8, \"num_hidden_layers\":
 	test_grep "m/config.json: missing key .intermediate_size" err
 '
 
+test_expect_success 'config.json that disagrees with a tensor' '
+	mkdir w &&
+	"$NVG_PY" -c "
+import json, numpy as np
+from safetensors.numpy import save_file
+save_file({\"model.layers.0.self_attn.k_proj.weight\": np.zeros((8, 8), np.float32)}, \"w/model.safetensors\")
+json.dump({\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,
+           \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"vocab_size\": 4}, open(\"w/config.json\", \"w\"))
+" &&
+	fails_cleanly o.cmf cmf-patch import -o o.cmf w/model.safetensors &&
+	test_grep "k_proj.weight. has shape 8x8, the arch says 4x8" err
+'
+
 test_expect_success 'safetensors without config.json' '
 	mkdir n && cp m/model.safetensors n/ &&
 	fails_cleanly o.cmf cmf-patch import -o o.cmf n/model.safetensors &&

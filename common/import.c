@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void imp_model_init(imp_model *m)
 {
@@ -144,8 +145,12 @@ static int sniff(const char *path)
 	uint8_t b[9];
 	FILE *f;
 
+	struct stat st;
+
 	if (n >= 5 && strcmp(path + n - 5, ".json") == 0)
 		return NV_FROM_SAFETENSORS;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return NV_FROM_SAFETENSORS; /* a Hugging Face model directory */
 	if (!(f = fopen(path, "rb")))
 		return nv_seterr("cannot open '%s'", path), -1;
 	n = fread(b, 1, sizeof(b), f);

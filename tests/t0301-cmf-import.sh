@@ -191,6 +191,15 @@ test_expect_success 'sharded safetensors through model.safetensors.index.json (B
 	cmp c.f32 c.want
 '
 
+test_expect_success 'a model directory imports through its index' '
+	cmf-patch import -o dir.cmf sh &&
+	cmf-patch list dir.cmf >dir.list &&
+	test_cmp sh.list dir.list &&
+	cmf-patch import -o dir1.cmf st/ &&
+	cmf-patch list dir1.cmf >dir1.list &&
+	test_cmp st.list dir1.list
+'
+
 test_expect_success '--dtype f16 converts with round to nearest even (numpy agrees)' '
 	cmf-patch import --dtype f16 -o st16.cmf st/model.safetensors &&
 	cmf-patch list st16.cmf >st16.list &&

@@ -104,7 +104,7 @@ void nv_path_free(nv_path *q)
 	memset(q, 0, sizeof(*q));
 }
 
-void nv_model_free(nv_model *md)
+void nv_bm_free(nv_bm *md)
 {
 	for (size_t p = 0; p < 2; p++)
 		if (md->p[p].h)
@@ -112,7 +112,7 @@ void nv_model_free(nv_model *md)
 	md->np = 0;
 }
 
-int nv_model_copy(nv_model *dst, const nv_model *src)
+int nv_bm_copy(nv_bm *dst, const nv_bm *src)
 {
 	size_t m = src->m, n = src->n, r = src->r;
 
@@ -124,7 +124,7 @@ int nv_model_copy(nv_model *dst, const nv_model *src)
 		const nv_path *s = &src->p[p];
 		nv_path *d = &dst->p[p];
 		if (nv_path_alloc(d, m, n, r) < 0) {
-			nv_model_free(dst);
+			nv_bm_free(dst);
 			return -1;
 		}
 		dst->np = p + 1;
@@ -150,22 +150,22 @@ static int scaled_signs(const nv_mat *s, const double *rs, const double *cs, nv_
 	return 0;
 }
 
-int nv_path_hsl(const nv_model *md, size_t p, nv_mat *o)
+int nv_path_hsl(const nv_bm *md, size_t p, nv_mat *o)
 {
 	return scaled_signs(&md->p[p].su, md->p[p].h, md->p[p].l, o);
 }
 
-int nv_path_hs(const nv_model *md, size_t p, nv_mat *o)
+int nv_path_hs(const nv_bm *md, size_t p, nv_mat *o)
 {
 	return scaled_signs(&md->p[p].su, md->p[p].h, NULL, o);
 }
 
-int nv_path_gs(const nv_model *md, size_t p, nv_mat *o)
+int nv_path_gs(const nv_bm *md, size_t p, nv_mat *o)
 {
 	return scaled_signs(&md->p[p].sv, md->p[p].g, NULL, o);
 }
 
-int nv_model_recon(const nv_model *md, int skip, nv_mat *out)
+int nv_bm_recon(const nv_bm *md, int skip, nv_mat *out)
 {
 	if (nv_mat_zeros(out, md->m, md->n) < 0)
 		return -1;
@@ -227,7 +227,7 @@ static void factors_free(factors *f)
 	}
 }
 
-static int factors_of(const nv_model *md, const nv_mat *h, factors *f)
+static int factors_of(const nv_bm *md, const nv_mat *h, factors *f)
 {
 	memset(f, 0, sizeof(*f));
 	for (size_t p = 0; p < md->np; p++)
@@ -252,7 +252,7 @@ static int dot_prod(const nv_mat *a, const nv_mat *p, int tp, const nv_mat *q, i
 	return 0;
 }
 
-int nv_herr(const nv_metric *mt, const nv_model *md, double *out)
+int nv_herr(const nv_metric *mt, const nv_bm *md, double *out)
 {
 	factors f;
 	double e = mt->whw;
@@ -286,7 +286,7 @@ fail:
 	return -1;
 }
 
-int nv_rel(const nv_metric *mt, const nv_model *md, double *out)
+int nv_rel(const nv_metric *mt, const nv_bm *md, double *out)
 {
 	double e;
 
@@ -502,7 +502,7 @@ out:
 /* -------------------------------------------------------------------- ALS */
 
 /* [X_0 | X_1] of the paths' matrices (rows × np·r) */
-static int hstack(const nv_model *md, int (*part)(const nv_model *, size_t, nv_mat *),
+static int hstack(const nv_bm *md, int (*part)(const nv_bm *, size_t, nv_mat *),
 		  size_t rows, nv_mat *o)
 {
 	size_t r = md->r, pr = md->np * r;
@@ -528,7 +528,7 @@ typedef struct {
 } als_state;
 
 /* ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs] */
-static int als_l(nv_model *md, const nv_tctx *c, als_state *st)
+static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 {
 	size_t m = md->m, r = md->r, pr = md->np * r;
 	nv_mat b = {0}, hb = {0}, a = {0}, ata = {0};
@@ -565,7 +565,7 @@ out:
 }
 
 /* the 2 × 2 (or 1 × 1) row systems of the h step */
-static void als_h_solve(nv_model *md, const double *gm, const double *rh)
+static void als_h_solve(nv_bm *md, const double *gm, const double *rh)
 {
 	size_t np = md->np;
 
@@ -588,7 +588,7 @@ static void als_h_solve(nv_model *md, const double *gm, const double *rh)
 
 /* h (per row, joint over paths), with M_p = S_U,p·diag(ℓ_p):
  * G_i[a][c] = M_a,i · (BᵀHB)_ac · M_c,iᵀ,  R_i[a] = (W H B)_i,a · M_a,i */
-static int als_h(nv_model *md, const als_state *st)
+static int als_h(nv_bm *md, const als_state *st)
 {
 	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
 	nv_mat ms[2] = {{0}}, kac = {0}, mk = {0};
@@ -631,7 +631,7 @@ out:
 }
 
 /* X = (W H − Σ_{q≠p} Ŵ_q H)ᵀ·M (n × r) for M (m × r), without an m × n product */
-static int target_h_t_times(const nv_model *md, const nv_tctx *c, size_t p, const nv_mat *mm,
+static int target_h_t_times(const nv_bm *md, const nv_tctx *c, size_t p, const nv_mat *mm,
 			    nv_mat *x)
 {
 	if (nv_gemm_new(&c->fit.wh, 1, mm, 0, x) < 0)
@@ -659,7 +659,7 @@ static int target_h_t_times(const nv_model *md, const nv_tctx *c, size_t p, cons
 }
 
 /* g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p) */
-static int als_g(nv_model *md, const nv_tctx *c, size_t p)
+static int als_g(nv_bm *md, const nv_tctx *c, size_t p)
 {
 	size_t n = md->n, r = md->r;
 	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
@@ -689,7 +689,7 @@ out:
 	return rc;
 }
 
-int nv_als(nv_model *md, const nv_tctx *c, int sweeps)
+int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 {
 	for (int s = 0; s < sweeps; s++) {
 		als_state st = {{0}, {0}};
@@ -792,7 +792,7 @@ static uint64_t flip_parallel(flip_job *proto, size_t m, int threads)
 	return total;
 }
 
-static int flip_u_inner(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
 	size_t m = md->m, r = md->r;
 	nv_mat b = {0}, hb = {0}, k = {0}, whb = {0}, q = {0}, qs = {0};
@@ -844,7 +844,7 @@ out:
 	return rc;
 }
 
-int nv_flip_u(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
 	double t = nv_now();
 	uint64_t f = 0;

@@ -16,12 +16,14 @@
 #include "tool.h"
 
 static const char synopsis[] =
-	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram [--hctx CTX.hctx | --rho R]\n"
-	"           --bpw B [--kv] [--kv-factor K] [--paths auto|1|2] [--threads N] [--profile]\n"
-	"           [--target-raw M.raw] [--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
-	"           [-o OUT.blr]\n"
-	"nvg-encode --method dual-svid -w W.raw --shape MxN --bpw B [--kv] [--kv-factor K]\n"
-	"           [--paths auto|1|2] [--threads N] [-o OUT.blr]\n"
+	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
+	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
+	"[--paths auto|1|2] [--threads N] [--profile]\n"
+	"[--target-raw M.raw]\n"
+	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
+	"[-o OUT.blr]\n"
+	"nvg-encode --method dual-svid -w W.raw --shape MxN --bpw B [--kv]\n"
+	"[--kv-factor K] [--paths auto|1|2] [--threads N] [-o OUT.blr]\n"
 	"nvg-encode -h | --version\n";
 
 typedef struct {

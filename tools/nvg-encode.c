@@ -6,13 +6,16 @@
 #include <string.h>
 
 #include "aout.h"
+#include "cmf.h"
 #include "err.h"
 #include "fileio.h"
 #include "hctx.h"
 #include "linalg.h"
 #include "nvg.h"
+#include "names.h"
 #include "nvgg.h"
 #include "parse.h"
+#include "plan.h"
 #include "tool.h"
 
 static const char synopsis[] =
@@ -22,12 +25,15 @@ static const char synopsis[] =
 	"[--target-raw M.raw]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
 	"[-o OUT.blr]\n"
+	"nvg-encode -m MODEL.cmf -t NAME [--target-from OTHER.cmf] [--plan FILE]\n"
+	"[option ...]\n"
 	"nvg-encode --method dual-svid -w W.raw --shape MxN --bpw B [--kv]\n"
 	"[--kv-factor K] [--paths auto|1|2] [--threads N] [-o OUT.blr]\n"
 	"nvg-encode -h | --version\n";
 
 typedef struct {
 	const char *w, *target, *shape, *hctx, *fit, *sel, *out, *gauge, *blocks;
+	const char *model, *tname, *target_from, *plan;
 	size_t m, n;
 	double bpw, kv_factor, rho;
 	int kv, paths, profile, have_bpw, have_rho;
@@ -38,7 +44,7 @@ typedef struct {
 
 enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
-	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION
+	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN
 };
 
 static const struct option longopts[] = {
@@ -53,6 +59,9 @@ static const struct option longopts[] = {
 	{"row-gauge", required_argument, NULL, O_GAUGE},
 	{"head-blocks", required_argument, NULL, O_BLOCKS},
 	{"gauge-shuffle", required_argument, NULL, O_SHUFFLE},
+	{"target-from", required_argument, NULL, O_TFROM},
+	{"plan", required_argument, NULL, O_PLAN}, {"model", required_argument, NULL, 'm'},
+	{"tensor", required_argument, NULL, 't'},
 	{"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, O_VERSION}, {NULL, 0, NULL, 0}};
 
@@ -122,6 +131,10 @@ static int plain_opt(int c, const char *a, opts *o)
 	case O_SEL: o->sel = a; break;
 	case O_TARGET: o->target = a; break;
 	case O_BLOCKS: o->blocks = a; break;
+	case 'm': o->model = a; break;
+	case 't': o->tname = a; break;
+	case O_TFROM: o->target_from = a; break;
+	case O_PLAN: o->plan = a; break;
 	case O_KV: o->kv = 1; break;
 	case O_PROFILE: o->profile = 1; break;
 	default: return 1;
@@ -132,11 +145,21 @@ static int plain_opt(int c, const char *a, opts *o)
 /* combinations that make no command; returns a usage status or 0 */
 static int check_usage(const opts *o)
 {
-	if (!o->shape)
+	if (o->model && !o->tname)
+		return tool_usage_error("-m MODEL.cmf needs -t NAME");
+	if (o->model && o->w)
+		return tool_usage_error("give one of -w W.raw and -m MODEL.cmf");
+	if (o->target_from && !o->model)
+		return tool_usage_error("--target-from needs -m MODEL.cmf -t NAME");
+	if (o->target_from && o->target)
+		return tool_usage_error("give one of --target-raw and --target-from");
+	if (!o->shape && !o->model)
 		return tool_usage_error("missing --shape MxN");
-	if (!o->w == !o->target)
+	if (!o->model && !o->w == !o->target)
 		return tool_usage_error("give exactly one of -w W.raw and --target-raw M.raw");
-	if (!o->have_bpw)
+	if (o->plan && !o->tname)
+		return tool_usage_error("--plan needs the tensor's name, -t NAME");
+	if (!o->have_bpw && !o->plan)
 		return tool_usage_error("missing --bpw B");
 	if (o->method == NV_METHOD_NVG && (!o->fit || !o->sel))
 		return tool_usage_error("nvg needs --fit FIT.gram and --sel SEL.gram");
@@ -163,7 +186,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->kv_factor = 1.0;
 	o->rho = 0.03;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hw:o:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hw:o:m:t:", longopts, NULL)) != -1) {
 		if (c == 'h' || c == O_VERSION) {
 			if (c == 'h')
 				fputs(synopsis, stdout);
@@ -183,12 +206,67 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 		return *st = tool_usage_error("unexpected argument '%s'", argv[optind]), 1;
 	if ((*st = check_usage(o)))
 		return 1;
-	if (nv_parse_shape(o->shape, &o->m, &o->n) < 0)
+	if (o->shape && nv_parse_shape(o->shape, &o->m, &o->n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
-	if (o->m < 8 || o->n < 8) {
+	if (o->shape && (o->m < 8 || o->n < 8)) {
 		nv_seterr("min(m,n) < 8 is not encodable");
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	}
+	return 0;
+}
+
+/* the tensor -t of the model -m: its shape (checked against --shape) and,
+ * for a k or v projection of a grouped-query model, the kv budget factor */
+static int resolve_model(opts *o, cmf_file *cf)
+{
+	const cmf_tensor *t;
+	size_t layer;
+	const char *sh;
+
+	if (cmf_open(o->model, cf) < 0)
+		return tool_fail("cannot open model", o->model), -1;
+	if (!(t = cmf_find(cf, o->tname))) {
+		nv_seterr("no tensor '%s'", o->tname);
+		return tool_fail("cannot find tensor in", o->model), -1;
+	}
+	if (o->shape && (t->rows != o->m || t->cols != o->n)) {
+		nv_seterr("the tensor is %zux%zu", t->rows, t->cols);
+		return tool_fail("invalid --shape", o->shape), -1;
+	}
+	o->m = t->rows;
+	o->n = t->cols;
+	if (o->m < 8 || o->n < 8) {
+		nv_seterr("%zux%zu: min(m,n) < 8 is not encodable", o->m, o->n);
+		return tool_fail("cannot encode tensor", o->tname), -1;
+	}
+	if (nv_body_linear(o->tname, &layer, &sh) && (!strcmp(sh, "k") || !strcmp(sh, "v")) &&
+	    cf->has_arch && cf->arch.kv_heads < cf->arch.heads)
+		o->kv = 1;
+	return 0;
+}
+
+/* the budget from --plan: the tensor's rule, its layer's, else --bpw */
+static int resolve_plan(opts *o)
+{
+	plan pl;
+	size_t layer = (size_t)-1;
+	double b;
+
+	if (plan_load(o->plan, &pl) < 0)
+		return tool_fail("cannot read plan", o->plan), -1;
+	nv_layer_of(o->tname, &layer);
+	if (plan_keeps(&pl, o->tname, layer)) {
+		plan_free(&pl);
+		nv_seterr("the plan keeps it in its source dtype");
+		return tool_fail("nothing to encode for", o->tname), -1;
+	}
+	b = plan_bpw_for(&pl, o->tname, layer, o->have_bpw ? o->bpw : NAN);
+	plan_free(&pl);
+	if (isnan(b)) {
+		nv_seterr("no rule of '%s' covers it and no --bpw was given", o->plan);
+		return tool_fail("no budget for", o->tname), -1;
+	}
+	o->bpw = b;
 	return 0;
 }
 
@@ -238,10 +316,34 @@ static int load_gram(const char *path, size_t n, nv_mat *g, uint32_t *crc, uint6
 	return 0;
 }
 
-static int load_w(const opts *o, nv_mat *w)
+/* the tensor -t from a model file (the -m model or --target-from) */
+static float *model_w(const opts *o, const cmf_file *cf)
 {
-	const char *path = o->target ? o->target : o->w;
-	float *f = nv_read_raw_f32(path, o->m, o->n);
+	cmf_file other;
+	const cmf_tensor *t;
+	float *f = NULL;
+
+	if (!o->target_from)
+		return cmf_tensor_f32_alloc(cmf_find(cf, o->tname));
+	if (cmf_open(o->target_from, &other) < 0)
+		return NULL;
+	t = cmf_find(&other, o->tname);
+	if (!t)
+		nv_seterr("no tensor '%s'", o->tname);
+	else if (t->rows != o->m || t->cols != o->n)
+		nv_seterr("tensor '%s' is %zux%zu, not %zux%zu", o->tname, t->rows, t->cols, o->m,
+			  o->n);
+	else
+		f = cmf_tensor_f32_alloc(t);
+	cmf_close(&other);
+	return f;
+}
+
+static int load_w(const opts *o, const cmf_file *cf, nv_mat *w)
+{
+	const char *path = o->target ? o->target : o->target_from ? o->target_from
+					      : o->model ? o->model : o->w;
+	float *f = o->target || !o->model ? nv_read_raw_f32(path, o->m, o->n) : model_w(o, cf);
 
 	if (!f || nv_mat_zeros(w, o->m, o->n) < 0) {
 		free(f);
@@ -304,10 +406,10 @@ static int apply_gauge(const opts *o, inputs *in)
 	return 0;
 }
 
-static int load_inputs(const opts *o, inputs *in, nv_prof *prof)
+static int load_inputs(const opts *o, const cmf_file *cf, inputs *in, nv_prof *prof)
 {
 	memset(in, 0, sizeof(*in));
-	if (load_w(o, &in->w) < 0)
+	if (load_w(o, cf, &in->w) < 0)
 		return -1;
 	if (o->fit && load_gram(o->fit, o->n, &in->hfit, &in->fit_crc, &in->fit_count) < 0)
 		return -1;
@@ -347,17 +449,17 @@ static void report(const opts *o, const nv_enc_result *res, nv_prof *prof, doubl
 		(double)nv_flops() / fmax(secs, 1e-9) * 1e-9);
 }
 
-static int encode(const opts *o, nv_prof *prof)
+static int encode(const opts *o, const cmf_file *cf, nv_prof *prof)
 {
 	inputs in;
 	nv_enc_opts eo;
 	nv_enc_result res;
-	const char *subj = o->target ? o->target : o->w;
+	const char *subj = o->tname ? o->tname : o->target ? o->target : o->w;
 	double t0 = nv_now();
 	int rc;
 
 	nv_flops_reset();
-	if (load_inputs(o, &in, prof) < 0) {
+	if (load_inputs(o, cf, &in, prof) < 0) {
 		inputs_free(&in);
 		return EXIT_FAIL;
 	}
@@ -394,15 +496,27 @@ int main(int argc, char **argv)
 {
 	opts o;
 	nv_prof prof;
+	cmf_file cf;
 	int st;
 
 	tool_name = "nvg-encode";
 	if (parse_args(argc, argv, &o, &st))
 		return st;
+	memset(&cf, 0, sizeof(cf));
+	if (o.model && resolve_model(&o, &cf) < 0) {
+		cmf_close(&cf);
+		return EXIT_FAIL;
+	}
+	if (o.plan && resolve_plan(&o) < 0) {
+		cmf_close(&cf);
+		return EXIT_FAIL;
+	}
 	if (o.threads)
 		nv_set_threads((int)o.threads);
 	nv_prof_init(&prof);
-	st = encode(&o, o.profile ? &prof : NULL);
+	st = encode(&o, &cf, o.profile ? &prof : NULL);
 	nv_prof_free(&prof);
+	if (o.model)
+		cmf_close(&cf);
 	return tool_finish(st);
 }

@@ -311,6 +311,9 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 		nv_seterr("W has %zu columns but the context is %zu wide", w->c, hc->n);
 		return -1;
 	}
+	c->wlat = nv_calloc(1, sizeof(*c->wlat));
+	if (!c->wlat)
+		return -1;
 	PT(prof, "wh", rc = nv_metric_init(&c->fit, w, &hc->hf));
 	return rc;
 }
@@ -318,97 +321,122 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 void nv_tctx_free(nv_tctx *c)
 {
 	nv_metric_free(&c->fit);
+	if (c->wlat)
+		nv_lat_basis_free(c->wlat);
+	free(c->wlat);
+	c->wlat = NULL;
 }
 
 /* ---------------------------------------------------------------- latents */
 
-/* the top-r eigenpairs of the Gram of tl (rows when byrows), σ = √max(λ, 0) */
-static int top_eig(const nv_mat *tl, int byrows, size_t r, nv_prof *prof, double *sig,
-		   nv_mat *vec)
+void nv_lat_basis_free(nv_lat_basis *b)
 {
-	nv_mat g, e;
-	double *lam;
+	nv_mat_free(&b->tl);
+	nv_mat_free(&b->vec);
+	free(b->sig);
+	memset(b, 0, sizeof(*b));
+}
+
+/* the eigendecomposition of the Gram of t·L: rows (m × m) when m ≤ n, else
+ * columns (n × n); σ = √max(λ, 0), descending */
+int nv_lat_basis_build(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_lat_basis *b)
+{
+	nv_mat g = {0};
+	double *lam = NULL;
 	int rc;
 
-	PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, tl, !byrows, &g));
+	memset(b, 0, sizeof(*b));
+	b->byrows = t->r <= t->c;
+	if (l)
+		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, l, 0, &b->tl));
+	else
+		rc = nv_mat_copy(&b->tl, t);
+	if (rc < 0)
+		goto fail;
+	PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, &b->tl, !b->byrows, &g));
+	if (rc < 0 || !(lam = nv_malloc(g.r, sizeof(double))) ||
+	    !(b->sig = nv_malloc(g.r, sizeof(double))))
+		goto fail;
+	PT(prof, "lat.eig", rc = nv_sym_eig(&g, lam, &b->vec));
+	if (rc < 0)
+		goto fail;
+	for (size_t k = 0; k < g.r; k++)
+		b->sig[k] = sqrt(fmax(lam[k], 0.0));
+	free(lam);
+	nv_mat_free(&g);
+	return 0;
+fail:
+	free(lam);
+	nv_mat_free(&g);
+	nv_lat_basis_free(b);
+	return -1;
+}
+
+/* U_r (m × r): the top-r left singular vectors of t·L */
+static int lat_ur(const nv_lat_basis *b, size_t r, double floor, nv_prof *prof, nv_mat *ur)
+{
+	nv_mat top;
+	int rc;
+
+	if (nv_mat_zeros(&top, b->vec.r, r) < 0)
+		return -1;
+	for (size_t i = 0; i < b->vec.r; i++)
+		memcpy(nv_row(&top, i), nv_row(&b->vec, i), r * sizeof(double));
+	if (b->byrows) {
+		*ur = top;
+		return 0;
+	}
+	/* U_r = t·L·V_r·Σ_r⁻¹ */
+	PT(prof, "lat.gemm", rc = nv_gemm_new(&b->tl, 0, &top, 0, ur));
+	nv_mat_free(&top);
 	if (rc < 0)
 		return -1;
-	lam = nv_malloc(g.r, sizeof(double));
-	if (!lam) {
-		nv_mat_free(&g);
+	for (size_t i = 0; i < ur->r; i++)
+		for (size_t k = 0; k < r; k++)
+			ur->d[i * r + k] /= fmax(b->sig[k], floor);
+	return 0;
+}
+
+int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
+		    nv_mat *up, nv_mat *vp)
+{
+	size_t m = t->r, n = t->c;
+	double floor = fmax(b->sig[0], 1e-300) * 1e-15;
+	nv_mat ur;
+	int rc;
+
+	up->d = vp->d = NULL;
+	if (lat_ur(b, r, floor, prof, &ur) < 0)
+		return -1;
+	rc = nv_mat_copy(up, &ur);
+	if (rc == 0)
+		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
+	nv_mat_free(&ur);
+	if (rc < 0) {
+		nv_mat_free(up);
 		return -1;
 	}
-	PT(prof, "lat.eig", rc = nv_sym_eig(&g, lam, &e));
-	nv_mat_free(&g);
-	if (rc < 0 || nv_mat_zeros(vec, e.r, r) < 0) {
-		free(lam);
-		nv_mat_free(&e);
-		return -1;
-	}
-	for (size_t k = 0; k < r; k++)
-		sig[k] = sqrt(fmax(lam[k], 0.0));
-	for (size_t i = 0; i < e.r; i++)
-		memcpy(nv_row(vec, i), nv_row(&e, i), r * sizeof(double));
-	free(lam);
-	nv_mat_free(&e);
+	/* up = U_r Σ^{1/2}, vp = tᵀ U_r Σ^{-1/2} */
+	for (size_t i = 0; i < m; i++)
+		for (size_t k = 0; k < r; k++)
+			up->d[i * r + k] *= sqrt(b->sig[k]);
+	for (size_t j = 0; j < n; j++)
+		for (size_t k = 0; k < r; k++)
+			vp->d[j * r + k] /= sqrt(fmax(b->sig[k], floor));
 	return 0;
 }
 
 int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat *up,
 	       nv_mat *vp)
 {
-	size_t m = t->r, n = t->c;
-	nv_mat tlm = {0}, ur = {0}, vr = {0};
-	const nv_mat *tl = t;
-	double *sig = nv_malloc(r, sizeof(double)), floor;
-	int rc = -1;
+	nv_lat_basis b;
+	int rc;
 
 	up->d = vp->d = NULL;
-	if (!sig)
+	if (nv_lat_basis_build(t, l, prof, &b) < 0)
 		return -1;
-	if (l) {
-		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, l, 0, &tlm));
-		if (rc < 0)
-			goto out;
-		tl = &tlm;
-	}
-	rc = -1;
-	if (m <= n) {
-		if (top_eig(tl, 1, r, prof, sig, &ur) < 0)
-			goto out;
-	} else {
-		if (top_eig(tl, 0, r, prof, sig, &vr) < 0)
-			goto out;
-		PT(prof, "lat.gemm", rc = nv_gemm_new(tl, 0, &vr, 0, &ur));
-		if (rc < 0)
-			goto out;
-		floor = fmax(sig[0], 1e-300) * 1e-15;
-		for (size_t i = 0; i < m; i++)
-			for (size_t k = 0; k < r; k++)
-				ur.d[i * r + k] /= fmax(sig[k], floor);
-	}
-	floor = fmax(sig[0], 1e-300) * 1e-15;
-	if (nv_mat_copy(up, &ur) < 0)
-		goto out;
-	for (size_t i = 0; i < m; i++)
-		for (size_t k = 0; k < r; k++)
-			up->d[i * r + k] *= sqrt(sig[k]);
-	PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
-	if (rc < 0)
-		goto out;
-	for (size_t j = 0; j < n; j++)
-		for (size_t k = 0; k < r; k++)
-			vp->d[j * r + k] /= sqrt(fmax(sig[k], floor));
-	rc = 0;
-out:
-	if (rc < 0) {
-		nv_mat_free(up);
-		nv_mat_free(vp);
-	}
-	free(sig);
-	nv_mat_free(&tlm);
-	nv_mat_free(&ur);
-	nv_mat_free(&vr);
+	rc = nv_latents_from(&b, t, r, prof, up, vp);
+	nv_lat_basis_free(&b);
 	return rc;
 }
 

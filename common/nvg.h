@@ -116,12 +116,21 @@ int nv_herr_direct(const nv_mat *e, const nv_mat *h, double *out);
 
 /* ---- one tensor's fitting context ---- */
 
+/* the eigendecomposition behind rank-r latents of t (any r) */
+typedef struct {
+	int byrows;     /* 1: m ≤ n, vec holds left vectors (m × m); 0: right (n × n) */
+	nv_mat tl;      /* (m × n) t·L (t when no metric) */
+	nv_mat vec;     /* eigenvectors, columns in descending order */
+	double *sig;    /* singular values of t·L, descending */
+} nv_lat_basis;
+
 typedef struct {
 	const nv_mat *w;     /* (m × n) the matrix encoded */
 	const nv_hctx *hc;   /* the input's context (hf, l, sqd, perm, uc) */
 	nv_metric fit;       /* the damped metric hf; fit.wh = W·hf */
 	nv_prof *prof;       /* NULL: no profile */
 	int threads;         /* workers of the row-parallel stages (≥ 1) */
+	nv_lat_basis *wlat;  /* whitened basis of W, filled by the first init that needs it */
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
@@ -134,6 +143,12 @@ void nv_tctx_free(nv_tctx *c);
  * up = U_r Σ^{1/2}, vp = tᵀ U_r Σ^{-1/2}, U_r, Σ from the SVD of t·L */
 int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat *up,
 	       nv_mat *vp);
+/* the same in two steps, so that latents of one t at several ranks share
+ * one eigendecomposition: nv_lat_basis_build then nv_latents_from (t the same) */
+int nv_lat_basis_build(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_lat_basis *b);
+int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
+		    nv_mat *up, nv_mat *vp);
+void nv_lat_basis_free(nv_lat_basis *b);
 /* the orthogonal R bringing the row-normalised [up; vp]·R closest to the
  * hypercube with rows weighted by w²; returns up·R, vp·R */
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,

@@ -280,8 +280,17 @@ static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 	double *wu = nv_malloc(m, sizeof(double)), *wv = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
-	if (!wu || !wv || nv_latents(t, r, &c->hc->l, c->prof, &up, &vp) < 0)
+	if (!wu || !wv)
 		goto out;
+	if (t == c->w) {
+		/* W's whitened basis serves every candidate rank */
+		if (!c->wlat->sig && nv_lat_basis_build(t, &c->hc->l, c->prof, c->wlat) < 0)
+			goto out;
+		if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
+			goto out;
+	} else if (nv_latents(t, r, &c->hc->l, c->prof, &up, &vp) < 0) {
+		goto out;
+	}
 	for (size_t i = 0; i < m; i++)
 		wu[i] = cblas_dnrm2((int)r, nv_row(&up, i), 1);
 	for (size_t j = 0; j < n; j++)

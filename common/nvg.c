@@ -550,21 +550,23 @@ static int hstack(const nv_bm *md, int (*part)(const nv_bm *, size_t, nv_mat *),
 	return 0;
 }
 
-/* what the ℓ step leaves for the h step: BHB (pr × pr), WHB (m × pr) */
+/* what the ℓ step leaves for the h and g steps: H·B (n × pr), BHB (pr × pr),
+ * WHB (m × pr); H·B_q stays valid until path q's g is solved */
 typedef struct {
-	nv_mat bhb, whb;
+	nv_mat hb, bhb, whb;
 } als_state;
 
 /* ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs] */
 static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 {
 	size_t m = md->m, r = md->r, pr = md->np * r;
-	nv_mat b = {0}, hb = {0}, a = {0}, ata = {0};
+	nv_mat b = {0}, a = {0}, ata = {0};
 	double *rhs = NULL, *lam = NULL;
 	int rc = -1;
 
-	if (hstack(md, nv_path_gs, md->n, &b) < 0 || nv_gemm_new(&c->hc->hf, 0, &b, 0, &hb) < 0 ||
-	    nv_gemm_new(&b, 1, &hb, 0, &st->bhb) < 0 ||
+	if (hstack(md, nv_path_gs, md->n, &b) < 0 ||
+	    nv_gemm_new(&c->hc->hf, 0, &b, 0, &st->hb) < 0 ||
+	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 ||
 	    nv_gemm_new(&c->fit.wh, 0, &b, 0, &st->whb) < 0 ||
 	    hstack(md, nv_path_hs, m, &a) < 0 || nv_syrk_new(1.0, &a, 1, &ata) < 0)
 		goto out;
@@ -586,7 +588,6 @@ out:
 	free(rhs);
 	free(lam);
 	nv_mat_free(&b);
-	nv_mat_free(&hb);
 	nv_mat_free(&a);
 	nv_mat_free(&ata);
 	return rc;
@@ -658,24 +659,45 @@ out:
 	return rc;
 }
 
+/* H·B_q (n × r): columns q·r.. of the ℓ step's H·B while path q's g has not
+ * moved since (q > p in this sweep), else computed afresh */
+static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, size_t q,
+		 nv_mat *hbq)
+{
+	size_t n = md->n, r = md->r;
+	nv_mat bq;
+	int rc;
+
+	if (q > p) {
+		if (nv_mat_zeros(hbq, n, r) < 0)
+			return -1;
+		for (size_t j = 0; j < n; j++)
+			memcpy(nv_row(hbq, j), nv_row(&st->hb, j) + q * r, r * sizeof(double));
+		return 0;
+	}
+	if (nv_path_gs(md, q, &bq) < 0)
+		return -1;
+	rc = nv_gemm_new(&c->hc->hf, 0, &bq, 0, hbq);
+	nv_mat_free(&bq);
+	return rc;
+}
+
 /* X = (W H − Σ_{q≠p} Ŵ_q H)ᵀ·M (n × r) for M (m × r), without an m × n product */
-static int target_h_t_times(const nv_bm *md, const nv_tctx *c, size_t p, const nv_mat *mm,
-			    nv_mat *x)
+static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
+			    const nv_mat *mm, nv_mat *x)
 {
 	if (nv_gemm_new(&c->fit.wh, 1, mm, 0, x) < 0)
 		return -1;
 	for (size_t q = 0; q < md->np; q++) {
-		nv_mat aq = {0}, bq = {0}, hbq = {0}, aqm = {0};
+		nv_mat aq = {0}, hbq = {0}, aqm = {0};
 		int rc;
 		if (q == p)
 			continue;
-		rc = nv_path_hsl(md, q, &aq) < 0 || nv_path_gs(md, q, &bq) < 0 ||
-		     nv_gemm_new(&c->hc->hf, 0, &bq, 0, &hbq) < 0 ||
+		rc = nv_path_hsl(md, q, &aq) < 0 || hb_of(md, c, st, p, q, &hbq) < 0 ||
 		     nv_gemm_new(&aq, 1, mm, 0, &aqm) < 0;
 		if (!rc)
 			nv_gemm(-1.0, &hbq, 0, &aqm, 0, 1.0, x);
 		nv_mat_free(&aq);
-		nv_mat_free(&bq);
 		nv_mat_free(&hbq);
 		nv_mat_free(&aqm);
 		if (rc) {
@@ -687,7 +709,7 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, size_t p, const n
 }
 
 /* g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p) */
-static int als_g(nv_bm *md, const nv_tctx *c, size_t p)
+static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
 {
 	size_t n = md->n, r = md->r;
 	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
@@ -697,7 +719,7 @@ static int als_g(nv_bm *md, const nv_tctx *c, size_t p)
 
 	if (!rhs || !g || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
 	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_new(&svk, 0, sv, 1, &ctc) < 0 ||
-	    target_h_t_times(md, c, p, &mm, &x) < 0)
+	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
 		goto out;
 	for (size_t i = 0; i < n * n; i++)
 		ctc.d[i] *= c->hc->hf.d[i];
@@ -720,7 +742,7 @@ out:
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 {
 	for (int s = 0; s < sweeps; s++) {
-		als_state st = {{0}, {0}};
+		als_state st = {{0}, {0}, {0}};
 		double t = nv_now();
 		int rc = als_l(md, c, &st);
 		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
@@ -728,15 +750,15 @@ int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 		if (rc == 0)
 			rc = als_h(md, &st);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
+		t = nv_now();
+		for (size_t p = 0; p < md->np && rc == 0; p++)
+			rc = als_g(md, c, &st, p);
+		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
+		nv_mat_free(&st.hb);
 		nv_mat_free(&st.bhb);
 		nv_mat_free(&st.whb);
 		if (rc < 0)
 			return -1;
-		t = nv_now();
-		for (size_t p = 0; p < md->np; p++)
-			if (als_g(md, c, p) < 0)
-				return -1;
-		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
 	}
 	return 0;
 }

@@ -7,15 +7,14 @@
 
 #include "aout.h"
 #include "cmf.h"
+#include "encin.h"
 #include "err.h"
 #include "fileio.h"
 #include "hctx.h"
 #include "linalg.h"
 #include "nvg.h"
-#include "names.h"
 #include "nvgg.h"
 #include "parse.h"
-#include "plan.h"
 #include "tool.h"
 
 static const char synopsis[] =
@@ -32,14 +31,12 @@ static const char synopsis[] =
 	"nvg-encode -h | --version\n";
 
 typedef struct {
-	const char *w, *target, *shape, *hctx, *fit, *sel, *out, *gauge, *blocks;
-	const char *model, *tname, *target_from, *plan;
-	size_t m, n;
-	double bpw, kv_factor, rho;
-	int kv, paths, profile, have_bpw, have_rho;
+	nv_encin_spec s; /* what to read */
+	const char *shape, *out;
+	double kv_factor;
+	int paths, profile, have_rho;
 	nv_method method;
 	long threads;
-	unsigned long long shuffle;
 } opts;
 
 enum {
@@ -72,8 +69,8 @@ static int value_opt(int c, const char *a, opts *o)
 
 	switch (c) {
 	case O_BPW:
-		o->have_bpw = 1;
-		if (nv_parse_double_open(a, 0.0, 16.0, &o->bpw) < 0)
+		o->s.have_bpw = 1;
+		if (nv_parse_double_open(a, 0.0, 16.0, &o->s.bpw) < 0)
 			return tool_fail("invalid --bpw", a), -1;
 		return 0;
 	case O_KVF:
@@ -82,7 +79,7 @@ static int value_opt(int c, const char *a, opts *o)
 		return 0;
 	case O_RHO:
 		o->have_rho = 1;
-		if (nv_parse_double(a, 0.0, 1e6, &o->rho) < 0)
+		if (nv_parse_double(a, 0.0, 1e6, &o->s.rho) < 0)
 			return tool_fail("invalid --rho", a), -1;
 		return 0;
 	case O_THREADS:
@@ -92,7 +89,7 @@ static int value_opt(int c, const char *a, opts *o)
 	case O_SHUFFLE:
 		if (nv_parse_long(a, 1, 0x7fffffffL, &v) < 0)
 			return tool_fail("invalid --gauge-shuffle", a), -1;
-		o->shuffle = (unsigned long long)v;
+		o->s.shuffle = (unsigned long long)v;
 		return 0;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
@@ -113,7 +110,7 @@ static int value_opt(int c, const char *a, opts *o)
 			nv_seterr("expected invE");
 			return tool_fail("invalid --row-gauge", a), -1;
 		}
-		o->gauge = a;
+		o->s.gauge = a;
 		return 0;
 	}
 	return 1;
@@ -123,19 +120,19 @@ static int value_opt(int c, const char *a, opts *o)
 static int plain_opt(int c, const char *a, opts *o)
 {
 	switch (c) {
-	case 'w': o->w = a; break;
+	case 'w': o->s.w = a; break;
 	case 'o': o->out = a; break;
 	case O_SHAPE: o->shape = a; break;
-	case O_HCTX: o->hctx = a; break;
-	case O_FIT: o->fit = a; break;
-	case O_SEL: o->sel = a; break;
-	case O_TARGET: o->target = a; break;
-	case O_BLOCKS: o->blocks = a; break;
-	case 'm': o->model = a; break;
-	case 't': o->tname = a; break;
-	case O_TFROM: o->target_from = a; break;
-	case O_PLAN: o->plan = a; break;
-	case O_KV: o->kv = 1; break;
+	case O_HCTX: o->s.hctx = a; break;
+	case O_FIT: o->s.fit = a; break;
+	case O_SEL: o->s.sel = a; break;
+	case O_TARGET: o->s.target = a; break;
+	case O_BLOCKS: o->s.blocks = a; break;
+	case 'm': o->s.model = a; break;
+	case 't': o->s.tname = a; break;
+	case O_TFROM: o->s.target_from = a; break;
+	case O_PLAN: o->s.plan = a; break;
+	case O_KV: o->s.kv = 1; break;
 	case O_PROFILE: o->profile = 1; break;
 	default: return 1;
 	}
@@ -145,33 +142,33 @@ static int plain_opt(int c, const char *a, opts *o)
 /* combinations that make no command; returns a usage status or 0 */
 static int check_usage(const opts *o)
 {
-	if (o->model && !o->tname)
+	if (o->s.model && !o->s.tname)
 		return tool_usage_error("-m MODEL.cmf needs -t NAME");
-	if (o->model && o->w)
+	if (o->s.model && o->s.w)
 		return tool_usage_error("give one of -w W.raw and -m MODEL.cmf");
-	if (o->target_from && !o->model)
+	if (o->s.target_from && !o->s.model)
 		return tool_usage_error("--target-from needs -m MODEL.cmf -t NAME");
-	if (o->target_from && o->target)
+	if (o->s.target_from && o->s.target)
 		return tool_usage_error("give one of --target-raw and --target-from");
-	if (!o->shape && !o->model)
+	if (!o->shape && !o->s.model)
 		return tool_usage_error("missing --shape MxN");
-	if (!o->model && !o->w == !o->target)
+	if (!o->s.model && !o->s.w == !o->s.target)
 		return tool_usage_error("give exactly one of -w W.raw and --target-raw M.raw");
-	if (o->plan && !o->tname)
+	if (o->s.plan && !o->s.tname)
 		return tool_usage_error("--plan needs the tensor's name, -t NAME");
-	if (!o->have_bpw && !o->plan)
+	if (!o->s.have_bpw && !o->s.plan)
 		return tool_usage_error("missing --bpw B");
-	if (o->method == NV_METHOD_NVG && (!o->fit || !o->sel))
+	if (o->method == NV_METHOD_NVG && (!o->s.fit || !o->s.sel))
 		return tool_usage_error("nvg needs --fit FIT.gram and --sel SEL.gram");
-	if (o->hctx && o->have_rho)
+	if (o->s.hctx && o->have_rho)
 		return tool_usage_error("--rho applies when the context is built from --fit, "
 					"not with --hctx");
-	if (o->method == NV_METHOD_DUAL_SVID && (o->hctx || o->sel))
+	if (o->method == NV_METHOD_DUAL_SVID && (o->s.hctx || o->s.sel))
 		return tool_usage_error("dual-svid reads no context or SEL Gram");
-	if (!o->gauge != !o->blocks || (o->shuffle && !o->gauge))
+	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
 					"(--gauge-shuffle with them)");
-	if (o->gauge && !o->fit)
+	if (o->s.gauge && !o->s.fit)
 		return tool_usage_error("--row-gauge needs --fit FIT.gram");
 	return 0;
 }
@@ -184,7 +181,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	memset(o, 0, sizeof(*o));
 	o->out = "-";
 	o->kv_factor = 1.0;
-	o->rho = 0.03;
+	o->s.rho = 0.03;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hw:o:m:t:", longopts, NULL)) != -1) {
 		if (c == 'h' || c == O_VERSION) {
@@ -206,219 +203,12 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 		return *st = tool_usage_error("unexpected argument '%s'", argv[optind]), 1;
 	if ((*st = check_usage(o)))
 		return 1;
-	if (o->shape && nv_parse_shape(o->shape, &o->m, &o->n) < 0)
+	if (o->shape && nv_parse_shape(o->shape, &o->s.m, &o->s.n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
-	if (o->shape && (o->m < 8 || o->n < 8)) {
+	if (o->shape && (o->s.m < 8 || o->s.n < 8)) {
 		nv_seterr("min(m,n) < 8 is not encodable");
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	}
-	return 0;
-}
-
-/* the tensor -t of the model -m: its shape (checked against --shape) and,
- * for a k or v projection of a grouped-query model, the kv budget factor */
-static int resolve_model(opts *o, cmf_file *cf)
-{
-	const cmf_tensor *t;
-	size_t layer;
-	const char *sh;
-
-	if (cmf_open(o->model, cf) < 0)
-		return tool_fail("cannot open model", o->model), -1;
-	if (!(t = cmf_find(cf, o->tname))) {
-		nv_seterr("no tensor '%s'", o->tname);
-		return tool_fail("cannot find tensor in", o->model), -1;
-	}
-	if (o->shape && (t->rows != o->m || t->cols != o->n)) {
-		nv_seterr("the tensor is %zux%zu", t->rows, t->cols);
-		return tool_fail("invalid --shape", o->shape), -1;
-	}
-	o->m = t->rows;
-	o->n = t->cols;
-	if (o->m < 8 || o->n < 8) {
-		nv_seterr("%zux%zu: min(m,n) < 8 is not encodable", o->m, o->n);
-		return tool_fail("cannot encode tensor", o->tname), -1;
-	}
-	if (nv_body_linear(o->tname, &layer, &sh) && (!strcmp(sh, "k") || !strcmp(sh, "v")) &&
-	    cf->has_arch && cf->arch.kv_heads < cf->arch.heads)
-		o->kv = 1;
-	return 0;
-}
-
-/* the budget from --plan: the tensor's rule, its layer's, else --bpw */
-static int resolve_plan(opts *o)
-{
-	plan pl;
-	size_t layer = (size_t)-1;
-	double b;
-
-	if (plan_load(o->plan, &pl) < 0)
-		return tool_fail("cannot read plan", o->plan), -1;
-	nv_layer_of(o->tname, &layer);
-	if (plan_keeps(&pl, o->tname, layer)) {
-		plan_free(&pl);
-		nv_seterr("the plan keeps it in its source dtype");
-		return tool_fail("nothing to encode for", o->tname), -1;
-	}
-	b = plan_bpw_for(&pl, o->tname, layer, o->have_bpw ? o->bpw : NAN);
-	plan_free(&pl);
-	if (isnan(b)) {
-		nv_seterr("no rule of '%s' covers it and no --bpw was given", o->plan);
-		return tool_fail("no budget for", o->tname), -1;
-	}
-	o->bpw = b;
-	return 0;
-}
-
-/* the inputs of one encode */
-typedef struct {
-	nv_mat w, hfit, hsel;
-	nv_hctx hc;
-	int have_hc;
-	uint32_t fit_crc;
-	uint64_t fit_count;
-	double *gauge; /* (m) row gauge, or NULL */
-} inputs;
-
-static void inputs_free(inputs *in)
-{
-	nv_mat_free(&in->w);
-	nv_mat_free(&in->hfit);
-	nv_mat_free(&in->hsel);
-	if (in->have_hc)
-		nv_hctx_free(&in->hc);
-	free(in->gauge);
-}
-
-/* an NVGG as f64 (n × n) whose width must be n */
-static int load_gram(const char *path, size_t n, nv_mat *g, uint32_t *crc, uint64_t *count)
-{
-	nvgg gg;
-	double *d;
-
-	if (nvgg_read(path, &gg) < 0)
-		return tool_fail("cannot read Gram", path), -1;
-	if (gg.n != n) {
-		nv_seterr("%u wide, but W has %zu columns", gg.n, n);
-		nvgg_free(&gg);
-		return tool_fail("Gram does not fit W", path), -1;
-	}
-	d = nvgg_to_f64(&gg);
-	if (crc)
-		*crc = nv_crc32(gg.g, (size_t)n * n * sizeof(float));
-	if (count)
-		*count = gg.count;
-	nvgg_free(&gg);
-	if (!d)
-		return tool_fail("cannot read Gram", path), -1;
-	g->r = g->c = n;
-	g->d = d;
-	return 0;
-}
-
-/* the tensor -t from a model file (the -m model or --target-from) */
-static float *model_w(const opts *o, const cmf_file *cf)
-{
-	cmf_file other;
-	const cmf_tensor *t;
-	float *f = NULL;
-
-	if (!o->target_from)
-		return cmf_tensor_f32_alloc(cmf_find(cf, o->tname));
-	if (cmf_open(o->target_from, &other) < 0)
-		return NULL;
-	t = cmf_find(&other, o->tname);
-	if (!t)
-		nv_seterr("no tensor '%s'", o->tname);
-	else if (t->rows != o->m || t->cols != o->n)
-		nv_seterr("tensor '%s' is %zux%zu, not %zux%zu", o->tname, t->rows, t->cols, o->m,
-			  o->n);
-	else
-		f = cmf_tensor_f32_alloc(t);
-	cmf_close(&other);
-	return f;
-}
-
-static int load_w(const opts *o, const cmf_file *cf, nv_mat *w)
-{
-	const char *path = o->target ? o->target : o->target_from ? o->target_from
-					      : o->model ? o->model : o->w;
-	float *f = o->target || !o->model ? nv_read_raw_f32(path, o->m, o->n) : model_w(o, cf);
-
-	if (!f || nv_mat_zeros(w, o->m, o->n) < 0) {
-		free(f);
-		return tool_fail("cannot read matrix", path), -1;
-	}
-	for (size_t i = 0; i < o->m * o->n; i++)
-		w->d[i] = f[i];
-	free(f);
-	return 0;
-}
-
-/* the FIT context: read (checked against W and --fit) or built from --fit */
-static int load_hctx(const opts *o, inputs *in, nv_prof *prof)
-{
-	double t = nv_now();
-
-	if (o->hctx) {
-		if (nv_hctx_read(o->hctx, &in->hc) < 0)
-			return tool_fail("cannot read context", o->hctx), -1;
-		in->have_hc = 1;
-		if (in->hc.n != o->n) {
-			nv_seterr("%zu wide, but W has %zu columns", in->hc.n, o->n);
-			return tool_fail("context does not fit W", o->hctx), -1;
-		}
-		if (in->hc.gram_crc != in->fit_crc) {
-			nv_seterr("built from another Gram than '%s'", o->fit);
-			return tool_fail("context does not fit the FIT Gram", o->hctx), -1;
-		}
-	} else {
-		if (nv_hctx_build(in->hfit.d, o->n, o->rho, &in->hc) < 0)
-			return tool_fail("cannot build context from", o->fit), -1;
-		in->have_hc = 1;
-	}
-	nv_prof_add(prof, "hctx", nv_now() - t, 0);
-	return 0;
-}
-
-/* scale head blocks of W's rows by the invE gauge; remembered for the undo */
-static int apply_gauge(const opts *o, inputs *in)
-{
-	size_t *starts, nb, m = in->w.r;
-	double lo = INFINITY, hi = 0;
-
-	if (nv_parse_head_blocks(o->blocks, m, &starts, &nb) < 0)
-		return tool_fail("invalid --head-blocks", o->blocks), -1;
-	in->gauge = malloc(m * sizeof(double));
-	if (!in->gauge || nv_row_gauge(&in->w, &in->hfit, starts, nb, o->shuffle, in->gauge) < 0) {
-		free(starts);
-		return tool_fail("cannot compute the row gauge for", o->blocks), -1;
-	}
-	free(starts);
-	for (size_t i = 0; i < m; i++) {
-		lo = fmin(lo, in->gauge[i]);
-		hi = fmax(hi, in->gauge[i]);
-		for (size_t j = 0; j < in->w.c; j++)
-			in->w.d[i * in->w.c + j] *= in->gauge[i];
-	}
-	fprintf(stderr, "%s: row gauge%s over %zu blocks: scale %.3f..%.3f\n", tool_name,
-		o->shuffle ? " (shuffled)" : "", nb, lo, hi);
-	return 0;
-}
-
-static int load_inputs(const opts *o, const cmf_file *cf, inputs *in, nv_prof *prof)
-{
-	memset(in, 0, sizeof(*in));
-	if (load_w(o, cf, &in->w) < 0)
-		return -1;
-	if (o->fit && load_gram(o->fit, o->n, &in->hfit, &in->fit_crc, &in->fit_count) < 0)
-		return -1;
-	if (o->sel && load_gram(o->sel, o->n, &in->hsel, NULL, NULL) < 0)
-		return -1;
-	if (o->method == NV_METHOD_NVG && load_hctx(o, in, prof) < 0)
-		return -1;
-	if (o->gauge && apply_gauge(o, in) < 0)
-		return -1;
 	return 0;
 }
 
@@ -449,32 +239,36 @@ static void report(const opts *o, const nv_enc_result *res, nv_prof *prof, doubl
 		(double)nv_flops() / fmax(secs, 1e-9) * 1e-9);
 }
 
-static int encode(const opts *o, const cmf_file *cf, nv_prof *prof)
+static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 {
-	inputs in;
+	nv_encin in;
 	nv_enc_opts eo;
 	nv_enc_result res;
-	const char *subj = o->tname ? o->tname : o->target ? o->target : o->w;
+	const char *subj = o->s.tname ? o->s.tname : o->s.target ? o->s.target : o->s.w;
 	double t0 = nv_now();
 	int rc;
 
 	nv_flops_reset();
-	if (load_inputs(o, cf, &in, prof) < 0) {
-		inputs_free(&in);
-		return EXIT_FAIL;
+	o->s.nvg = o->method == NV_METHOD_NVG;
+	if (nv_encin_load(&o->s, cf, &in, prof) < 0) {
+		nv_encin_free(&in);
+		return tool_failf("%s", nv_err());
 	}
+	if (in.gauge)
+		fprintf(stderr, "%s: row gauge%s over %zu blocks: scale %.3f..%.3f\n", tool_name,
+			o->s.shuffle ? " (shuffled)" : "", in.gauge_blocks, in.gauge_lo, in.gauge_hi);
 	nv_enc_opts_default(&eo);
-	eo.bpw = o->bpw;
-	eo.kv = o->kv ? o->kv_factor : 1.0;
+	eo.bpw = o->s.bpw;
+	eo.kv = o->s.kv ? o->kv_factor : 1.0;
 	eo.paths = o->paths;
 	eo.method = o->method;
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;
 	rc = nv_encode(&in.w, in.have_hc ? &in.hc : NULL, in.hfit.d ? &in.hfit : NULL,
 		       in.hsel.d ? &in.hsel : NULL, &eo, &res);
-	if (rc == 0 && in.gauge && nv_undo_row_gauge(res.bytes, res.len, in.gauge, o->m) < 0)
+	if (rc == 0 && in.gauge && nv_undo_row_gauge(res.bytes, res.len, in.gauge, o->s.m) < 0)
 		rc = -1;
-	inputs_free(&in);
+	nv_encin_free(&in);
 	if (rc == 1) {
 		tool_fail("blr refused", subj);
 		return EXIT_REFUSED;
@@ -503,20 +297,16 @@ int main(int argc, char **argv)
 	if (parse_args(argc, argv, &o, &st))
 		return st;
 	memset(&cf, 0, sizeof(cf));
-	if (o.model && resolve_model(&o, &cf) < 0) {
+	if ((o.s.model && nv_encin_model(&o.s, &cf) < 0) || (o.s.plan && nv_encin_plan(&o.s) < 0)) {
 		cmf_close(&cf);
-		return EXIT_FAIL;
-	}
-	if (o.plan && resolve_plan(&o) < 0) {
-		cmf_close(&cf);
-		return EXIT_FAIL;
+		return tool_finish(tool_failf("%s", nv_err()));
 	}
 	if (o.threads)
 		nv_set_threads((int)o.threads);
 	nv_prof_init(&prof);
 	st = encode(&o, &cf, o.profile ? &prof : NULL);
 	nv_prof_free(&prof);
-	if (o.model)
+	if (o.s.model)
 		cmf_close(&cf);
 	return tool_finish(st);
 }

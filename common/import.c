@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void nv_model_init(nv_model *m)
+void imp_model_init(imp_model *m)
 {
 	memset(m, 0, sizeof(*m));
 	cmf_arch_init(&m->arch);
 }
 
-void nv_model_free(nv_model *m)
+void imp_model_free(imp_model *m)
 {
 	for (size_t i = 0; i < m->n; i++) {
 		free(m->t[i].name);
@@ -29,10 +29,10 @@ void nv_model_free(nv_model *m)
 	for (size_t i = 0; i < m->nsrc; i++)
 		cmf_close(&m->src[i]);
 	free(m->src);
-	nv_model_init(m);
+	imp_model_init(m);
 }
 
-nv_itensor *nv_model_find(nv_model *m, const char *name)
+nv_itensor *imp_model_find(imp_model *m, const char *name)
 {
 	for (size_t i = 0; i < m->n; i++)
 		if (strcmp(m->t[i].name, name) == 0)
@@ -40,12 +40,12 @@ nv_itensor *nv_model_find(nv_model *m, const char *name)
 	return NULL;
 }
 
-int nv_model_add_raw(nv_model *m, const char *name, cmf_dtype dtype, size_t ndim,
+int imp_model_add_raw(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
 		     const size_t *shape, const void *data, void *owned, size_t nbytes)
 {
 	nv_itensor *t;
 
-	if (nv_model_find(m, name)) {
+	if (imp_model_find(m, name)) {
 		free(owned);
 		return nv_seterr("duplicate tensor '%s'", name), -1;
 	}
@@ -76,7 +76,7 @@ int nv_model_add_raw(nv_model *m, const char *name, cmf_dtype dtype, size_t ndim
 	return 0;
 }
 
-int nv_model_add_f32(nv_model *m, const char *name, size_t ndim, const size_t *shape, float *w,
+int imp_model_add_f32(imp_model *m, const char *name, size_t ndim, const size_t *shape, float *w,
 		     int dtype)
 {
 	size_t n = 1;
@@ -93,12 +93,12 @@ int nv_model_add_f32(nv_model *m, const char *name, size_t ndim, const size_t *s
 		for (size_t i = 0; i < n; i++)
 			put_u16(h + 2 * i, dtype == CMF_F16 ? nv_f32_to_f16(w[i]) : nv_f32_to_bf16(w[i]));
 		free(w);
-		return nv_model_add_raw(m, name, (cmf_dtype)dtype, ndim, shape, h, h, 2 * n);
+		return imp_model_add_raw(m, name, (cmf_dtype)dtype, ndim, shape, h, h, 2 * n);
 	}
 	/* f32 in place to little-endian bytes (a no-op on little-endian hosts) */
 	for (size_t i = 0; i < n; i++)
 		put_f32((uint8_t *)&w[i], w[i]);
-	return nv_model_add_raw(m, name, CMF_F32, ndim, shape, w, w, 4 * n);
+	return imp_model_add_raw(m, name, CMF_F32, ndim, shape, w, w, 4 * n);
 }
 
 int nv_unpermute_rope(void *w, size_t rows, size_t row_bytes, size_t heads)
@@ -172,13 +172,13 @@ static char *provenance(const char *kind, const char *path)
 	return s;
 }
 
-int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, nv_model *m)
+int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, imp_model *m)
 {
 	static const char *const kinds[] = { "", "safetensors", "gguf", "llama2c" };
 	int from = o->from;
 	int rc;
 
-	nv_model_init(m);
+	imp_model_init(m);
 	if (nsrc == 0)
 		return nv_seterr("no source file"), -1;
 	if (from == NV_FROM_AUTO && (from = sniff(src[0])) < 0)
@@ -193,15 +193,15 @@ int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, nv_model *
 		rc = nv_import_llama2c(src[0], o->vocab, o->dtype, m);
 	else
 		rc = nv_import_safetensors(nsrc, src, o->dtype, m);
-	nv_model_sort(m);
+	imp_model_sort(m);
 	if (rc == 0 && !(m->provenance = provenance(kinds[from], src[0])))
 		rc = -1;
 	if (rc < 0)
-		nv_model_free(m);
+		imp_model_free(m);
 	return rc;
 }
 
-int nv_model_write(const nv_model *m, const char *path)
+int imp_model_write(const imp_model *m, const char *path)
 {
 	cmf_writer *w = cmf_writer_new();
 	int rc = -1;
@@ -272,7 +272,7 @@ static int tensor_order(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-void nv_model_sort(nv_model *m)
+void imp_model_sort(imp_model *m)
 {
 	if (m->n > 1)
 		qsort(m->t, m->n, sizeof(*m->t), tensor_order);

@@ -11,8 +11,8 @@
  * sources.  Quantized GGUF blocks are dequantized exactly as ggml's
  * reference dequantize_row_* does (f32 arithmetic, no fused multiply-add).
  *
- * The model is collected in memory (nv_model) and written by
- * nv_model_write through the CMF writer (atomic: nothing is left on error).
+ * The model is collected in memory (imp_model) and written by
+ * imp_model_write through the CMF writer (atomic: nothing is left on error).
  */
 #ifndef NV_IMPORT_H
 #define NV_IMPORT_H
@@ -38,7 +38,7 @@ typedef struct {
 	char *provenance;  /* cmf.provenance JSON */
 	size_t nsrc;
 	cmf_file *src;     /* safetensors sources kept mapped (tensors borrow from them) */
-} nv_model;
+} imp_model;
 
 typedef enum { NV_FROM_AUTO = 0, NV_FROM_SAFETENSORS, NV_FROM_GGUF, NV_FROM_LLAMA2C } nv_from;
 
@@ -49,27 +49,27 @@ typedef struct {
 } nv_import_opts;
 
 /* import nsrc source files into m; -1 with reason naming file, field and value */
-int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, nv_model *m);
+int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, imp_model *m);
 /* write m as a CMF file (format, arch, tokenizer, provenance, CRCs) */
-int nv_model_write(const nv_model *m, const char *path);
-void nv_model_free(nv_model *m);
+int imp_model_write(const imp_model *m, const char *path);
+void imp_model_free(imp_model *m);
 
 /* "safetensors", "gguf", "llama2c" -> nv_from; -1 when unknown */
 int nv_from_parse(const char *s);
 
 /* ---- pieces the importers share (import.c) ---- */
 
-void nv_model_init(nv_model *m);
+void imp_model_init(imp_model *m);
 /* add an f32 tensor (rows-major, shape[ndim]); w is taken and converted to dtype (-1: F32) */
-int nv_model_add_f32(nv_model *m, const char *name, size_t ndim, const size_t *shape, float *w,
+int imp_model_add_f32(imp_model *m, const char *name, size_t ndim, const size_t *shape, float *w,
 		     int dtype);
 /* add a tensor of any CMF dtype; data borrowed (owned = NULL) or taken (owned = data) */
-int nv_model_add_raw(nv_model *m, const char *name, cmf_dtype dtype, size_t ndim,
+int imp_model_add_raw(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
 		     const size_t *shape, const void *data, void *owned, size_t nbytes);
 /* tensors in the canonical order: embeddings, layers (HF order within), norm, head, the rest */
-void nv_model_sort(nv_model *m);
+void imp_model_sort(imp_model *m);
 /* the tensor called name, or NULL */
-nv_itensor *nv_model_find(nv_model *m, const char *name);
+nv_itensor *imp_model_find(imp_model *m, const char *name);
 
 /*
  * interleaved -> rotate-half, in place, on rows × row_bytes bytes holding
@@ -79,8 +79,8 @@ nv_itensor *nv_model_find(nv_model *m, const char *name);
 int nv_unpermute_rope(void *w, size_t rows, size_t row_bytes, size_t heads);
 
 /* the importers (one file each) */
-int nv_import_llama2c(const char *path, const char *vocab, int dtype, nv_model *m);
-int nv_import_gguf(const char *path, int dtype, nv_model *m);
-int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, nv_model *m);
+int nv_import_llama2c(const char *path, const char *vocab, int dtype, imp_model *m);
+int nv_import_gguf(const char *path, int dtype, imp_model *m);
+int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m);
 
 #endif

@@ -675,7 +675,7 @@ static int vocab_fill(const gguf *g, nv_vocab *v)
 }
 
 /* cmf.tokenizer from tokenizer.ggml.*; none when the file has no tokenizer.ggml.model */
-static int gguf_vocab(const gguf *g, nv_model *m)
+static int gguf_vocab(const gguf *g, imp_model *m)
 {
 	char model[32];
 	nv_vocab v;
@@ -754,7 +754,7 @@ static int head_is_embedding_copy(const gguf *g, const gtensor *t)
 }
 
 static int import_tensor(const gguf *g, const gtensor *t, const char *name, size_t rope_heads,
-			 int dtype, nv_model *m)
+			 int dtype, imp_model *m)
 {
 	size_t shape[2], n = t->ndim == 1 ? t->ne[0] : t->ne[0] * t->ne[1];
 	float *w;
@@ -773,10 +773,10 @@ static int import_tensor(const gguf *g, const gtensor *t, const char *name, size
 		dtype = t->type == GG_F16 ? CMF_F16 : t->type == GG_BF16 ? CMF_BF16 : CMF_F32;
 	shape[0] = t->ndim == 1 ? t->ne[0] : t->ne[1];
 	shape[1] = t->ne[0];
-	return nv_model_add_f32(m, name, t->ndim, shape, w, dtype);
+	return imp_model_add_f32(m, name, t->ndim, shape, w, dtype);
 }
 
-static int gguf_tensors(const gguf *g, int dtype, nv_model *m)
+static int gguf_tensors(const gguf *g, int dtype, imp_model *m)
 {
 	char name[128];
 
@@ -803,7 +803,7 @@ static int gguf_tensors(const gguf *g, int dtype, nv_model *m)
 	return 0;
 }
 
-int nv_import_gguf(const char *path, int dtype, nv_model *m)
+int nv_import_gguf(const char *path, int dtype, imp_model *m)
 {
 	const gtensor *e;
 	gguf g;

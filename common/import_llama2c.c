@@ -70,7 +70,7 @@ static int l2c_floats(const char *path, const l2c_config *c, size_t *n)
 }
 
 /* rows × cols floats at b into a fresh f32 tensor */
-static int add_mat(nv_model *m, const char *name, const uint8_t *b, size_t rows, size_t cols,
+static int add_mat(imp_model *m, const char *name, const uint8_t *b, size_t rows, size_t cols,
 		   int dtype, size_t rope_heads)
 {
 	size_t shape[2] = { rows, cols };
@@ -84,7 +84,7 @@ static int add_mat(nv_model *m, const char *name, const uint8_t *b, size_t rows,
 		free(w);
 		return nv_preerr("tensor '%s'", name), -1;
 	}
-	return nv_model_add_f32(m, name, rows == 1 ? 1 : 2, rows == 1 ? shape + 1 : shape, w, dtype);
+	return imp_model_add_f32(m, name, rows == 1 ? 1 : 2, rows == 1 ? shape + 1 : shape, w, dtype);
 }
 
 typedef struct {
@@ -94,7 +94,7 @@ typedef struct {
 	size_t rope;       /* heads to un-permute, 0 for none */
 } l2c_part;
 
-static int l2c_tensors(const l2c_config *c, const uint8_t *b, int dtype, nv_model *m)
+static int l2c_tensors(const l2c_config *c, const uint8_t *b, int dtype, imp_model *m)
 {
 	size_t d = (size_t)c->dim, h = (size_t)c->hidden, L = (size_t)c->layers, v = (size_t)c->vocab;
 	size_t kv = c->kv_dim, at = 28 + 4 * v * d;
@@ -154,7 +154,7 @@ static void l2c_arch(const l2c_config *c, cmf_arch *a)
 	a->max_pos = c->seq_len;
 }
 
-static int l2c_vocab(const char *vocab, const l2c_config *c, nv_model *m)
+static int l2c_vocab(const char *vocab, const l2c_config *c, imp_model *m)
 {
 	nv_vocab v;
 
@@ -167,7 +167,7 @@ static int l2c_vocab(const char *vocab, const l2c_config *c, nv_model *m)
 	return m->tokenizer ? 0 : -1;
 }
 
-int nv_import_llama2c(const char *path, const char *vocab, int dtype, nv_model *m)
+int nv_import_llama2c(const char *path, const char *vocab, int dtype, imp_model *m)
 {
 	nv_map map;
 	l2c_config c;

@@ -100,14 +100,14 @@ out:
 }
 
 /* every tensor the index names was found in the shards */
-static int index_check(const char *index, nv_model *m)
+static int index_check(const char *index, imp_model *m)
 {
 	char *text = read_text(index);
 	cJSON *j = text ? cJSON_Parse(text) : NULL, *x;
 	int rc = text ? 0 : -1;
 
 	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(j, "weight_map")) {
-		if (!nv_model_find(m, x->string)) {
+		if (!imp_model_find(m, x->string)) {
 			rc = (nv_seterr("'%s': weight_map names tensor '%s', which '%s' does not hold",
 					index, x->string, x->valuestring), -1);
 			break;
@@ -118,7 +118,7 @@ static int index_check(const char *index, nv_model *m)
 	return rc;
 }
 
-static int add_shard(const cmf_file *f, const char *path, int dtype, nv_model *m)
+static int add_shard(const cmf_file *f, const char *path, int dtype, imp_model *m)
 {
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const cmf_tensor *t = &f->t[i];
@@ -128,19 +128,19 @@ static int add_shard(const cmf_file *f, const char *path, int dtype, nv_model *m
 			return nv_seterr("'%s': tensor '%s' has dtype %s (want F32, F16 or BF16)", path,
 					 t->name, cmf_dtype_name(t->dtype)), -1;
 		if (dtype < 0 || (cmf_dtype)dtype == t->dtype) {
-			if (nv_model_add_raw(m, t->name, t->dtype, t->ndim, t->shape, t->data, NULL,
+			if (imp_model_add_raw(m, t->name, t->dtype, t->ndim, t->shape, t->data, NULL,
 					     t->nbytes) < 0)
 				return nv_preerr("'%s'", path), -1;
 			continue;
 		}
 		if (!(w = cmf_tensor_f32_alloc(t)) ||
-		    nv_model_add_f32(m, t->name, t->ndim, t->shape, w, dtype) < 0)
+		    imp_model_add_f32(m, t->name, t->ndim, t->shape, w, dtype) < 0)
 			return nv_preerr("'%s'", path), -1;
 	}
 	return 0;
 }
 
-static int import_files(size_t n, char *const *files, int dtype, nv_model *m)
+static int import_files(size_t n, char *const *files, int dtype, imp_model *m)
 {
 	if (!(m->src = nv_calloc(n, sizeof(cmf_file))))
 		return -1;
@@ -154,7 +154,7 @@ static int import_files(size_t n, char *const *files, int dtype, nv_model *m)
 	return 0;
 }
 
-int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, nv_model *m)
+int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m)
 {
 	size_t n0 = strlen(src[0]), nfiles;
 	char **files;
@@ -174,7 +174,7 @@ int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, nv_model *m)
 	} else {
 		rc = import_files(nsrc, src, dtype, m);
 	}
-	if (rc == 0 && !nv_model_find(m, "lm_head.weight"))
+	if (rc == 0 && !imp_model_find(m, "lm_head.weight"))
 		m->arch.tied = 1;
 	return rc;
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # the encoders on real layers: stories260K layer 1, weights read straight
 # from the llama2.c checkpoint, Grams of the layer's real inputs from a numpy
-# forward (tests/ref/llama2c.py) over TinyStories text
+# forward (tests/ref/layer-grams.py) over TinyStories text
 . "$(dirname "$0")/test-lib.sh"
 
 REF="$NVG_TOP/tests/ref"
@@ -15,15 +15,15 @@ test_expect_success 'the numpy forward is faithful: run.c -t 0 -n 64 output' '
 	Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.
 	Lily
 	EOT
-	"$NVG_PY" "$REF/llama2c.py" generate "$M" "$NVG_DATA/tok512.bin" 64 "Once upon a time" >actual &&
+	"$NVG_PY" "$REF/layer-grams.py" generate "$M" "$NVG_DATA/tok512.bin" 64 "Once upon a time" >actual &&
 	test_cmp expect actual
 '
 
 test_expect_success 'setup: layer 1 Grams (FIT 4096, SEL 2048 tokens) and weights' '
-	"$NVG_PY" "$REF/llama2c.py" grams "$M" "$NVG_DATA/tok512.bin" \
+	"$NVG_PY" "$REF/layer-grams.py" grams "$M" "$NVG_DATA/tok512.bin" \
 		"$NVG_DATA/tinystories-train-sample.txt" 1 4096 2048 256 L1 &&
 	for w in wq wk wo w1 w2; do
-		"$NVG_PY" "$REF/llama2c.py" weight "$M" $w 1 $w.raw || return 1
+		"$NVG_PY" "$REF/layer-grams.py" weight "$M" $w 1 $w.raw || return 1
 	done &&
 	test "$(stat -c %s w2.raw)" = $((64 * 172 * 4)) &&
 	test "$(stat -c %s L1.down.fit.gram)" = $((16 + 4 * 172 * 172))

@@ -12,10 +12,10 @@ Q="--fit L1.q.fit.gram --sel L1.q.sel.gram"
 
 test_expect_success 'setup: stories260K as CMF, layer 1 Grams, w2 as raw' '
 	cmf-patch import "$M" -o s.cmf &&
-	"$NVG_PY" "$REF/llama2c.py" grams "$M" "$NVG_DATA/tok512.bin" \
+	"$NVG_PY" "$REF/layer-grams.py" grams "$M" "$NVG_DATA/tok512.bin" \
 		"$NVG_DATA/tinystories-train-sample.txt" 1 2048 1024 256 L1 &&
-	"$NVG_PY" "$REF/llama2c.py" weight "$M" w2 1 w2.raw &&
-	"$NVG_PY" "$REF/llama2c.py" weight "$M" wk 1 wk.raw &&
+	"$NVG_PY" "$REF/layer-grams.py" weight "$M" w2 1 w2.raw &&
+	"$NVG_PY" "$REF/layer-grams.py" weight "$M" wk 1 wk.raw &&
 	"$NVG_PY" -c "
 import numpy as np
 w=np.fromfile(\"w2.raw\",dtype=\"<f4\"); (w*0.5).astype(\"<f4\").tofile(\"half.raw\")"

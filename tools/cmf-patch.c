@@ -101,7 +101,7 @@ static int need_out(const opts *o, const char *model)
 static int cmd_import(const opts *o)
 {
 	nv_import_opts io = { (nv_from)o->from, o->dtype, o->vocab };
-	nv_model m;
+	imp_model m;
 
 	if (o->nargs < 1)
 		return tool_usage_error("import needs SRC");
@@ -112,11 +112,11 @@ static int cmd_import(const opts *o)
 			return tool_failf("refusing to overwrite the input '%s'", o->args[i]);
 	if (nv_import((size_t)o->nargs, o->args, &io, &m) < 0)
 		return tool_fail("import failed", o->args[0]);
-	if (nv_model_write(&m, o->out) < 0) {
-		nv_model_free(&m);
+	if (imp_model_write(&m, o->out) < 0) {
+		imp_model_free(&m);
 		return tool_fail("write failed", o->out);
 	}
-	nv_model_free(&m);
+	imp_model_free(&m);
 	return EXIT_OK;
 }
 

@@ -1,190 +1,212 @@
 #!/usr/bin/env python3
-"""llama2c.py - a small numpy forward of a llama2.c v0 checkpoint (run.c's
-mathematics), for tests: greedy generation to check it is faithful, the
-calibration Grams of one layer's inputs, and a layer's weights as raw f32.
+"""llama2c.py - an independent numpy port of llama2.c run.c (forward and encode).
 
-    llama2c.py generate MODEL.bin TOK.bin STEPS PROMPT
-        run.c's `-t 0 -n STEPS -i PROMPT` output (prompt included)
-    llama2c.py grams MODEL.bin TOK.bin TEXT LAYER FIT SEL WINDOW OUTPREFIX
-        tokenizes TEXT (line by line, each with run.c's dummy prefix, one BOS
-        in front), cuts FIT then SEL tokens into windows of WINDOW tokens,
-        feeds each window's first WINDOW-1 tokens, and writes the mean Grams
-        of layer LAYER's four inputs as NVGG files OUTPREFIX.{q,o,gate,down}.{fit,sel}.gram
-    llama2c.py weight MODEL.bin NAME LAYER OUT.raw
-        NAME in wq wk wv wo w1 w2 w3: that matrix ([out][in], f32) to OUT.raw
+Reads llama2.c's own files directly (model .bin, legacy v0 header, and the
+tokenizer .bin), nothing of nvgkit.  Used by the tests as the reference:
+
+  llama2c.py encode TOK.bin TEXT_FILE OUT.u32      run.c encode(text, bos=1, eos=0)
+  llama2c.py logits MODEL.bin IDS.u32 OUT.f32      logits (T × vocab) of a window, pos from 0
+  llama2c.py nll MODEL.bin IDS.u32 W               mean NLL over windows of W tokens
+  llama2c.py generate MODEL.bin TOK.bin PROMPT STEPS   run.c's greedy generate (-t 0 -n STEPS)
+
+The forward follows run.c: one position at a time with a key/value cache,
+the interleaved RoPE pairs (i, i+1) on the raw .bin weights, f32 numpy.
 """
 import struct
 import sys
 
 import numpy as np
 
-MATS = ["wq", "wk", "wv", "wo", "w1", "w2", "w3"]
 
+def load_model(path):
+    raw = open(path, "rb").read()
+    dim, hidden, nl, nh, nkv, vocab, seq = struct.unpack("<7i", raw[:28])
+    shared = vocab > 0
+    vocab = abs(vocab)
+    w = np.frombuffer(raw, dtype="<f4", offset=28)
+    hs = dim // nh
+    kvd = dim * nkv // nh
+    off = 0
 
-class Model:
-    def __init__(self, path):
-        raw = open(path, "rb").read()
-        (self.dim, self.hidden, self.layers, self.heads, self.kv_heads, vocab,
-         self.seq_len) = struct.unpack("<7i", raw[:28])
-        self.vocab = abs(vocab)
-        f = np.frombuffer(raw, dtype="<f4", offset=28).astype(np.float64)
-        d, h, L, kv = self.dim, self.hidden, self.layers, self.dim * self.kv_heads // self.heads
-        self.hs = d // self.heads
-        shapes = [("emb", (self.vocab, d)), ("rms_att", (L, d)), ("wq", (L, d, d)),
-                  ("wk", (L, kv, d)), ("wv", (L, kv, d)), ("wo", (L, d, d)),
-                  ("rms_ffn", (L, d)), ("w1", (L, h, d)), ("w2", (L, d, h)),
-                  ("w3", (L, h, d)), ("rms_final", (d,))]
-        off = 0
-        for name, shape in shapes:
-            size = int(np.prod(shape))
-            setattr(self, name, f[off:off + size].reshape(shape))
-            off += size
-        self.raw32 = np.frombuffer(raw, dtype="<f4", offset=28)
-        self.offsets = {}
-        off = 0
-        for name, shape in shapes:
-            self.offsets[name] = (off, shape)
-            off += int(np.prod(shape))
+    def take(*shape):
+        nonlocal off
+        n = int(np.prod(shape))
+        a = w[off:off + n].reshape(shape)
+        off += n
+        return a
+
+    m = dict(dim=dim, hidden=hidden, nl=nl, nh=nh, nkv=nkv, vocab=vocab, seq=seq, hs=hs, kvd=kvd)
+    m["emb"] = take(vocab, dim)
+    m["rms_att"] = take(nl, dim)
+    m["wq"] = take(nl, dim, dim)
+    m["wk"] = take(nl, kvd, dim)
+    m["wv"] = take(nl, kvd, dim)
+    m["wo"] = take(nl, dim, dim)
+    m["rms_ffn"] = take(nl, dim)
+    m["w1"] = take(nl, hidden, dim)
+    m["w2"] = take(nl, dim, hidden)
+    m["w3"] = take(nl, hidden, dim)
+    m["rms_final"] = take(dim)
+    take(seq, hs // 2)
+    take(seq, hs // 2)
+    m["wcls"] = m["emb"] if shared else take(vocab, dim)
+    return m
 
 
 def rmsnorm(x, w):
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * w
+    ss = np.float32(np.mean(x.astype(np.float32) ** 2)) + np.float32(1e-5)
+    return (x * np.float32(1.0 / np.sqrt(ss))) * w
 
 
-def rope(x, pos, hs):
-    """run.c's rotation of consecutive pairs (x: T x width)"""
-    i = np.arange(0, x.shape[1], 2)
-    freq = 1.0 / 10000.0 ** ((i % hs) / hs)
-    ang = pos[:, None] * freq[None, :]
-    c, s = np.cos(ang), np.sin(ang)
-    out = x.copy()
-    out[:, 0::2] = x[:, 0::2] * c - x[:, 1::2] * s
-    out[:, 1::2] = x[:, 0::2] * s + x[:, 1::2] * c
+def forward(m, tokens):
+    """logits (T × vocab) of tokens at positions 0..T-1, run.c style."""
+    nl, hs, nh, nkv = m["nl"], m["hs"], m["nh"], m["nkv"]
+    kmul = nh // nkv
+    T = len(tokens)
+    kc = np.zeros((nl, T, m["kvd"]), np.float32)
+    vc = np.zeros((nl, T, m["kvd"]), np.float32)
+    out = np.zeros((T, m["vocab"]), np.float32)
+    for pos, tok in enumerate(tokens):
+        x = m["emb"][tok].copy()
+        for l in range(nl):
+            xb = rmsnorm(x, m["rms_att"][l])
+            q = m["wq"][l] @ xb
+            k = m["wk"][l] @ xb
+            v = m["wv"][l] @ xb
+            for i in range(0, m["dim"], 2):
+                hd = i % hs
+                freq = 1.0 / 10000.0 ** (hd / hs)
+                val = pos * freq
+                fcr, fci = np.float32(np.cos(val)), np.float32(np.sin(val))
+                vecs = (q, k) if i < m["kvd"] else (q,)
+                for vec in vecs:
+                    v0, v1 = vec[i], vec[i + 1]
+                    vec[i] = v0 * fcr - v1 * fci
+                    vec[i + 1] = v0 * fci + v1 * fcr
+            kc[l, pos] = k
+            vc[l, pos] = v
+            att_out = np.zeros(m["dim"], np.float32)
+            for h in range(nh):
+                qh = q[h * hs:(h + 1) * hs]
+                g = h // kmul
+                ks = kc[l, :pos + 1, g * hs:(g + 1) * hs]
+                sc = ks @ qh / np.float32(np.sqrt(hs))
+                sc = np.exp(sc - sc.max())
+                sc /= sc.sum()
+                att_out[h * hs:(h + 1) * hs] = sc @ vc[l, :pos + 1, g * hs:(g + 1) * hs]
+            x = x + m["wo"][l] @ att_out
+            xb = rmsnorm(x, m["rms_ffn"][l])
+            h1 = m["w1"][l] @ xb
+            h3 = m["w3"][l] @ xb
+            hb = h1 * (np.float32(1.0) / (np.float32(1.0) + np.exp(-h1))) * h3
+            x = x + m["w2"][l] @ hb
+        x = rmsnorm(x, m["rms_final"])
+        out[pos] = m["wcls"] @ x
     return out
 
 
-def forward(m, tokens, taps=None):
-    """logits (T x vocab) of a window from position 0; taps[l] collects inputs"""
-    t = len(tokens)
-    x = m.emb[tokens].copy()
-    pos = np.arange(t, dtype=np.float64)
-    mask = np.triu(np.full((t, t), -np.inf), 1)
-    group = m.heads // m.kv_heads
-    for l in range(m.layers):
-        xb = rmsnorm(x, m.rms_att[l])
-        q = rope(xb @ m.wq[l].T, pos, m.hs)
-        k = rope(xb @ m.wk[l].T, pos, m.hs)
-        v = xb @ m.wv[l].T
-        att = np.zeros((t, m.dim))
-        for h in range(m.heads):
-            kh = h // group
-            qs, ks = slice(h * m.hs, (h + 1) * m.hs), slice(kh * m.hs, (kh + 1) * m.hs)
-            sc = q[:, qs] @ k[:, ks].T / np.sqrt(m.hs) + mask
-            sc = np.exp(sc - sc.max(axis=1, keepdims=True))
-            att[:, qs] = (sc / sc.sum(axis=1, keepdims=True)) @ v[:, ks]
-        x = x + att @ m.wo[l].T
-        xf = rmsnorm(x, m.rms_ffn[l])
-        g, u = xf @ m.w1[l].T, xf @ m.w3[l].T
-        hb = g / (1.0 + np.exp(-g)) * u
-        x = x + hb @ m.w2[l].T
-        if taps is not None and l in taps:
-            for lead, val in (("q", xb), ("o", att), ("gate", xf), ("down", hb)):
-                taps[l][lead].append(val)
-    return rmsnorm(x, m.rms_final) @ m.emb.T
+def load_tok(path, vocab):
+    raw = open(path, "rb").read()
+    off = 4
+    pieces, scores = [], []
+    for _ in range(vocab):
+        sc, n = struct.unpack_from("<fi", raw, off)
+        off += 8
+        pieces.append(raw[off:off + n])
+        off += n
+        scores.append(sc)
+    return pieces, scores
 
 
-class Tok:
-    def __init__(self, path):
-        raw = open(path, "rb").read()
-        off, self.pieces, self.scores = 4, [], []
-        while off < len(raw):
-            score, n = struct.unpack("<fi", raw[off:off + 8])
-            self.pieces.append(raw[off + 8:off + 8 + n])
-            self.scores.append(score)
-            off += 8 + n
-        self.ids = {p: i for i, p in enumerate(self.pieces)}
-
-    def encode(self, text):
-        """run.c encode without BOS/EOS: dummy prefix, code points, byte fallback, merges"""
-        ids = [self.ids[b" "]] if text else []
-        for ch in text:
-            b = ch.encode("utf-8")
-            ids.extend([self.ids[b]] if b in self.ids else [c + 3 for c in b])
-        while True:
-            best, at = -1e10, -1
-            for i in range(len(ids) - 1):
-                j = self.ids.get(self.pieces[ids[i]] + self.pieces[ids[i + 1]])
-                if j is not None and self.scores[j] > best:
-                    best, at, bid = self.scores[j], i, j
-            if at < 0:
-                return ids
-            ids[at:at + 2] = [bid]
-
-    def decode(self, prev, tok):
-        p = self.pieces[tok]
-        if prev == 1 and p.startswith(b" "):
-            p = p[1:]
-        if p.startswith(b"<0x") and p.endswith(b">") and len(p) == 6:
-            p = bytes([int(p[3:5], 16)])
-        return p
-
-
-def generate(m, tk, steps, prompt):
-    toks = [1] + tk.encode(prompt)
-    out, pos = b"", 0
-    while pos < steps:
-        logits = forward(m, np.array(toks[:pos + 1]))
-        nxt = toks[pos + 1] if pos + 1 < len(toks) else int(np.argmax(logits[-1]))
-        if nxt == 1:
-            break
-        out += tk.decode(toks[pos], nxt)
-        if pos + 1 >= len(toks):
-            toks.append(nxt)
-        pos += 1
-    return out.decode("utf-8", "replace")
-
-
-def write_gram(path, xs):
-    x = np.concatenate(xs)
-    g = x.T @ x / len(x)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<IIQ", 0x4E564747, g.shape[0], len(x)))
-        f.write(g.astype("<f4").tobytes())
-
-
-def grams(m, tk, text, layer, fit, sel, window, prefix):
+def encode(pieces, scores, text):
+    """run.c encode(text, bos=1, eos=0), the O(n^2) loop as written there."""
+    lookup = {}
+    for i, p in enumerate(pieces):
+        lookup.setdefault(p, i)
     toks = [1]
-    for line in open(text, encoding="utf-8").read().splitlines():
-        if line.strip() and line.strip() != "<|endoftext|>":
-            toks += tk.encode(line)
-        if len(toks) >= fit + sel:
+    if text:
+        toks.append(lookup[b" "])
+    i = 0
+    while i < len(text):
+        j = i + 1
+        while j < len(text) and j - i < 4 and (text[j] & 0xC0) == 0x80:
+            j += 1
+        cp = text[i:j]
+        if cp in lookup:
+            toks.append(lookup[cp])
+        else:
+            toks.extend(b + 3 for b in cp)
+        i = j
+    body = toks[1:]
+    while True:
+        best, bi, bid = -1e10, -1, -1
+        for k in range(len(body) - 1):
+            s = pieces[body[k]] + pieces[body[k + 1]]
+            t = lookup.get(s, -1)
+            if t != -1 and scores[t] > best:
+                best, bi, bid = scores[t], k, t
+        if bi < 0:
             break
-    for part, (a, b) in (("fit", (0, fit)), ("sel", (fit, fit + sel))):
-        taps = {layer: {"q": [], "o": [], "gate": [], "down": []}}
-        for s in range(a, b, window):
-            w = toks[s:min(s + window, b)]
-            if len(w) >= 2:
-                forward(m, np.array(w[:-1]), taps)
-        for lead, xs in taps[layer].items():
-            write_gram(f"{prefix}.{lead}.{part}.gram", xs)
+        body[bi:bi + 2] = [bid]
+    return [1] + body
+
+
+def decode(pieces, prev, tok):
+    p = pieces[tok]
+    if prev == 1 and p.startswith(b" "):
+        p = p[1:]
+    if len(p) == 6 and p.startswith(b"<0x") and p.endswith(b">"):
+        return bytes([int(p[3:5], 16)])
+    return p
 
 
 def main():
     cmd = sys.argv[1]
-    if cmd == "generate":
-        m, tk = Model(sys.argv[2]), Tok(sys.argv[3])
-        print(generate(m, tk, int(sys.argv[4]), sys.argv[5]))
-    elif cmd == "grams":
-        m, tk = Model(sys.argv[2]), Tok(sys.argv[3])
-        grams(m, tk, sys.argv[4], *(int(x) for x in sys.argv[5:9]), sys.argv[9])
-    elif cmd == "weight":
-        m = Model(sys.argv[2])
-        off, shape = m.offsets[sys.argv[3]]
-        n = int(np.prod(shape[1:]))
-        l = int(sys.argv[4])
-        m.raw32[off + l * n:off + (l + 1) * n].astype("<f4").tofile(sys.argv[5])
+    if cmd == "encode":
+        m_vocab = 512 if len(sys.argv) < 6 else int(sys.argv[5])
+        pieces, scores = load_tok(sys.argv[2], m_vocab)
+        ids = encode(pieces, scores, open(sys.argv[3], "rb").read())
+        np.array(ids, "<u4").tofile(sys.argv[4])
+    elif cmd == "logits":
+        m = load_model(sys.argv[2])
+        ids = np.fromfile(sys.argv[3], "<u4").tolist()
+        forward(m, ids).astype("<f4").tofile(sys.argv[4])
+    elif cmd == "nll":
+        m = load_model(sys.argv[2])
+        ids = np.fromfile(sys.argv[3], "<u4").tolist()
+        w = int(sys.argv[4])
+        tot, n = 0.0, 0
+        for s in range(0, len(ids), w):
+            win = ids[s:s + w]
+            if len(win) < 2:
+                continue
+            lg = forward(m, win[:-1]).astype(np.float64)
+            mx = lg.max(axis=1, keepdims=True)
+            lse = mx[:, 0] + np.log(np.exp(lg - mx).sum(axis=1))
+            tot += float((lse - lg[np.arange(len(win) - 1), win[1:]]).sum())
+            n += len(win) - 1
+        print("%d %.9f" % (n, tot / n))
+    elif cmd == "generate":
+        m = load_model(sys.argv[2])
+        pieces, scores = load_tok(sys.argv[3], m["vocab"])
+        prompt = encode(pieces, scores, sys.argv[4].encode())
+        steps = int(sys.argv[5])
+        toks = list(prompt)
+        out = b""
+        pos = 0
+        while pos < steps:
+            if pos < len(prompt) - 1:
+                nxt = prompt[pos + 1]
+            else:
+                nxt = int(np.argmax(forward(m, toks[:pos + 1])[pos]))
+                toks.append(nxt)
+            if nxt == 1:
+                break
+            out += decode(pieces, toks[pos], nxt)
+            pos += 1
+        sys.stdout.buffer.write(out + b"\n")
     else:
-        sys.exit(f"llama2c.py: unknown command {cmd}")
+        sys.exit("unknown command " + cmd)
 
 
 if __name__ == "__main__":

@@ -317,16 +317,16 @@ static void good_file(const knobs *base)
 {
 	char *src = strdup(write_gguf(tmp("m.gguf"), base)), *srcs[1] = { src };
 	nv_import_opts o = { NV_FROM_AUTO, -1, NULL };
-	nv_model m;
+	imp_model m;
 	cmf_file f;
 	nv_vocab v;
 
-	if (nv_import(1, srcs, &o, &m) < 0 || nv_model_write(&m, tmp("m.cmf")) < 0) {
+	if (nv_import(1, srcs, &o, &m) < 0 || imp_model_write(&m, tmp("m.cmf")) < 0) {
 		ok(0, "import the synthetic GGUF: %s", nv_err());
 		free(src);
 		return;
 	}
-	nv_model_free(&m);
+	imp_model_free(&m);
 	if (cmf_open(tmp("m.cmf"), &f) < 0) {
 		ok(0, "open the import: %s", nv_err());
 		free(src);
@@ -355,12 +355,12 @@ static void bad_file(const char *title, const knobs *k, const char *word)
 {
 	char *src = strdup(write_gguf(tmp("bad.gguf"), k)), *srcs[1] = { src };
 	nv_import_opts o = { NV_FROM_GGUF, -1, NULL };
-	nv_model m;
+	imp_model m;
 	int rc = nv_import(1, srcs, &o, &m);
 
 	ok(rc < 0 && strstr(nv_err(), word), "%s is refused naming '%s'", title, word);
 	if (rc == 0)
-		nv_model_free(&m);
+		imp_model_free(&m);
 	else if (!strstr(nv_err(), word))
 		diag("message: %s", nv_err());
 	free(src);

@@ -127,4 +127,14 @@ test_expect_success '-h and --version' '
 	cmf-eval --version >v && test_grep "^cmf-eval \(nvgkit\) " v
 '
 
+test_expect_success '-h prints the SYNOPSIS of cmf-eval(1)' '
+	mandoc -Tascii "$NVG_TOP/man/man1/cmf-eval.1" >page &&
+	sed -e "s/.\x08//g" page >plain &&
+	sed -n "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
+	sed "1d;\$d" syn | tr -s " \t\n" " " | sed "s/^ //; s/ \$//" >want &&
+	cmf-eval -h >usage &&
+	tr -s " \t\n" " " <usage | sed "s/^ //; s/ \$//" >got &&
+	test_cmp want got
+'
+
 test_done

@@ -542,11 +542,15 @@ int main(int argc, char **argv)
 	fw_scratch s;
 	uint32_t tok[11];
 	size_t T = 11, V = 37;
-	float *x = malloc(T * 16 * 4), *lg = malloc(T * V * 4), *lg2 = malloc(T * V * 4);
-	double *ref = malloc(T * V * sizeof *ref);
+	float *x, *lg, *lg2;
+	double *ref;
 
 	if (argc == 5 && strcmp(argv[1], "logits") == 0)
 		return helper(argv[2], argv[3], argv[4]);
+	x = malloc(T * 16 * 4);
+	lg = malloc(T * V * 4);
+	lg2 = malloc(T * V * 4);
+	ref = malloc(T * V * sizeof *ref);
 	build_tiny(&mm, &rw, &r);
 	for (size_t i = 0; i < T; i++)
 		tok[i] = (uint32_t)(rng_u64(&r) % V);

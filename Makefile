@@ -7,6 +7,7 @@
 #   make deps            install the Debian packages nvgkit needs (when missing)
 #   make bench           benchmarks (tests/bench/bench-*.sh), not run by check
 #   make demo            the main job: convert a real model end to end
+#   make fuzz            libFuzzer targets for the format readers (FUZZ_TIME=s runs them)
 #   V=1                  show full commands
 
 VERSION   := 0.1.0
@@ -68,7 +69,7 @@ Q := @
 quiet = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
-.PHONY: all check unit-check tool-check man-check install deps bench bench-convert demo clean help
+.PHONY: all check unit-check tool-check man-check install deps bench bench-convert demo fuzz clean help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -98,7 +99,7 @@ TEST_ENV := NVG_BIN='$(CURDIR)/$(BIN)' NVG_TOP='$(CURDIR)' \
             POCL_CACHE_DIR='$(CURDIR)/$(BUILD)/pocl-cache' \
             OPENBLAS_NUM_THREADS="$${OPENBLAS_NUM_THREADS:-1}"
 
-check: unit-check tool-check
+check: unit-check tool-check man-check
 
 # python packages some tests use as independent references (numpy, safetensors),
 # in a virtual environment inside the build tree
@@ -148,13 +149,40 @@ bench: $(TOOLS)
 bench-convert: $(TOOLS)
 	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash tests/bench/convert.sh
 
-demo: $(TOOLS)
-	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash pipelines/demo.sh
+# until pipelines/demo.sh (the conversion) exists, the demo shows blr-pack on a real matrix
+DEMO := $(firstword $(wildcard pipelines/demo.sh) tests/demo-blr-pack.sh)
+demo: $(TOOLS) $(VENV)/.ok
+	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash $(DEMO)
+
+# fuzzing the untrusted-format readers (clang + libFuzzer), see tests/fuzz/README
+FUZZ_CC   ?= clang
+FUZZ_TIME ?= 0
+FUZZ_LIB  := common/blr.c common/nvgg.c common/f16.c common/err.c common/mem.c \
+             common/aout.c common/fileio.c
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Icommon -fsanitize=address,undefined \
+              -fno-sanitize-recover=undefined $(PKG_CFLAGS)
+build-fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(call quiet,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -lm
+build-fuzz/replay-%: tests/fuzz/fuzz-%.c tests/fuzz/replay.c $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(call quiet,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(PKG_LIBS) -lm
+build-fuzz/corpus/.ok: tests/blr-writer.py $(VENV)/.ok
+	@mkdir -p build-fuzz/corpus/blr build-fuzz/corpus/nvgg
+	$(Q)$(VENV)/bin/python3 tests/blr-writer.py write build-fuzz/corpus/blr/a 24 16 16 2 1 && \
+	  $(VENV)/bin/python3 tests/blr-writer.py write build-fuzz/corpus/blr/b 8 8 8 1 2 && \
+	  rm -f build-fuzz/corpus/blr/*.f32 && \
+	  printf 'GGVN\002\000\000\000\003\000\000\000\000\000\000\000\000\000\200\077\000\000\000\000\000\000\000\000\000\000\200\077' \
+	    >build-fuzz/corpus/nvgg/a && touch $@
+fuzz: build-fuzz/fuzz-blr build-fuzz/fuzz-nvgg build-fuzz/replay-blr build-fuzz/replay-nvgg build-fuzz/corpus/.ok
+	$(Q)if [ "$(FUZZ_TIME)" -gt 0 ]; then for t in blr nvgg; do \
+	  build-fuzz/fuzz-$$t -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ \
+	    build-fuzz/corpus/$$t || exit 1; done; fi
 
 clean:
-	rm -rf build build-san bin
+	rm -rf build build-san build-fuzz bin
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '1,/^$$/p' Makefile
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%.d) $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)

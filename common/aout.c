@@ -1,5 +1,7 @@
 /* aout.c - atomic output files (see aout.h) */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "aout.h"
 #include "err.h"
 #include "mem.h"
@@ -119,7 +121,7 @@ int aout_open(aout *o, const char *path, int flags)
 		goto fail;
 	fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (fd < 0) {
-		nv_seterr("cannot create '%s': %s", o->tmp, strerror(errno));
+		nv_seterr("cannot create '%s': %s", path, strerror(errno));
 		goto fail;
 	}
 	o->f = fdopen(fd, "wb");

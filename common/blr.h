@@ -12,7 +12,7 @@
  * The rank contract (DESIGN.md, the seed's Delivered):
  *   bits(m,n,r,p)   = p·(r(m+n) + 16(m+n+r))
  *   target(m,n,b,k) = b·k·m·n
- *   r* = ⌊(target/p − 16(m+n)) / (m+n+16)⌋, r = 8·⌊r*/8⌋
+ *   r* = ⌊(target/p − 16(m+n)) / (m+n+16)⌋, r = 8·⌊r* / 8⌋
  *   r < 8 → 8 ("floor");  r > cap = 8·⌊min(m,n)/8⌋ → cap ("cap");  min(m,n) < 8 → not encodable
  */
 #ifndef NV_BLR_H
@@ -86,5 +86,29 @@ static inline int blr_sign(const uint8_t *bits, size_t i, size_t k, size_t r)
 	size_t b = i * r + k;
 	return (bits[b >> 3] >> (b & 7)) & 1 ? 1 : -1;
 }
+
+/* the largest rank a shape can store: 8·⌊min(m,n)/8⌋, and at most 65528 (u16) */
+size_t blr_cap(size_t m, size_t n);
+
+/* the request in bits: b·k·m·n */
+double blr_target_bits(size_t m, size_t n, double bpw, double k);
+
+/* the ranges of one path's scales, for reports (absolute values of h and g) */
+typedef struct {
+	double h_min, h_max; /* min and max |h_i| */
+	double g_min, g_max; /* min and max |g_j| */
+	double l_min, l_max; /* min and max ℓ_k */
+} blr_scale_range;
+
+/* the scale ranges of path p of a validated payload */
+void blr_path_range(const blr_header *hd, const blr_view *v, blr_scale_range *out);
+
+/*
+ * undo a row gauge on a payload in place: every path's h_i becomes
+ * f16(f32(h_i / d_i)) (the quotient taken in f64), d (m) finite and nonzero.
+ * The payload is validated first; -1 with reason set, and the bytes left as
+ * they were, when a factor is bad or a new scale would not be a finite f16.
+ */
+int blr_gauge_undo(uint8_t *buf, size_t len, const float *d, size_t nd);
 
 #endif

@@ -41,6 +41,7 @@ typedef struct {
 	int tied;             /* output head = token embeddings */
 	int bos, eos;         /* -1 when unknown */
 	int qkv_bias;         /* Qwen2's q/k/v biases present */
+	int max_pos;          /* context length (max_position_embeddings), 0 when unknown */
 } cmf_arch;
 
 typedef struct {
@@ -91,5 +92,43 @@ int cmf_writer_set_meta(cmf_writer *w, const char *key, const char *value);
 int cmf_writer_set_arch(cmf_writer *w, const cmf_arch *a);
 int cmf_writer_commit(cmf_writer *w, const char *path);
 void cmf_writer_free(cmf_writer *w);
+
+/* ---- extensions (cmf.c) ---- */
+
+/* the dtype called name ("F32", "F16", "BF16", "U8"); -1 when unknown */
+int cmf_dtype_parse(const char *name);
+
+/*
+ * cmf.arch <-> JSON.  The keys are Hugging Face's config.json names
+ * (model_type, hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps,
+ * rope_theta, vocab_size, tie_word_embeddings, bos_token_id, eos_token_id,
+ * max_position_embeddings, attention_bias), so a config.json parses too.
+ * cmf_arch_parse: -1 with reason naming the key and value; `what` names the
+ * source in messages ("cmf.arch", "config.json").
+ */
+char *cmf_arch_json(const cmf_arch *a);
+int cmf_arch_parse(const char *json, const char *what, cmf_arch *a);
+/* a Hugging Face config.json for a (architectures, model_type, torch_dtype = dtype) */
+char *cmf_arch_config_json(const cmf_arch *a, cmf_dtype dtype);
+/* an arch with every field unknown (ints 0, bos/eos -1) */
+void cmf_arch_init(cmf_arch *a);
+
+/* recompute every tensor's CRC-32 against cmf.crc32; -1 naming the first bad tensor */
+int cmf_verify(const cmf_file *f);
+
+/* the stored CRC-32 of a tensor from cmf.crc32; -1 when absent */
+int cmf_stored_crc(const cmf_file *f, const char *name, uint32_t *crc);
+
+/* copy every __metadata__ entry of f except those the writer generates
+ * (format, cmf.version, cmf.crc32, cmf.codec) */
+int cmf_writer_copy_meta(cmf_writer *w, const cmf_file *f);
+
+/* write a plain Hugging Face safetensors file: __metadata__ is only
+ * {"format": "pt"} plus keys set with cmf_writer_set_meta, no cmf.* keys */
+void cmf_writer_set_plain(cmf_writer *w);
+
+/* drop a metadata key set earlier (no-op when absent) */
+void cmf_writer_unset_meta(cmf_writer *w, const char *key);
 
 #endif

@@ -16,6 +16,24 @@ void nv_seterr(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* reason = "a: b", cut to fit */
+static void join(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), cap = sizeof(reason) - 1;
+
+	if (la > cap)
+		la = cap;
+	memcpy(reason, a, la);
+	if (la + 2 <= cap) {
+		memcpy(reason + la, ": ", 2);
+		la += 2;
+	}
+	if (lb > cap - la)
+		lb = cap - la;
+	memcpy(reason + la, b, lb);
+	reason[la + lb] = '\0';
+}
+
 void nv_preerr(const char *fmt, ...)
 {
 	char old[sizeof(reason)], pre[sizeof(reason)];
@@ -25,7 +43,7 @@ void nv_preerr(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(pre, sizeof(pre), fmt, ap);
 	va_end(ap);
-	snprintf(reason, sizeof(reason), "%s: %s", pre, old[0] ? old : "unknown error");
+	join(pre, old[0] ? old : "unknown error");
 }
 
 const char *nv_err(void)

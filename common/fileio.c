@@ -71,7 +71,7 @@ int nv_read_file(const char *path, uint8_t **buf, size_t *len)
 		return -1;
 	}
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-		nv_seterr("'%s' is a directory", path);
+		nv_seterr("cannot read '%s': it is a directory", path);
 		close(fd);
 		return -1;
 	}
@@ -100,7 +100,7 @@ int nv_map_file(const char *path, nv_map *m)
 		return -1;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		nv_seterr("'%s' is a directory", path);
+		nv_seterr("cannot read '%s': it is a directory", path);
 		close(fd);
 		return -1;
 	}

@@ -1,0 +1,369 @@
+/* cmf_ops.c - cmf-patch's operations on a CMF file (see cmf_ops.h) */
+#include "cmf_ops.h"
+#include "aout.h"
+#include "blr.h"
+#include "err.h"
+#include "f16.h"
+#include "fileio.h"
+#include "le.h"
+#include "mem.h"
+#include "names.h"
+#include "vocab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void shape_text(const cmf_tensor *t, char *buf, size_t len)
+{
+	size_t k = 0;
+
+	if (t->blr) {
+		snprintf(buf, len, "%zux%zu", t->rows, t->cols);
+		return;
+	}
+	buf[0] = '\0';
+	if (t->ndim == 0)
+		snprintf(buf, len, "scalar");
+	for (size_t d = 0; d < t->ndim && k < len; d++)
+		k += (size_t)snprintf(buf + k, len - k, "%s%zu", d ? "x" : "", t->shape[d]);
+}
+
+int cmf_op_list(const cmf_file *f, FILE *out)
+{
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *t = &f->t[i];
+		const char *s;
+		char shape[96], tag[48] = "-";
+		size_t l;
+
+		shape_text(t, shape, sizeof(shape));
+		if (nv_body_linear(t->name, &l, &s))
+			snprintf(tag, sizeof(tag), "L%zu %s", l, s);
+		fprintf(out, "%s\t%s\t%s\t%zu\t%s\t%s\n", t->name, cmf_dtype_name(t->dtype), shape,
+			t->nbytes, t->blr ? "blr" : "-", tag);
+	}
+	return 0;
+}
+
+static void info_tokenizer(const cmf_file *f, FILE *out)
+{
+	const char *tj = cmf_meta(f, "cmf.tokenizer");
+	nv_vocab v;
+
+	if (!tj) {
+		fprintf(out, "tokenizer: none\n");
+		return;
+	}
+	if (nv_vocab_from_json(tj, &v) < 0) {
+		fprintf(out, "tokenizer: invalid (%s)\n", nv_err());
+		return;
+	}
+	fprintf(out, "tokenizer: %s, %zu tokens", nv_vocab_model_name(v.model), v.n);
+	if (v.model == NV_VOCAB_GPT2)
+		fprintf(out, ", %zu merges", v.nmerges);
+	fprintf(out, "\n");
+	nv_vocab_free(&v);
+}
+
+int cmf_op_info(const cmf_file *f, FILE *out)
+{
+	const cmf_arch *a = &f->arch;
+	double params = 0, bytes = 0;
+	size_t nblr = 0;
+
+	if (f->has_arch) {
+		fprintf(out, "arch: %s\nhidden: %d\nintermediate: %d\nlayers: %d\nheads: %d\n"
+			"kv_heads: %d\nhead_dim: %d\nvocab: %d\ntied: %s\nrms_eps: %g\nrope_theta: %g\n"
+			"bos: %d\neos: %d\nmax_pos: %d\n",
+			a->arch, a->hidden, a->intermediate, a->layers, a->heads, a->kv_heads,
+			a->head_dim, a->vocab, a->tied ? "yes" : "no", a->rms_eps, a->rope_theta,
+			a->bos, a->eos, a->max_pos);
+	} else {
+		fprintf(out, "arch: none\n");
+	}
+	for (size_t i = 0; i < f->ntensors; i++) {
+		params += (double)f->t[i].rows * (double)f->t[i].cols;
+		bytes += (double)f->t[i].nbytes;
+		nblr += (size_t)f->t[i].blr;
+	}
+	fprintf(out, "tensors: %zu\nparameters: %.0f\nbytes: %.0f\nblr tensors: %zu\n",
+		f->ntensors, params, bytes, nblr);
+	info_tokenizer(f, out);
+	return 0;
+}
+
+int cmf_op_extract(const cmf_file *f, const char *name, const char *path)
+{
+	const cmf_tensor *t = cmf_find(f, name);
+	float *w;
+	aout o;
+	int rc;
+
+	if (!t)
+		return nv_seterr("no tensor '%s' in the model", name), -1;
+	if (!(w = cmf_tensor_f32_alloc(t)))
+		return -1;
+	if (aout_open(&o, path, AOUT_BINARY) < 0) {
+		free(w);
+		return -1;
+	}
+	rc = nv_write_f32(&o, w, t->rows * t->cols);
+	free(w);
+	if (rc < 0) {
+		aout_abort(&o);
+		return -1;
+	}
+	return aout_commit(&o);
+}
+
+/* the payloads read and checked against their tensors before anything is written */
+static int load_patches(const cmf_file *f, const cmf_patch *p, size_t np, uint8_t **buf,
+			size_t *len)
+{
+	for (size_t i = 0; i < np; i++) {
+		const cmf_tensor *t = cmf_find(f, p[i].name);
+
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(p[k].name, p[i].name) == 0)
+				return nv_seterr("tensor '%s' is patched twice", p[i].name), -1;
+		if (!t)
+			return nv_seterr("no tensor '%s' in the model", p[i].name), -1;
+		if (!t->blr && (t->ndim != 2 || t->dtype == CMF_U8))
+			return nv_seterr("tensor '%s' is not a float matrix (dtype %s, %zu dimensions)",
+					 p[i].name, cmf_dtype_name(t->dtype), t->ndim), -1;
+		if (nv_read_file(p[i].payload, &buf[i], &len[i]) < 0)
+			return -1;
+		if (blr_verify_shape(buf[i], len[i], t->rows, t->cols) < 0)
+			return nv_preerr("payload '%s' for tensor '%s' (%zux%zu)", p[i].payload,
+					 p[i].name, t->rows, t->cols), -1;
+	}
+	return 0;
+}
+
+static const cmf_patch *patch_for(const cmf_patch *p, size_t np, const char *name, size_t *k)
+{
+	for (size_t i = 0; i < np; i++)
+		if (strcmp(p[i].name, name) == 0)
+			return *k = i, &p[i];
+	return NULL;
+}
+
+/* a writer holding every tensor of f (data borrowed) and its metadata */
+static int copy_tensor(cmf_writer *w, const cmf_tensor *t)
+{
+	if (t->blr)
+		return cmf_writer_add_blr(w, t->name, t->data, t->nbytes, 0);
+	return cmf_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, 0);
+}
+
+int cmf_op_apply(const cmf_file *f, const cmf_patch *p, size_t np, const char *out)
+{
+	uint8_t **buf = nv_calloc(np ? np : 1, sizeof(*buf));
+	size_t *len = nv_calloc(np ? np : 1, sizeof(*len));
+	cmf_writer *w = cmf_writer_new();
+	int rc = -1;
+
+	if (!buf || !len || !w || load_patches(f, p, np, buf, len) < 0)
+		goto out;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *t = &f->t[i];
+		size_t k;
+
+		if (patch_for(p, np, t->name, &k)) {
+			if (cmf_writer_add_blr(w, t->name, buf[k], len[k], 0) < 0)
+				goto out;
+		} else if (copy_tensor(w, t) < 0) {
+			goto out;
+		}
+	}
+	if (cmf_writer_copy_meta(w, f) < 0)
+		goto out;
+	rc = cmf_writer_commit(w, out);
+out:
+	for (size_t i = 0; buf && i < np; i++)
+		free(buf[i]);
+	free(buf);
+	free(len);
+	cmf_writer_free(w);
+	return rc;
+}
+
+int cmf_op_truncate(const cmf_file *f, size_t n, const char *out)
+{
+	cmf_writer *w;
+	cmf_arch a = f->arch;
+	int rc = -1;
+
+	if (!f->has_arch)
+		return nv_seterr("the model has no cmf.arch"), -1;
+	if (n < 1 || n > (size_t)a.layers)
+		return nv_seterr("--layers %zu is outside [1, %d]", n, a.layers), -1;
+	if (!(w = cmf_writer_new()))
+		return -1;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		size_t l;
+
+		if (nv_layer_of(f->t[i].name, &l) && l >= n)
+			continue;
+		if (copy_tensor(w, &f->t[i]) < 0)
+			goto out;
+	}
+	a.layers = (int)n;
+	if (cmf_writer_copy_meta(w, f) < 0 || cmf_writer_set_arch(w, &a) < 0)
+		goto out;
+	rc = cmf_writer_commit(w, out);
+out:
+	cmf_writer_free(w);
+	return rc;
+}
+
+/* the tensor in dtype as a fresh buffer of *nbytes */
+static void *export_data(const cmf_tensor *t, cmf_dtype dtype, size_t *nbytes)
+{
+	size_t n = t->rows * t->cols;
+	float *w = cmf_tensor_f32_alloc(t);
+	uint8_t *b;
+
+	if (!w)
+		return NULL;
+	if (dtype == CMF_F32) {
+		for (size_t i = 0; i < n; i++)
+			put_f32((uint8_t *)&w[i], w[i]);
+		*nbytes = 4 * n;
+		return w;
+	}
+	if (!(b = nv_malloc(n ? n : 1, 2))) {
+		free(w);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		put_u16(b + 2 * i, nv_f32_to_f16(w[i]));
+	free(w);
+	*nbytes = 2 * n;
+	return b;
+}
+
+static int write_config(const cmf_file *f, cmf_dtype dtype, const char *out)
+{
+	const char *slash = strrchr(out, '/');
+	char *path, *json;
+	size_t dl = slash ? (size_t)(slash - out) + 1 : 0;
+	aout o;
+	int rc = -1;
+
+	if (!(json = cmf_arch_config_json(&f->arch, dtype)))
+		return -1;
+	if (!(path = nv_malloc(dl + sizeof("config.json"), 1))) {
+		free(json);
+		return -1;
+	}
+	memcpy(path, out, dl);
+	strcpy(path + dl, "config.json");
+	if (aout_open(&o, path, 0) == 0) {
+		if (aout_write(&o, json, strlen(json)) < 0 || aout_write(&o, "\n", 1) < 0)
+			aout_abort(&o);
+		else
+			rc = aout_commit(&o);
+	}
+	free(path);
+	free(json);
+	return rc;
+}
+
+int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out)
+{
+	cmf_writer *w;
+	int rc = -1;
+
+	if (!f->has_arch)
+		return nv_seterr("the model has no cmf.arch (config.json needs it)"), -1;
+	if (aout_is_stdout(out))
+		return nv_seterr("export writes config.json beside its output: give a file name"), -1;
+	if (!(w = cmf_writer_new()))
+		return -1;
+	cmf_writer_set_plain(w);
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *t = &f->t[i];
+		size_t shape[2] = { t->rows, t->cols }, nb;
+		void *d;
+
+		if (t->dtype == CMF_U8 && !t->blr) {
+			nv_seterr("tensor '%s' is U8 without a codec: nothing to export it as", t->name);
+			goto out;
+		}
+		if (!(d = export_data(t, dtype, &nb)))
+			goto out;
+		rc = t->blr ? cmf_writer_add(w, t->name, dtype, 2, shape, d, nb, 1)
+			    : cmf_writer_add(w, t->name, dtype, t->ndim, t->shape, d, nb, 1);
+		free(d);
+		if (rc < 0)
+			goto out;
+		rc = -1;
+	}
+	if (cmf_writer_commit(w, out) < 0)
+		goto out;
+	rc = write_config(f, dtype, out);
+out:
+	cmf_writer_free(w);
+	return rc;
+}
+
+/* a tensor's stored bits: the BLR container formula (header excluded), else 8 per byte */
+static double tensor_bits(const cmf_tensor *t, blr_header *hd)
+{
+	blr_view v[2];
+
+	if (t->blr && blr_parse(t->data, t->nbytes, hd, v) == 0)
+		return blr_bits(hd->m, hd->n, hd->r, hd->paths);
+	return 8.0 * (double)t->nbytes;
+}
+
+int cmf_op_bits(const cmf_file *f, cmf_bits *b)
+{
+	memset(b, 0, sizeof(*b));
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *t = &f->t[i];
+		double n = (double)t->rows * (double)t->cols, bits;
+		blr_header hd;
+
+		if (!nv_is_layer_projection(t->name, t->blr ? 2 : t->ndim) && !t->blr)
+			continue;
+		bits = tensor_bits(t, &hd);
+		if (t->blr) {
+			b->blr_bits += bits;
+			b->blr_weights += n;
+		}
+		if (nv_is_layer_projection(t->name, t->blr ? 2 : t->ndim)) {
+			b->all_bits += bits;
+			b->all_weights += n;
+		}
+	}
+	return 0;
+}
+
+int cmf_op_report(const cmf_file *f, FILE *out)
+{
+	cmf_bits b;
+
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *t = &f->t[i];
+		double n = (double)t->rows * (double)t->cols;
+		blr_header hd;
+		double bits;
+
+		if (!t->blr && !nv_is_layer_projection(t->name, t->ndim))
+			continue;
+		bits = tensor_bits(t, &hd);
+		if (t->blr)
+			fprintf(out, "%s\tblr\t%u\t%u\t%.4f\n", t->name, (unsigned)hd.r,
+				(unsigned)hd.paths, bits / n);
+		else
+			fprintf(out, "%s\t%s\t-\t-\t%.4f\n", t->name, cmf_dtype_name(t->dtype), bits / n);
+	}
+	cmf_op_bits(f, &b);
+	fprintf(out, "blr body: %.4f bpw over %.0f weights\n",
+		b.blr_weights > 0 ? b.blr_bits / b.blr_weights : 0.0, b.blr_weights);
+	fprintf(out, "all layer projections: %.4f bpw over %.0f weights\n",
+		b.all_weights > 0 ? b.all_bits / b.all_weights : 0.0, b.all_weights);
+	return 0;
+}

@@ -1,0 +1,56 @@
+/*
+ * cmf_ops.h - the operations of cmf-patch on an opened CMF file
+ * (man/man1/cmf-patch.1): listing, totals, extraction, applying BLR
+ * payloads, truncation, export to plain safetensors, the bit report.
+ * Text goes to the stream the tool passes; nothing here exits.
+ */
+#ifndef NV_CMF_OPS_H
+#define NV_CMF_OPS_H
+
+#include <stdio.h>
+
+#include "cmf.h"
+
+/* one line per tensor: name, dtype, shape (a×b, the logical m×n for BLR), bytes, codec, L<n> <short> */
+int cmf_op_list(const cmf_file *f, FILE *out);
+
+/* "key: value" lines: arch fields, tensors, parameters, bytes, blr tensors, tokenizer */
+int cmf_op_info(const cmf_file *f, FILE *out);
+
+/* the tensor as raw f32 (rows × cols) to path ("-" = stdout; binary refused on a terminal) */
+int cmf_op_extract(const cmf_file *f, const char *name, const char *path);
+
+/* one NAME=PAYLOAD argument */
+typedef struct {
+	const char *name;
+	const char *payload; /* file holding the BLR bytes */
+} cmf_patch;
+
+/*
+ * a copy of f with each named tensor replaced by its payload (dtype U8,
+ * codec blr), every payload checked against its tensor's m × n first:
+ * an unknown name, a repeated name, a bad payload or a wrong shape fails
+ * the whole operation and writes nothing
+ */
+int cmf_op_apply(const cmf_file *f, const cmf_patch *p, size_t np, const char *out);
+
+/* layers 0..n-1 and every non-layer tensor, cmf.arch's layer count set to n */
+int cmf_op_truncate(const cmf_file *f, size_t n, const char *out);
+
+/*
+ * a plain Hugging Face safetensors file (every BLR tensor dequantized,
+ * all tensors in dtype: CMF_F32 or CMF_F16) and config.json beside it
+ */
+int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out);
+
+/* per layer projection: codec, rank, paths, bpw; then the two totals */
+int cmf_op_report(const cmf_file *f, FILE *out);
+
+/* the totals of the report: blr body (BLR tensors only) and every layer projection */
+typedef struct {
+	double blr_bits, blr_weights;
+	double all_bits, all_weights;
+} cmf_bits;
+int cmf_op_bits(const cmf_file *f, cmf_bits *b);
+
+#endif

@@ -1,0 +1,730 @@
+/* forward.c - the Llama-family forward over token windows (see forward.h) */
+#include "forward.h"
+#include "blr.h"
+#include "err.h"
+#include "f16.h"
+#include "mem.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const mat_part[FW_NMAT] = {
+	"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+	"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+};
+
+int fw_tensor_name(char *buf, size_t cap, int layer, int which)
+{
+	int n = snprintf(buf, cap, "model.layers.%d.%s.weight", layer, mat_part[which]);
+
+	if (n < 0 || (size_t)n >= cap) {
+		nv_seterr("tensor name too long");
+		return -1;
+	}
+	return 0;
+}
+
+/* the tensor called name with the shape rows × cols (cols only for 1-d when rows = 0) */
+static const cmf_tensor *need(const cmf_file *f, const char *name, size_t rows, size_t cols)
+{
+	const cmf_tensor *t = cmf_find(f, name);
+
+	if (!t) {
+		nv_seterr("no tensor '%s'", name);
+		return NULL;
+	}
+	if (rows == 0 ? (t->ndim != 1 || t->shape[0] != cols)
+		      : (t->rows != rows || t->cols != cols || (!t->blr && t->ndim != 2))) {
+		nv_seterr("tensor '%s' is %zu × %zu, want %zu × %zu", name, t->rows, t->cols,
+			  rows ? rows : 1, cols);
+		return NULL;
+	}
+	if (rows == 0 && t->blr) {
+		nv_seterr("tensor '%s' is a BLR payload, want a vector", name);
+		return NULL;
+	}
+	return t;
+}
+
+static int arch_check(fw_model *m)
+{
+	const cmf_arch *a = &m->a;
+
+	if (strcmp(a->arch, "llama") != 0 && strcmp(a->arch, "qwen2") != 0) {
+		nv_seterr("architecture '%s' is not run by the forward (llama, qwen2)", a->arch);
+		return -1;
+	}
+	if (a->hidden < 1 || a->intermediate < 1 || a->layers < 1 || a->heads < 1 ||
+	    a->kv_heads < 1 || a->head_dim < 2 || a->head_dim % 2 || a->vocab < 1 ||
+	    a->heads % a->kv_heads || !(a->rms_eps > 0) || !(a->rope_theta > 0)) {
+		nv_seterr("cmf.arch has an unusable geometry (hidden %d, heads %d, kv heads %d, "
+			  "head dim %d, layers %d, vocab %d)", a->hidden, a->heads, a->kv_heads,
+			  a->head_dim, a->layers, a->vocab);
+		return -1;
+	}
+	m->d = (size_t)a->hidden;
+	m->ff = (size_t)a->intermediate;
+	m->hd = (size_t)a->head_dim;
+	m->nh = (size_t)a->heads;
+	m->nkv = (size_t)a->kv_heads;
+	m->vocab = (size_t)a->vocab;
+	m->qdim = m->nh * m->hd;
+	m->kvdim = m->nkv * m->hd;
+	return 0;
+}
+
+static int find_layer(fw_model *m, int l)
+{
+	fw_layer_src *s = &m->layer[l];
+	size_t rows[FW_NMAT] = { m->qdim, m->kvdim, m->kvdim, m->d, m->ff, m->ff, m->d };
+	size_t cols[FW_NMAT] = { m->d, m->d, m->d, m->qdim, m->d, m->d, m->ff };
+	char name[160];
+
+	for (int i = 0; i < FW_NMAT; i++) {
+		fw_tensor_name(name, sizeof name, l, i);
+		if (!(s->w[i] = need(m->f, name, rows[i], cols[i])))
+			return -1;
+	}
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof name, "model.layers.%d.%s.bias", l, mat_part[i]);
+		s->bias[i] = NULL;
+		if (m->a.qkv_bias && !(s->bias[i] = need(m->f, name, 0, rows[i])))
+			return -1;
+	}
+	snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+	if (!(s->attn_norm = need(m->f, name, 0, m->d)))
+		return -1;
+	snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
+	if (!(s->ffn_norm = need(m->f, name, 0, m->d)))
+		return -1;
+	return 0;
+}
+
+/* rows [r0, r0+nr) of a dense tensor as f32 (nr × cols) */
+static int rows_f32(const cmf_tensor *t, size_t r0, size_t nr, float *out)
+{
+	size_t n = nr * t->cols, off = r0 * t->cols;
+
+	if (t->blr) {
+		nv_seterr("tensor '%s' is a BLR payload", t->name);
+		return -1;
+	}
+	switch (t->dtype) {
+	case CMF_F32:
+		memcpy(out, t->data + off * 4, n * 4);
+		break;
+	case CMF_F16:
+	case CMF_BF16:
+		for (size_t i = 0; i < n; i++) {
+			const uint8_t *p = t->data + (off + i) * 2;
+			uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+
+			out[i] = t->dtype == CMF_F16 ? nv_f16_to_f32(h) : nv_bf16_to_f32(h);
+		}
+		break;
+	default:
+		nv_seterr("tensor '%s' has dtype %s, not a float", t->name, cmf_dtype_name(t->dtype));
+		return -1;
+	}
+	return 0;
+}
+
+static float *vec_f32(const cmf_tensor *t)
+{
+	float *v = nv_malloc(t->cols, sizeof *v);
+
+	if (v && rows_f32(t, 0, 1, v) < 0) {
+		free(v);
+		return NULL;
+	}
+	return v;
+}
+
+int fw_open(fw_model *m, const cmf_file *f)
+{
+	memset(m, 0, sizeof *m);
+	m->f = f;
+	if (!f->has_arch) {
+		nv_seterr("no valid cmf.arch metadata");
+		return -1;
+	}
+	m->a = f->arch;
+	if (arch_check(m) < 0)
+		return -1;
+	if (!(m->layer = nv_calloc((size_t)m->a.layers, sizeof *m->layer)))
+		return -1;
+	for (int l = 0; l < m->a.layers; l++)
+		if (find_layer(m, l) < 0)
+			goto fail;
+	if (!(m->embed = need(f, "model.embed_tokens.weight", m->vocab, m->d)) ||
+	    !(m->final_norm = need(f, "model.norm.weight", 0, m->d)))
+		goto fail;
+	m->head = m->a.tied ? m->embed : need(f, "lm_head.weight", m->vocab, m->d);
+	if (!m->head || m->embed->blr)
+		goto fail_blr;
+	if (!(m->final_w = vec_f32(m->final_norm)))
+		goto fail;
+	if (m->head->blr) {
+		if (!(m->head_all = cmf_tensor_f32_alloc(m->head)))
+			goto fail;
+	} else if (!(m->head_blk = nv_malloc((size_t)FW_HEAD_ROWS, m->d * sizeof(float)))) {
+		goto fail;
+	}
+	return 0;
+fail_blr:
+	if (m->head)
+		nv_seterr("the token embeddings are a BLR payload (the forward needs rows)");
+fail:
+	fw_close(m);
+	return -1;
+}
+
+void fw_close(fw_model *m)
+{
+	free(m->layer);
+	free(m->final_w);
+	free(m->head_blk);
+	free(m->head_all);
+	memset(m, 0, sizeof *m);
+}
+
+void fw_layer_free(fw_layer *ly)
+{
+	for (int i = 0; i < FW_NMAT; i++)
+		free(ly->w[i]);
+	for (int i = 0; i < 3; i++)
+		free(ly->bias[i]);
+	free(ly->attn_norm);
+	free(ly->ffn_norm);
+	memset(ly, 0, sizeof *ly);
+}
+
+/* which projection of layer l an override names, or -1 with reason */
+static int override_slot(int l, const fw_override *o)
+{
+	char name[160];
+
+	for (int i = 0; i < FW_NMAT; i++) {
+		fw_tensor_name(name, sizeof name, l, i);
+		if (strcmp(name, o->name) == 0)
+			return i;
+	}
+	nv_seterr("patch '%s' is not a projection of layer %d", o->name, l);
+	return -1;
+}
+
+static float *override_f32(const fw_override *o, const cmf_tensor *t)
+{
+	float *w;
+
+	if (blr_verify_shape(o->payload, o->len, t->rows, t->cols) < 0) {
+		nv_preerr("patch '%s' (want %zu × %zu)", o->name, t->rows, t->cols);
+		return NULL;
+	}
+	if (!(w = nv_malloc(t->rows, t->cols * sizeof *w)))
+		return NULL;
+	if (blr_dequantize(o->payload, o->len, w) < 0) {
+		nv_preerr("patch '%s'", o->name);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+static int load_overrides(const fw_model *m, int l, const fw_override *ov, size_t nov,
+			  fw_layer *out)
+{
+	for (size_t j = 0; j < nov; j++) {
+		int i = override_slot(l, &ov[j]);
+
+		if (i < 0)
+			return -1;
+		if (out->w[i]) {
+			nv_seterr("patch '%s' given twice", ov[j].name);
+			return -1;
+		}
+		if (!(out->w[i] = override_f32(&ov[j], m->layer[l].w[i])))
+			return -1;
+	}
+	return 0;
+}
+
+int fw_layer_load(const fw_model *m, int l, const fw_override *ov, size_t nov, fw_layer *out)
+{
+	const fw_layer_src *s;
+
+	memset(out, 0, sizeof *out);
+	if (l < 0 || l >= m->a.layers) {
+		nv_seterr("layer %d is beyond the model's layers 0..%d", l, m->a.layers - 1);
+		return -1;
+	}
+	s = &m->layer[l];
+	out->index = l;
+	if (load_overrides(m, l, ov, nov, out) < 0)
+		goto fail;
+	for (int i = 0; i < FW_NMAT; i++)
+		if (!out->w[i] && !(out->w[i] = cmf_tensor_f32_alloc(s->w[i])))
+			goto fail;
+	for (int i = 0; i < 3; i++)
+		if (s->bias[i] && !(out->bias[i] = vec_f32(s->bias[i])))
+			goto fail;
+	if (!(out->attn_norm = vec_f32(s->attn_norm)) || !(out->ffn_norm = vec_f32(s->ffn_norm)))
+		goto fail;
+	return 0;
+fail:
+	fw_layer_free(out);
+	return -1;
+}
+
+int fw_scratch_init(fw_scratch *s, const fw_model *m, size_t tmax)
+{
+	size_t half = m->hd / 2;
+
+	memset(s, 0, sizeof *s);
+	s->tmax = tmax;
+	s->a = nv_malloc(tmax, m->d * sizeof(float));        /* (T × d) */
+	s->q = nv_malloc(tmax, m->qdim * sizeof(float));     /* (T × qdim) */
+	s->k = nv_malloc(tmax, m->kvdim * sizeof(float));    /* (T × kvdim) */
+	s->v = nv_malloc(tmax, m->kvdim * sizeof(float));    /* (T × kvdim) */
+	s->o = nv_malloc(tmax, m->qdim * sizeof(float));     /* (T × qdim) */
+	s->f = nv_malloc(tmax, m->d * sizeof(float));        /* (T × d) */
+	s->g = nv_malloc(tmax, m->ff * sizeof(float));       /* (T × ff) */
+	s->u = nv_malloc(tmax, (m->ff > m->d ? m->ff : m->d) * sizeof(float)); /* (T × max) */
+	s->s = nv_malloc(tmax, tmax * sizeof(float));        /* (T × T) scores */
+	s->cos_t = nv_malloc(tmax, half * sizeof(float));    /* (T × hd/2) */
+	s->sin_t = nv_malloc(tmax, half * sizeof(float));
+	if (!s->a || !s->q || !s->k || !s->v || !s->o || !s->f || !s->g || !s->u || !s->s ||
+	    !s->cos_t || !s->sin_t) {
+		fw_scratch_free(s);
+		return -1;
+	}
+	/* angle of pair j at position p: p · θ^(−2j/hd), computed in f64 */
+	for (size_t p = 0; p < tmax; p++)
+		for (size_t j = 0; j < half; j++) {
+			double ang = (double)p * pow(m->a.rope_theta, -2.0 * (double)j / (double)m->hd);
+
+			s->cos_t[p * half + j] = (float)cos(ang);
+			s->sin_t[p * half + j] = (float)sin(ang);
+		}
+	return 0;
+}
+
+void fw_scratch_free(fw_scratch *s)
+{
+	free(s->a);
+	free(s->q);
+	free(s->k);
+	free(s->v);
+	free(s->o);
+	free(s->f);
+	free(s->g);
+	free(s->u);
+	free(s->s);
+	free(s->cos_t);
+	free(s->sin_t);
+	memset(s, 0, sizeof *s);
+}
+
+int fw_embed(const fw_model *m, const uint32_t *tok, size_t T, float *x)
+{
+	for (size_t t = 0; t < T; t++) {
+		if (tok[t] >= m->vocab) {
+			nv_seterr("token id %u at position %zu is beyond the vocabulary (0..%zu)",
+				  tok[t], t, m->vocab - 1);
+			return -1;
+		}
+		if (rows_f32(m->embed, tok[t], 1, x + t * m->d) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Y (T × out) = X (T × in) · Wᵀ, W (out × in) */
+static void matmul(fw_scratch *s, const float *X, const float *W, float *Y, size_t T,
+		   size_t out, size_t in)
+{
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)out, (int)in, 1.0f, X,
+		    (int)in, W, (int)in, 0.0f, Y, (int)out);
+	s->flops += 2.0 * (double)T * (double)out * (double)in;
+}
+
+/* y (T × n) = x / sqrt(mean(x²) + eps) · w */
+static void rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps)
+{
+	for (size_t t = 0; t < T; t++) {
+		const float *xr = x + t * n;
+		double ss = 0;
+
+		for (size_t i = 0; i < n; i++)
+			ss += (double)xr[i] * xr[i];
+		float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+		for (size_t i = 0; i < n; i++)
+			y[t * n + i] = xr[i] * r * w[i];
+	}
+}
+
+static void add_bias(float *y, const float *b, size_t T, size_t n)
+{
+	if (!b)
+		return;
+	for (size_t t = 0; t < T; t++)
+		for (size_t i = 0; i < n; i++)
+			y[t * n + i] += b[i];
+}
+
+/*
+ * rotate-half RoPE on the heads of y (T × nh·hd): in each head, the pair
+ * (j, j + hd/2) turns by the angle of position t and frequency j
+ */
+static void rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd)
+{
+	size_t half = hd / 2;
+
+	for (size_t t = 0; t < T; t++)
+		for (size_t h = 0; h < nh; h++) {
+			float *v = y + t * nh * hd + h * hd;
+			const float *c = s->cos_t + t * half, *sn = s->sin_t + t * half;
+
+			for (size_t j = 0; j < half; j++) {
+				float a = v[j], b = v[j + half];
+
+				v[j] = a * c[j] - b * sn[j];
+				v[j + half] = b * c[j] + a * sn[j];
+			}
+		}
+}
+
+/* row t of S (T × T): causal softmax over columns 0..t, zeros after */
+static void causal_softmax(float *S, size_t T)
+{
+	for (size_t t = 0; t < T; t++) {
+		float *r = S + t * T, mx = r[0];
+		double sum = 0;
+
+		for (size_t j = 1; j <= t; j++)
+			mx = r[j] > mx ? r[j] : mx;
+		for (size_t j = 0; j <= t; j++) {
+			r[j] = expf(r[j] - mx);
+			sum += r[j];
+		}
+		float inv = (float)(1.0 / sum);
+		for (size_t j = 0; j <= t; j++)
+			r[j] *= inv;
+		for (size_t j = t + 1; j < T; j++)
+			r[j] = 0;
+	}
+}
+
+/* o (T × qdim): for each head h with kv head g = h / (nh/nkv), softmax(q_h k_gᵀ/√hd) v_g */
+static void attention(const fw_model *m, fw_scratch *s, size_t T)
+{
+	size_t hd = m->hd, rep = m->nh / m->nkv;
+	float scale = (float)(1.0 / sqrt((double)hd));
+
+	for (size_t h = 0; h < m->nh; h++) {
+		size_t g = h / rep;
+
+		/* S (T × T) = q_h (T × hd) · k_gᵀ, strided views of q and k */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
+			    s->q + h * hd, (int)m->qdim, s->k + g * hd, (int)m->kvdim, 0.0f, s->s,
+			    (int)T);
+		causal_softmax(s->s, T);
+		/* o_h (T × hd) = S · v_g (T × hd) */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
+			    s->s, (int)T, s->v + g * hd, (int)m->kvdim, 0.0f, s->o + h * hd,
+			    (int)m->qdim);
+		s->flops += 4.0 * (double)T * (double)T * (double)hd;
+	}
+}
+
+static void add_into(float *x, const float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x, size_t T,
+		 fw_leads *leads)
+{
+	size_t d = m->d, ff = m->ff;
+
+	if (T > s->tmax || T == 0) {
+		nv_seterr("window of %zu positions, scratch holds 1..%zu", T, s->tmax);
+		return -1;
+	}
+	rmsnorm(x, ly->attn_norm, s->a, T, d, m->a.rms_eps);
+	matmul(s, s->a, ly->w[FW_Q], s->q, T, m->qdim, d);
+	matmul(s, s->a, ly->w[FW_K], s->k, T, m->kvdim, d);
+	matmul(s, s->a, ly->w[FW_V], s->v, T, m->kvdim, d);
+	add_bias(s->q, ly->bias[0], T, m->qdim);
+	add_bias(s->k, ly->bias[1], T, m->kvdim);
+	add_bias(s->v, ly->bias[2], T, m->kvdim);
+	rope(s, s->q, T, m->nh, m->hd);
+	rope(s, s->k, T, m->nkv, m->hd);
+	attention(m, s, T);
+	matmul(s, s->o, ly->w[FW_O], s->u, T, d, m->qdim);
+	add_into(x, s->u, T * d);
+
+	rmsnorm(x, ly->ffn_norm, s->f, T, d, m->a.rms_eps);
+	matmul(s, s->f, ly->w[FW_GATE], s->g, T, ff, d);
+	matmul(s, s->f, ly->w[FW_UP], s->u, T, ff, d);
+	/* silu(g)·u into g: the input of down_proj */
+	for (size_t i = 0; i < T * ff; i++)
+		s->g[i] = s->g[i] / (1.0f + expf(-s->g[i])) * s->u[i];
+	matmul(s, s->g, ly->w[FW_DOWN], s->u, T, d, ff);
+	add_into(x, s->u, T * d);
+	if (leads) {
+		leads->q = s->a;
+		leads->o = s->o;
+		leads->gate = s->f;
+		leads->down = s->g;
+	}
+	return 0;
+}
+
+int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logits)
+{
+	size_t d = m->d, V = m->vocab;
+
+	if (T > s->tmax) {
+		nv_seterr("window of %zu positions, scratch holds %zu", T, s->tmax);
+		return -1;
+	}
+	rmsnorm(x, m->final_w, s->a, T, d, m->a.rms_eps);
+	for (size_t r0 = 0; r0 < V; r0 += FW_HEAD_ROWS) {
+		size_t nr = V - r0 < FW_HEAD_ROWS ? V - r0 : FW_HEAD_ROWS;
+		const float *E = m->head_all ? m->head_all + r0 * d : m->head_blk;
+
+		if (!m->head_all && rows_f32(m->head, r0, nr, m->head_blk) < 0)
+			return -1;
+		/* logits[:, r0:r0+nr] (T × nr) = a (T × d) · E_blkᵀ */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)nr, (int)d, 1.0f,
+			    s->a, (int)d, E, (int)d, 0.0f, logits + r0, (int)V);
+		s->flops += 2.0 * (double)T * (double)nr * (double)d;
+	}
+	return 0;
+}
+
+double fw_logsumexp(const float *row, size_t n, size_t *argmax)
+{
+	size_t am = 0;
+	double sum = 0;
+
+	for (size_t i = 1; i < n; i++)
+		if (row[i] > row[am])
+			am = i;
+	for (size_t i = 0; i < n; i++)
+		sum += exp((double)row[i] - row[am]);
+	if (argmax)
+		*argmax = am;
+	return row[am] + log(sum);
+}
+
+double fw_kl(const float *p, double lse_p, const float *q, double lse_q, size_t n)
+{
+	double kl = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double lp = p[i] - lse_p, lq = q[i] - lse_q;
+
+		kl += exp(lp) * (lp - lq);
+	}
+	return kl > 0 ? kl : 0;
+}
+
+int fw_window_logits(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T, float *x,
+		     float *logits)
+{
+	if (fw_embed(m, tok, T, x) < 0)
+		return -1;
+	for (int l = 0; l < m->a.layers; l++) {
+		fw_layer ly;
+		int rc;
+
+		if (fw_layer_load(m, l, NULL, 0, &ly) < 0)
+			return -1;
+		rc = fw_layer_run(m, &ly, s, x, T, NULL);
+		fw_layer_free(&ly);
+		if (rc < 0)
+			return -1;
+	}
+	return fw_logits(m, s, x, T, logits);
+}
+
+fw_window *fw_windows(size_t fit, size_t sel, size_t w, size_t *nwin, size_t *rows)
+{
+	size_t n = 0, r = 0, cap = (fit + w - 1) / w + (sel + w - 1) / w + 1;
+	fw_window *v;
+
+	if (w < 2) {
+		nv_seterr("window of %zu tokens, want at least 2", w);
+		return NULL;
+	}
+	if (!(v = nv_calloc(cap, sizeof *v)))
+		return NULL;
+	for (int part = 0; part < 2; part++) {
+		size_t a = part ? fit : 0, b = part ? fit + sel : fit;
+
+		for (size_t s = a; s < b; s += w) {
+			size_t len = b - s < w ? b - s : w;
+
+			if (len < 2)
+				continue;
+			v[n++] = (fw_window){ s, len, part };
+			r += len - 1;
+		}
+	}
+	*nwin = n;
+	*rows = r;
+	return v;
+}
+
+typedef struct {
+	fw_model *m;
+	fw_scratch s;
+	float *x, *logits; /* (window × d), (window × vocab) */
+} fw_runner;
+
+static int runner_init(fw_runner *r, fw_model *m, size_t window)
+{
+	memset(r, 0, sizeof *r);
+	r->m = m;
+	if (fw_scratch_init(&r->s, m, window) < 0 ||
+	    !(r->x = nv_malloc(window, m->d * sizeof(float))) ||
+	    !(r->logits = nv_malloc(window, m->vocab * sizeof(float))))
+		return -1;
+	return 0;
+}
+
+static void runner_free(fw_runner *r)
+{
+	fw_scratch_free(&r->s);
+	free(r->x);
+	free(r->logits);
+}
+
+/* the scores of one window: T = len − 1 positions predicting tok[1..len) */
+static void score_window(fw_runner *a, fw_runner *b, const uint32_t *tok, size_t T,
+			 fw_eval_result *r)
+{
+	size_t V = a->m->vocab;
+
+	for (size_t t = 0; t < T; t++) {
+		const float *la = a->logits + t * V;
+		size_t am, bm;
+		double lse = fw_logsumexp(la, V, &am);
+
+		r->nll += lse - la[tok[t + 1]];
+		if (b) {
+			const float *lb = b->logits + t * V;
+			double lseb = fw_logsumexp(lb, V, &bm);
+
+			r->base_nll += lseb - lb[tok[t + 1]];
+			r->kl += fw_kl(lb, lseb, la, lse, V);
+			r->top1 += am == bm;
+		}
+	}
+	r->predicted += T;
+}
+
+static int eval_windows(fw_runner *a, fw_runner *b, const uint32_t *tok, const fw_window *w,
+			size_t nw, size_t rows, fw_eval_result *r,
+			void (*progress)(void *, size_t, size_t, size_t, size_t), void *ctx)
+{
+	for (size_t i = 0; i < nw; i++) {
+		const uint32_t *wt = tok + w[i].start;
+		size_t T = w[i].len - 1;
+
+		if (fw_window_logits(a->m, &a->s, wt, T, a->x, a->logits) < 0)
+			return -1;
+		if (b && fw_window_logits(b->m, &b->s, wt, T, b->x, b->logits) < 0) {
+			nv_preerr("base model");
+			return -1;
+		}
+		score_window(a, b, wt, T, r);
+		if (progress)
+			progress(ctx, i + 1, nw, r->predicted, rows);
+	}
+	return 0;
+}
+
+int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t window,
+	    fw_eval_result *r, void (*progress)(void *, size_t, size_t, size_t, size_t), void *ctx)
+{
+	fw_runner a, b;
+	fw_window *w;
+	size_t nw, rows;
+	int rc = -1;
+
+	memset(r, 0, sizeof *r);
+	if (base && base->vocab != m->vocab) {
+		nv_seterr("the base model's vocabulary has %zu tokens, the model's %zu", base->vocab,
+			  m->vocab);
+		return -1;
+	}
+	if (!(w = fw_windows(n, 0, window, &nw, &rows)))
+		return -1;
+	if (nw == 0) {
+		nv_seterr("%zu tokens make no window of at least 2", n);
+		free(w);
+		return -1;
+	}
+	memset(&b, 0, sizeof b);
+	if (runner_init(&a, m, window) == 0 && (!base || runner_init(&b, base, window) == 0) &&
+	    eval_windows(&a, base ? &b : NULL, tok, w, nw, rows, r, progress, ctx) == 0)
+		rc = 0;
+	r->tokens = n;
+	r->flops = a.s.flops + b.s.flops;
+	if (r->predicted) {
+		r->nll /= (double)r->predicted;
+		r->base_nll /= (double)r->predicted;
+		r->kl /= (double)r->predicted;
+		r->top1 /= (double)r->predicted;
+	}
+	runner_free(&a);
+	runner_free(&b);
+	free(w);
+	return rc;
+}
+
+int fw_generate(fw_model *m, const uint32_t *tok, size_t n, size_t steps, size_t window,
+		uint32_t **out, size_t *nout)
+{
+	fw_runner a;
+	size_t cap = n + steps, k = n;
+	uint32_t *o;
+	int rc = -1;
+
+	*out = NULL;
+	*nout = 0;
+	if (n == 0 || n > window) {
+		nv_seterr("a prompt of %zu tokens, want 1..%zu (the window)", n, window);
+		return -1;
+	}
+	if (!(o = nv_malloc(cap, sizeof *o)))
+		return -1;
+	memcpy(o, tok, n * sizeof *o);
+	if (runner_init(&a, m, window) < 0)
+		goto out;
+	while (k < cap && k < window) {
+		size_t am;
+
+		if (fw_window_logits(m, &a.s, o, k, a.x, a.logits) < 0)
+			goto out;
+		fw_logsumexp(a.logits + (k - 1) * m->vocab, m->vocab, &am);
+		o[k++] = (uint32_t)am;
+		if ((int)am == m->a.bos || (int)am == m->a.eos)
+			break;
+	}
+	rc = 0;
+	*out = o;
+	*nout = k;
+out:
+	runner_free(&a);
+	if (rc < 0)
+		free(o);
+	return rc;
+}

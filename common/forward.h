@@ -1,0 +1,192 @@
+/*
+ * forward.h - the model's own forward: a Llama-family decoder run over
+ * whole token windows, one layer at a time (DESIGN.md, "The forward engine").
+ *
+ * The model is a CMF file (cmf.h) with Hugging Face names and layouts:
+ *
+ *   model.embed_tokens.weight                       (vocab × d)
+ *   model.layers.L.input_layernorm.weight           (d)
+ *   model.layers.L.self_attn.q_proj.weight          (H·hd × d)    .bias (H·hd)  qwen2
+ *   model.layers.L.self_attn.k_proj.weight          (K·hd × d)    .bias (K·hd)  qwen2
+ *   model.layers.L.self_attn.v_proj.weight          (K·hd × d)    .bias (K·hd)  qwen2
+ *   model.layers.L.self_attn.o_proj.weight          (d × H·hd)
+ *   model.layers.L.post_attention_layernorm.weight  (d)
+ *   model.layers.L.mlp.gate_proj.weight             (ff × d)
+ *   model.layers.L.mlp.up_proj.weight               (ff × d)
+ *   model.layers.L.mlp.down_proj.weight             (d × ff)
+ *   model.norm.weight                               (d)
+ *   lm_head.weight                                  (vocab × d), absent when tied
+ *
+ * One layer, on the hidden states x (T × d) of a window whose positions
+ * restart at 0:
+ *
+ *   a  = rmsnorm(x)·w_attn                      lead "q"    (T × d)
+ *   q,k,v = a·Wqᵀ (+bq), a·Wkᵀ (+bk), a·Wvᵀ (+bv), rotate-half RoPE on q, k
+ *   o  = softmax(q_h k_gᵀ/√hd + causal mask) v_g  lead "o"  (T × H·hd)
+ *   x += o·Woᵀ
+ *   f  = rmsnorm(x)·w_ffn                        lead "gate" (T × d)
+ *   m  = silu(f·Wgᵀ) ⊙ (f·Wuᵀ)                   lead "down" (T × ff)
+ *   x += m·Wdᵀ
+ *
+ * and the head: logits = rmsnorm(x)·w_final·Eᵀ (E = lm_head or the tied
+ * embeddings).  Activations are f32; every product of a window goes
+ * through cblas_sgemm.  A layer's weights are converted to f32 once
+ * (F16, BF16, BLR dequantized) by fw_layer_load(); nothing else of the
+ * model is copied, so memory beyond the mapping is one layer's weights, a
+ * block of head rows and one window's activations.
+ *
+ * Calibration windows (DESIGN.md): the first fit tokens are FIT, the next
+ * sel tokens SEL; each part is cut into windows of W tokens, windows of
+ * fewer than 2 tokens are dropped, and a window of L tokens feeds its first
+ * L−1 tokens (the positions that predict a next token).  Evaluation uses
+ * the same windows over its tokens.
+ */
+#ifndef NV_FORWARD_H
+#define NV_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmf.h"
+
+/* the tensors of one layer, pointers into the CMF file */
+enum { FW_Q, FW_K, FW_V, FW_O, FW_GATE, FW_UP, FW_DOWN, FW_NMAT };
+
+typedef struct {
+	const cmf_tensor *w[FW_NMAT];     /* the seven projections */
+	const cmf_tensor *bias[3];        /* q, k, v biases (qwen2), else NULL */
+	const cmf_tensor *attn_norm, *ffn_norm;
+} fw_layer_src;
+
+typedef struct {
+	const cmf_file *f;     /* borrowed; must outlive the model */
+	cmf_arch a;
+	size_t d, ff, hd, nh, nkv, vocab; /* widths */
+	size_t qdim, kvdim;    /* nh·hd, nkv·hd */
+	const cmf_tensor *embed, *head, *final_norm;
+	fw_layer_src *layer;   /* a.layers entries */
+	float *final_w;        /* (d) final norm as f32 */
+	float *head_blk;       /* (FW_HEAD_ROWS × d) head rows converted per block */
+	float *head_all;       /* (vocab × d) when the head is a BLR payload */
+} fw_model;
+
+/* rows of the head converted and multiplied at a time */
+#define FW_HEAD_ROWS 4096
+
+/*
+ * check the architecture (llama or qwen2; anything else is refused by
+ * name), find every tensor and check its shape; f is borrowed
+ */
+int fw_open(fw_model *m, const cmf_file *f);
+void fw_close(fw_model *m);
+
+/* the canonical name of a layer's projection (FW_Q … FW_DOWN) into buf */
+int fw_tensor_name(char *buf, size_t cap, int layer, int which);
+
+/* a replacement for one projection of the layer: a BLR payload */
+typedef struct {
+	const char *name;        /* full tensor name */
+	const uint8_t *payload;  /* BLR bytes (blr.h) */
+	size_t len;
+} fw_override;
+
+/* one layer's weights as f32 */
+typedef struct {
+	int index;
+	float *w[FW_NMAT];       /* row-major (out × in) as in fw_layer_src */
+	float *bias[3];          /* or NULL */
+	float *attn_norm, *ffn_norm; /* (d) */
+} fw_layer;
+
+/*
+ * convert layer l to f32; each override replaces its tensor (a name that
+ * is not a projection of layer l, a duplicate, or a payload of another
+ * shape is an error naming it)
+ */
+int fw_layer_load(const fw_model *m, int l, const fw_override *ov, size_t nov, fw_layer *out);
+void fw_layer_free(fw_layer *ly);
+
+/* scratch for windows of up to tmax positions */
+typedef struct {
+	size_t tmax;
+	float *a, *q, *k, *v, *o, *f, *g, *u, *s; /* see forward.c for shapes */
+	float *cos_t, *sin_t;    /* (tmax × hd/2) RoPE tables */
+	double flops;            /* sgemm flops issued so far (2·m·n·k each) */
+} fw_scratch;
+
+int fw_scratch_init(fw_scratch *s, const fw_model *m, size_t tmax);
+void fw_scratch_free(fw_scratch *s);
+
+/* the four inputs of a layer's projections after fw_layer_run (into scratch) */
+typedef struct {
+	const float *q;    /* (T × d)   attention-norm output */
+	const float *o;    /* (T × qdim) attention output */
+	const float *gate; /* (T × d)   FFN-norm output */
+	const float *down; /* (T × ff)  silu(gate)·up */
+} fw_leads;
+
+/* x (T × d) = the embeddings of tok[0..T); ids ≥ vocab are an error */
+int fw_embed(const fw_model *m, const uint32_t *tok, size_t T, float *x);
+
+/* x (T × d) ← layer ly applied to x, positions 0..T−1; leads may be NULL */
+int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x, size_t T,
+		 fw_leads *leads);
+
+/* logits (T × vocab) of the final states x (T × d); x is left unchanged */
+int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logits);
+
+/* log Σ exp(row) and the argmax of a row of n logits */
+double fw_logsumexp(const float *row, size_t n, size_t *argmax);
+
+/* KL(p ‖ q) of the softmaxes of two logit rows of n */
+double fw_kl(const float *p, double lse_p, const float *q, double lse_q, size_t n);
+
+/*
+ * the whole model over one window: logits (T × vocab) of tok[0..T); every
+ * layer is converted on the fly (for evaluation and generation)
+ */
+int fw_window_logits(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T, float *x,
+		     float *logits);
+
+/* calibration windows */
+typedef struct {
+	size_t start;  /* first token in the token array */
+	size_t len;    /* tokens in the window (≥ 2); it feeds len − 1 */
+	int sel;       /* 0 FIT, 1 SEL */
+} fw_window;
+
+/*
+ * cut tokens [0, fit) and [fit, fit+sel) into windows of w tokens; *rows
+ * is Σ (len − 1), the positions fed.  NULL with reason on exhaustion.
+ */
+fw_window *fw_windows(size_t fit, size_t sel, size_t w, size_t *nwin, size_t *rows);
+
+/*
+ * evaluation over the windows of n tokens (fw_windows(n, 0, window)):
+ * mean NLL of each window's tokens 2..L given the ones before; with a
+ * base, also the base's NLL, the mean KL(base ‖ model) per position and
+ * the fraction of positions whose argmax agree, in one pass
+ */
+typedef struct {
+	size_t tokens;     /* tokens evaluated */
+	size_t predicted;  /* positions scored */
+	double nll;        /* mean, nats */
+	double base_nll, kl, top1;
+	double flops, seconds;
+} fw_eval_result;
+
+int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t window,
+	    fw_eval_result *r,
+	    void (*progress)(void *ctx, size_t done, size_t nwin, size_t rows, size_t total),
+	    void *ctx);
+
+/*
+ * greedy decoding: extend the prompt tok[0..n) by up to steps tokens
+ * (argmax, the whole window recomputed each step, at most window
+ * positions); stops after bos or eos.  *out (fresh) holds prompt and
+ * continuation, *nout their count.
+ */
+int fw_generate(fw_model *m, const uint32_t *tok, size_t n, size_t steps, size_t window,
+		uint32_t **out, size_t *nout);
+
+#endif

@@ -1,0 +1,300 @@
+/* hctx.c - the per-input context and its file (see hctx.h, hctx.5) */
+#include "hctx.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aout.h"
+#include "err.h"
+#include "fileio.h"
+#include "le.h"
+#include "mem.h"
+
+#define HCTX_HEAD 32
+
+void nv_hctx_free(nv_hctx *hc)
+{
+	nv_mat_free(&hc->hf);
+	nv_mat_free(&hc->l);
+	nv_mat_free(&hc->uc);
+	free(hc->sqd);
+	free(hc->perm);
+	memset(hc, 0, sizeof(*hc));
+}
+
+void nv_hctx_damp(double *g, size_t n, double rho)
+{
+	double tr = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		tr += g[i * n + i];
+	for (size_t i = 0; i < n; i++)
+		g[i * n + i] += rho * (tr / (double)n);
+}
+
+/* diag descending, ties by index: a stable order; ctx is hf */
+static int by_diag_desc(const void *pa, const void *pb, void *ctx)
+{
+	const nv_mat *hf = ctx;
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	double da = hf->d[(size_t)a * hf->c + a], db = hf->d[(size_t)b * hf->c + b];
+
+	if (da > db)
+		return -1;
+	if (da < db)
+		return 1;
+	return a < b ? -1 : a > b;
+}
+
+/* uc = J·inv(chol(J·Hp·J))·J */
+static int build_uc(nv_hctx *hc)
+{
+	size_t n = hc->n;
+	nv_mat jhj;
+
+	if (nv_mat_zeros(&jhj, n, n) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		size_t pi = hc->perm[n - 1 - i];
+		for (size_t j = 0; j < n; j++)
+			jhj.d[i * n + j] = hc->hf.d[pi * n + hc->perm[n - 1 - j]];
+	}
+	if (nv_potrf_lower(&jhj) < 0 || nv_trtri_lower(&jhj) < 0 ||
+	    nv_mat_zeros(&hc->uc, n, n) < 0) {
+		nv_mat_free(&jhj);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i; j < n; j++)
+			hc->uc.d[i * n + j] = jhj.d[(n - 1 - i) * n + (n - 1 - j)];
+	nv_mat_free(&jhj);
+	return 0;
+}
+
+int nv_hctx_build(const double *g, size_t n, double rho, nv_hctx *hc)
+{
+	memset(hc, 0, sizeof(*hc));
+	hc->n = n;
+	hc->rho = rho;
+	if (nv_mat_zeros(&hc->hf, n, n) < 0)
+		goto fail;
+	memcpy(hc->hf.d, g, n * n * sizeof(double));
+	nv_hctx_damp(hc->hf.d, n, rho);
+	if (nv_mat_copy(&hc->l, &hc->hf) < 0)
+		goto fail;
+	if (nv_potrf_lower(&hc->l) < 0) {
+		nv_seterr("calibration Gram not positive definite after damping with rho %g: "
+			  "try a larger --rho", rho);
+		goto fail;
+	}
+	hc->sqd = nv_malloc(n, sizeof(double));
+	hc->perm = nv_malloc(n, sizeof(uint32_t));
+	if (!hc->sqd || !hc->perm)
+		goto fail;
+	for (size_t i = 0; i < n; i++) {
+		hc->sqd[i] = sqrt(hc->hf.d[i * n + i]);
+		hc->perm[i] = (uint32_t)i;
+	}
+	qsort_r(hc->perm, n, sizeof(uint32_t), by_diag_desc, &hc->hf);
+	if (build_uc(hc) < 0) {
+		nv_preerr("permuted Gram");
+		goto fail;
+	}
+	return 0;
+fail:
+	nv_hctx_free(hc);
+	return -1;
+}
+
+size_t nv_hctx_file_size(size_t n)
+{
+	size_t tri, s;
+
+	if (nv_mul(n, n + 1, &tri) < 0 || nv_mul(tri / 2, 24, &s) < 0 ||
+	    nv_add(s, HCTX_HEAD + 4, &s) < 0 || n > SIZE_MAX / 12 || nv_add(s, 12 * n, &s) < 0)
+		return 0;
+	return s;
+}
+
+int nv_hctx_serialize(const nv_hctx *hc, uint8_t **buf, size_t *len)
+{
+	size_t n = hc->n, sz = nv_hctx_file_size(n);
+	uint8_t *b, *p;
+
+	if (!sz || !(b = nv_malloc(sz, 1)))
+		return -1;
+	put_u32(b, HCTX_MAGIC);
+	put_u32(b + 4, HCTX_VERSION);
+	put_u32(b + 8, (uint32_t)n);
+	put_u32(b + 12, hc->gram_crc);
+	put_f64(b + 16, hc->rho);
+	put_u64(b + 24, hc->count);
+	p = b + HCTX_HEAD;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++, p += 8)
+			put_f64(p, hc->hf.d[i * n + j]);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++, p += 8)
+			put_f64(p, hc->l.d[i * n + j]);
+	for (size_t i = 0; i < n; i++, p += 8)
+		put_f64(p, hc->sqd[i]);
+	for (size_t i = 0; i < n; i++, p += 4)
+		put_u32(p, hc->perm[i]);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i; j < n; j++, p += 8)
+			put_f64(p, hc->uc.d[i * n + j]);
+	put_u32(p, nv_crc32(b, sz - 4));
+	*buf = b;
+	*len = sz;
+	return 0;
+}
+
+int nv_hctx_write(const char *path, const nv_hctx *hc)
+{
+	uint8_t *buf;
+	size_t len;
+	aout o;
+
+	if (nv_hctx_serialize(hc, &buf, &len) < 0)
+		return -1;
+	if (aout_open(&o, path, AOUT_BINARY) < 0) {
+		free(buf);
+		return -1;
+	}
+	if (aout_write(&o, buf, len) < 0 || aout_commit(&o) < 0) {
+		aout_abort(&o);
+		free(buf);
+		return -1;
+	}
+	free(buf);
+	return 0;
+}
+
+/* read a packed triangle (lower: j ≤ i; upper: j ≥ i) into a full n × n matrix */
+static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, int upper, int sym,
+			      const char *field)
+{
+	size_t n = a->r;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t j0 = upper ? i : 0, j1 = upper ? n : i + 1;
+		for (size_t j = j0; j < j1; j++, p += 8) {
+			double v = le_f64(p);
+			if (!isfinite(v)) {
+				nv_seterr("field %s: entry (%zu,%zu) is not finite", field, i, j);
+				return NULL;
+			}
+			a->d[i * n + j] = v;
+			if (sym)
+				a->d[j * n + i] = v;
+		}
+	}
+	return p;
+}
+
+static int check_header(const uint8_t *buf, size_t len, size_t *n)
+{
+	size_t want;
+
+	if (len < HCTX_HEAD + 4) {
+		nv_seterr("size %zu bytes is shorter than the %d-byte header", len, HCTX_HEAD + 4);
+		return -1;
+	}
+	if (le_u32(buf) != HCTX_MAGIC) {
+		nv_seterr("magic 0x%08x is not 0x%08x (HCTX)", le_u32(buf), HCTX_MAGIC);
+		return -1;
+	}
+	if (le_u32(buf + 4) != HCTX_VERSION) {
+		nv_seterr("version %u is not %u", le_u32(buf + 4), HCTX_VERSION);
+		return -1;
+	}
+	*n = le_u32(buf + 8);
+	want = nv_hctx_file_size(*n);
+	if (*n == 0 || want != len) {
+		nv_seterr("size %zu bytes does not match n %zu (want %zu)", len, *n, want);
+		return -1;
+	}
+	if (nv_crc32(buf, len - 4) != le_u32(buf + len - 4)) {
+		nv_seterr("crc 0x%08x does not match the content (0x%08x): file corrupted",
+			  le_u32(buf + len - 4), nv_crc32(buf, len - 4));
+		return -1;
+	}
+	return 0;
+}
+
+static int check_factors(const nv_hctx *hc)
+{
+	size_t n = hc->n;
+	uint8_t *seen = nv_calloc(n, 1);
+
+	if (!seen)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t p = hc->perm[i];
+		if (p >= n || seen[p]) {
+			nv_seterr("field perm: entry %zu = %u is %s", i, p,
+				  p >= n ? "out of range" : "a duplicate");
+			free(seen);
+			return -1;
+		}
+		seen[p] = 1;
+		if (!(hc->l.d[i * n + i] > 0) || !(hc->uc.d[i * n + i] > 0) ||
+		    !(hc->sqd[i] > 0) || !isfinite(hc->sqd[i])) {
+			nv_seterr("entry %zu of the factor diagonals (l, uc, sqd) is not positive", i);
+			free(seen);
+			return -1;
+		}
+	}
+	free(seen);
+	return 0;
+}
+
+int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc)
+{
+	const uint8_t *p;
+	size_t n;
+
+	memset(hc, 0, sizeof(*hc));
+	if (check_header(buf, len, &n) < 0)
+		return -1;
+	hc->n = n;
+	hc->gram_crc = le_u32(buf + 12);
+	hc->rho = le_f64(buf + 16);
+	hc->count = le_u64(buf + 24);
+	if (!isfinite(hc->rho) || hc->rho < 0) {
+		nv_seterr("field rho: %g is not a finite value >= 0", hc->rho);
+		return -1;
+	}
+	if (nv_mat_zeros(&hc->hf, n, n) < 0 || nv_mat_zeros(&hc->l, n, n) < 0 ||
+	    nv_mat_zeros(&hc->uc, n, n) < 0 || !(hc->sqd = nv_malloc(n, sizeof(double))) ||
+	    !(hc->perm = nv_malloc(n, sizeof(uint32_t))))
+		goto fail;
+	p = get_tri(buf + HCTX_HEAD, &hc->hf, 0, 1, "hf");
+	if (p)
+		p = get_tri(p, &hc->l, 0, 0, "l");
+	if (!p)
+		goto fail;
+	for (size_t i = 0; i < n; i++, p += 8)
+		hc->sqd[i] = le_f64(p);
+	for (size_t i = 0; i < n; i++, p += 4)
+		hc->perm[i] = le_u32(p);
+	if (!get_tri(p, &hc->uc, 1, 0, "uc") || check_factors(hc) < 0)
+		goto fail;
+	return 0;
+fail:
+	nv_hctx_free(hc);
+	return -1;
+}
+
+int nv_hctx_read(const char *path, nv_hctx *hc)
+{
+	nv_map m;
+	int rc;
+
+	if (nv_map_file(path, &m) < 0)
+		return -1;
+	rc = nv_hctx_parse(m.data, m.len, hc);
+	nv_map_free(&m);
+	return rc;
+}

@@ -1,0 +1,68 @@
+/*
+ * hctx.h - one input's context (man/man5/hctx.5): everything the NVG
+ * encoder derives from a FIT Gram G (n × n), shared by the tensors that read
+ * that input.
+ *
+ *   hf   = G + ρ·(tr G / n)·I          the damped Gram
+ *   l    = chol(hf), lower              hf = l·lᵀ
+ *   sqd  = √diag(hf)
+ *   perm = act order: diag(hf) descending, ties by index
+ *   uc   = J·inv(chol(J·Hp·J))·J        Hp = hf[perm][perm], J the reversal;
+ *                                       the upper Cholesky factor of Hp⁻¹:
+ *                                       ucᵀ·uc = Hp⁻¹, uc upper triangular
+ *
+ * The file stores the triangles of hf, l and uc packed (rows of the lower
+ * triangle for hf and l, rows of the upper triangle for uc), little-endian
+ * f64, then a CRC-32 (zlib) of every byte before it:
+ *
+ *   0  u32 magic 0x58544348 ("HCTX")    4  u32 version 1
+ *   8  u32 n                            12 u32 gram_crc (CRC-32 of the NVGG's G bytes)
+ *   16 f64 ρ                            24 u64 count (the Gram's tokens)
+ *   32 f64 hf[n(n+1)/2]  f64 l[n(n+1)/2]  f64 sqd[n]  u32 perm[n]  f64 uc[n(n+1)/2]
+ *   then u32 crc
+ */
+#ifndef NV_HCTX_H
+#define NV_HCTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "linalg.h"
+
+#define HCTX_MAGIC 0x58544348u
+#define HCTX_VERSION 1u
+
+typedef struct {
+	size_t n;
+	double rho;
+	uint64_t count;
+	uint32_t gram_crc;
+	nv_mat hf;      /* (n × n) damped Gram, full */
+	nv_mat l;       /* (n × n) lower Cholesky factor of hf */
+	double *sqd;    /* (n) √diag(hf) */
+	uint32_t *perm; /* (n) act order */
+	nv_mat uc;      /* (n × n) upper Cholesky factor of the permuted inverse */
+} nv_hctx;
+
+/* build from a mean Gram g (n × n, f64, symmetric); -1 with reason when hf is
+ * not positive definite ("... after damping with rho R: try a larger --rho") */
+int nv_hctx_build(const double *g, size_t n, double rho, nv_hctx *hc);
+
+/* the damped Gram alone: hf = g + ρ·(tr g / n)·I, in place */
+void nv_hctx_damp(double *g, size_t n, double rho);
+
+/* bytes of the file for width n (0 on overflow) */
+size_t nv_hctx_file_size(size_t n);
+
+/* serialize into a fresh buffer / write atomically ("-" = stdout) */
+int nv_hctx_serialize(const nv_hctx *hc, uint8_t **buf, size_t *len);
+int nv_hctx_write(const char *path, const nv_hctx *hc);
+
+/* validate and decode (magic, version, size, CRC, finiteness, factor
+ * diagonals, permutation); -1 with reason naming the field */
+int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc);
+int nv_hctx_read(const char *path, nv_hctx *hc);
+
+void nv_hctx_free(nv_hctx *hc);
+
+#endif

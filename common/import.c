@@ -1,0 +1,279 @@
+/* import.c - what the importers share: the in-memory model, dtypes, RoPE rows, dispatch (see import.h) */
+#include "import.h"
+#include "err.h"
+#include "f16.h"
+#include "le.h"
+#include "mem.h"
+#include "names.h"
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void imp_model_init(imp_model *m)
+{
+	memset(m, 0, sizeof(*m));
+	cmf_arch_init(&m->arch);
+}
+
+void imp_model_free(imp_model *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->t[i].name);
+		free(m->t[i].owned);
+	}
+	free(m->t);
+	free(m->tokenizer);
+	free(m->provenance);
+	for (size_t i = 0; i < m->nsrc; i++)
+		cmf_close(&m->src[i]);
+	free(m->src);
+	imp_model_init(m);
+}
+
+nv_itensor *imp_model_find(imp_model *m, const char *name)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->t[i].name, name) == 0)
+			return &m->t[i];
+	return NULL;
+}
+
+int imp_model_add_raw(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
+		     const size_t *shape, const void *data, void *owned, size_t nbytes)
+{
+	nv_itensor *t;
+
+	if (imp_model_find(m, name)) {
+		free(owned);
+		return nv_seterr("duplicate tensor '%s'", name), -1;
+	}
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 64;
+		nv_itensor *nt = nv_realloc(m->t, cap, sizeof(*nt));
+
+		if (!nt) {
+			free(owned);
+			return -1;
+		}
+		m->t = nt;
+		m->cap = cap;
+	}
+	t = &m->t[m->n];
+	memset(t, 0, sizeof(*t));
+	if (!(t->name = nv_strdup(name))) {
+		free(owned);
+		return -1;
+	}
+	t->dtype = dtype;
+	t->ndim = ndim;
+	memcpy(t->shape, shape, ndim * sizeof(size_t));
+	t->data = data;
+	t->owned = owned;
+	t->nbytes = nbytes;
+	m->n++;
+	return 0;
+}
+
+int imp_model_add_f32(imp_model *m, const char *name, size_t ndim, const size_t *shape, float *w,
+		     int dtype)
+{
+	size_t n = 1;
+
+	for (size_t d = 0; d < ndim; d++)
+		n *= shape[d]; /* the caller allocated w with this product */
+	if (dtype == CMF_F16 || dtype == CMF_BF16) {
+		uint8_t *h = nv_malloc(n ? n : 1, 2);
+
+		if (!h) {
+			free(w);
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++)
+			put_u16(h + 2 * i, dtype == CMF_F16 ? nv_f32_to_f16(w[i]) : nv_f32_to_bf16(w[i]));
+		free(w);
+		return imp_model_add_raw(m, name, (cmf_dtype)dtype, ndim, shape, h, h, 2 * n);
+	}
+	/* f32 in place to little-endian bytes (a no-op on little-endian hosts) */
+	for (size_t i = 0; i < n; i++)
+		put_f32((uint8_t *)&w[i], w[i]);
+	return imp_model_add_raw(m, name, CMF_F32, ndim, shape, w, w, 4 * n);
+}
+
+int nv_unpermute_rope(void *w, size_t rows, size_t row_bytes, size_t heads)
+{
+	size_t d, half;
+	uint8_t *b = w, *tmp;
+
+	if (heads == 0 || rows % heads != 0 || (rows / heads) % 2 != 0)
+		return nv_seterr("%zu rows do not split into %zu heads of even size", rows, heads), -1;
+	d = rows / heads;
+	half = d / 2;
+	if (!(tmp = nv_malloc(d, row_bytes)))
+		return -1;
+	for (size_t h = 0; h < heads; h++) {
+		uint8_t *head = b + h * d * row_bytes;
+
+		/* rotate-half row j·d/2 + i comes from interleaved row 2i + j */
+		for (size_t j = 0; j < 2; j++)
+			for (size_t i = 0; i < half; i++)
+				memcpy(tmp + (j * half + i) * row_bytes, head + (2 * i + j) * row_bytes,
+				       row_bytes);
+		memcpy(head, tmp, d * row_bytes);
+	}
+	free(tmp);
+	return 0;
+}
+
+int nv_from_parse(const char *s)
+{
+	if (strcmp(s, "safetensors") == 0)
+		return NV_FROM_SAFETENSORS;
+	if (strcmp(s, "gguf") == 0)
+		return NV_FROM_GGUF;
+	if (strcmp(s, "llama2c") == 0)
+		return NV_FROM_LLAMA2C;
+	return -1;
+}
+
+/* the source kind from the first bytes: "GGUF", a safetensors header, else llama2.c */
+static int sniff(const char *path)
+{
+	size_t n = strlen(path);
+	uint8_t b[9];
+	FILE *f;
+
+	if (n >= 5 && strcmp(path + n - 5, ".json") == 0)
+		return NV_FROM_SAFETENSORS;
+	if (!(f = fopen(path, "rb")))
+		return nv_seterr("cannot open '%s'", path), -1;
+	n = fread(b, 1, sizeof(b), f);
+	fclose(f);
+	if (n >= 4 && memcmp(b, "GGUF", 4) == 0)
+		return NV_FROM_GGUF;
+	if (n == 9 && b[8] == '{' && le_u64(b) < (1u << 30))
+		return NV_FROM_SAFETENSORS;
+	return NV_FROM_LLAMA2C;
+}
+
+static char *provenance(const char *kind, const char *path)
+{
+	cJSON *o = cJSON_CreateObject(), *imp = cJSON_AddObjectToObject(o, "import");
+	const char *base = strrchr(path, '/');
+	char *s;
+
+	cJSON_AddStringToObject(imp, "from", kind);
+	cJSON_AddStringToObject(imp, "file", base ? base + 1 : path);
+	s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (!s)
+		nv_seterr("out of memory");
+	return s;
+}
+
+int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, imp_model *m)
+{
+	static const char *const kinds[] = { "", "safetensors", "gguf", "llama2c" };
+	int from = o->from;
+	int rc;
+
+	imp_model_init(m);
+	if (nsrc == 0)
+		return nv_seterr("no source file"), -1;
+	if (from == NV_FROM_AUTO && (from = sniff(src[0])) < 0)
+		return -1;
+	if (from != NV_FROM_SAFETENSORS && nsrc != 1)
+		return nv_seterr("%s takes one source file, %zu given", kinds[from], nsrc), -1;
+	if (o->vocab && from != NV_FROM_LLAMA2C)
+		return nv_seterr("--vocab is for llama2c sources; '%s' is %s", src[0], kinds[from]), -1;
+	if (from == NV_FROM_GGUF)
+		rc = nv_import_gguf(src[0], o->dtype, m);
+	else if (from == NV_FROM_LLAMA2C)
+		rc = nv_import_llama2c(src[0], o->vocab, o->dtype, m);
+	else
+		rc = nv_import_safetensors(nsrc, src, o->dtype, m);
+	imp_model_sort(m);
+	if (rc == 0 && !(m->provenance = provenance(kinds[from], src[0])))
+		rc = -1;
+	if (rc < 0)
+		imp_model_free(m);
+	return rc;
+}
+
+int imp_model_write(const imp_model *m, const char *path)
+{
+	cmf_writer *w = cmf_writer_new();
+	int rc = -1;
+
+	if (!w)
+		return -1;
+	for (size_t i = 0; i < m->n; i++) {
+		const nv_itensor *t = &m->t[i];
+
+		if (cmf_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, 0) < 0)
+			goto out;
+	}
+	if (cmf_writer_set_arch(w, &m->arch) < 0 ||
+	    (m->tokenizer && cmf_writer_set_meta(w, "cmf.tokenizer", m->tokenizer) < 0) ||
+	    (m->provenance && cmf_writer_set_meta(w, "cmf.provenance", m->provenance) < 0))
+		goto out;
+	rc = cmf_writer_commit(w, path);
+out:
+	cmf_writer_free(w);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- canonical order */
+
+static const char *const layer_tails[] = {
+	"input_layernorm.weight",   "self_attn.q_proj.weight", "self_attn.q_proj.bias",
+	"self_attn.k_proj.weight",  "self_attn.k_proj.bias",   "self_attn.v_proj.weight",
+	"self_attn.v_proj.bias",    "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+	"mlp.gate_proj.weight",     "mlp.up_proj.weight",      "mlp.down_proj.weight",
+};
+
+/* (group, layer, position) of a name: embeddings, layers in order, final norm, head, the rest */
+static void order_key(const char *name, size_t key[3])
+{
+	size_t l, nt = sizeof(layer_tails) / sizeof(layer_tails[0]);
+
+	key[1] = key[2] = 0;
+	if (strcmp(name, "model.embed_tokens.weight") == 0) {
+		key[0] = 0;
+	} else if (nv_layer_of(name, &l)) {
+		const char *tail = strchr(name + strlen("model.layers."), '.') + 1;
+
+		key[0] = 1;
+		key[1] = l;
+		key[2] = nt;
+		for (size_t i = 0; i < nt; i++)
+			if (strcmp(tail, layer_tails[i]) == 0)
+				key[2] = i;
+	} else if (strcmp(name, "model.norm.weight") == 0) {
+		key[0] = 2;
+	} else if (strcmp(name, "lm_head.weight") == 0) {
+		key[0] = 3;
+	} else {
+		key[0] = 4;
+	}
+}
+
+static int tensor_order(const void *a, const void *b)
+{
+	const nv_itensor *x = a, *y = b;
+	size_t kx[3], ky[3];
+
+	order_key(x->name, kx);
+	order_key(y->name, ky);
+	for (int i = 0; i < 3; i++)
+		if (kx[i] != ky[i])
+			return kx[i] < ky[i] ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+void imp_model_sort(imp_model *m)
+{
+	if (m->n > 1)
+		qsort(m->t, m->n, sizeof(*m->t), tensor_order);
+}

@@ -1,0 +1,86 @@
+/*
+ * import.h - models into CMF: Hugging Face safetensors, llama.cpp GGUF and
+ * llama2.c checkpoints (cmf-patch import; man/man1/cmf-patch.1).
+ *
+ * Every importer renames to Hugging Face's tensor names and layouts (row =
+ * output) and brings q_proj/k_proj rows from the interleaved RoPE order
+ * (llama2.c, GGUF: pairs (2i, 2i+1) of a head rotate together) to
+ * rotate-half (pairs (i, i + d/2)), the inverse of llama.cpp's convert
+ * permutation: within each head, rotate-half row j·d/2 + i is interleaved
+ * row 2i + j (j ∈ {0,1}, i < d/2).  So one forward (rotate-half) serves all
+ * sources.  Quantized GGUF blocks are dequantized exactly as ggml's
+ * reference dequantize_row_* does (f32 arithmetic, no fused multiply-add).
+ *
+ * The model is collected in memory (imp_model) and written by
+ * imp_model_write through the CMF writer (atomic: nothing is left on error).
+ */
+#ifndef NV_IMPORT_H
+#define NV_IMPORT_H
+
+#include <stddef.h>
+
+#include "cmf.h"
+
+typedef struct {
+	char *name;
+	cmf_dtype dtype;
+	size_t ndim, shape[CMF_MAX_DIMS];
+	const void *data; /* (nbytes) little-endian elements: owned or into a source mapping */
+	void *owned;
+	size_t nbytes;
+} nv_itensor;
+
+typedef struct {
+	size_t n, cap;
+	nv_itensor *t;     /* in output order */
+	cmf_arch arch;
+	char *tokenizer;   /* cmf.tokenizer JSON (vocab.h), NULL when the source has none */
+	char *provenance;  /* cmf.provenance JSON */
+	size_t nsrc;
+	cmf_file *src;     /* safetensors sources kept mapped (tensors borrow from them) */
+} imp_model;
+
+typedef enum { NV_FROM_AUTO = 0, NV_FROM_SAFETENSORS, NV_FROM_GGUF, NV_FROM_LLAMA2C } nv_from;
+
+typedef struct {
+	nv_from from;
+	int dtype;          /* -1: keep the source's float dtype (F32 for quantized); else CMF_F32/CMF_F16 */
+	const char *vocab;  /* llama2.c tokenizer file (tok512.bin), or NULL */
+} nv_import_opts;
+
+/* import nsrc source files into m; -1 with reason naming file, field and value */
+int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, imp_model *m);
+/* write m as a CMF file (format, arch, tokenizer, provenance, CRCs) */
+int imp_model_write(const imp_model *m, const char *path);
+void imp_model_free(imp_model *m);
+
+/* "safetensors", "gguf", "llama2c" -> nv_from; -1 when unknown */
+int nv_from_parse(const char *s);
+
+/* ---- pieces the importers share (import.c) ---- */
+
+void imp_model_init(imp_model *m);
+/* add an f32 tensor (rows-major, shape[ndim]); w is taken and converted to dtype (-1: F32) */
+int imp_model_add_f32(imp_model *m, const char *name, size_t ndim, const size_t *shape, float *w,
+		     int dtype);
+/* add a tensor of any CMF dtype; data borrowed (owned = NULL) or taken (owned = data) */
+int imp_model_add_raw(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
+		     const size_t *shape, const void *data, void *owned, size_t nbytes);
+/* tensors in the canonical order: embeddings, layers (HF order within), norm, head, the rest */
+void imp_model_sort(imp_model *m);
+/* the tensor called name, or NULL */
+nv_itensor *imp_model_find(imp_model *m, const char *name);
+
+/*
+ * interleaved -> rotate-half, in place, on rows × row_bytes bytes holding
+ * heads heads of rows/heads rows each (an even count): -1 when the rows do
+ * not split into heads of even size.
+ */
+int nv_unpermute_rope(void *w, size_t rows, size_t row_bytes, size_t heads);
+
+/* the importers (one file each) */
+int nv_import_llama2c(const char *path, const char *vocab, int dtype, imp_model *m);
+int nv_import_gguf(const char *path, int dtype, imp_model *m);
+int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m);
+
+#endif

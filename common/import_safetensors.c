@@ -1,0 +1,180 @@
+/* import_safetensors.c - Hugging Face safetensors (one file or an indexed shard set) with config.json (see import.h) */
+#include "import.h"
+#include "err.h"
+#include "fileio.h"
+#include "mem.h"
+
+#include <cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* dir of path (with its slash) + name, fresh */
+static char *beside(const char *path, const char *name)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+	char *s = nv_malloc(dl + strlen(name) + 1, 1);
+
+	if (s) {
+		memcpy(s, path, dl);
+		strcpy(s + dl, name);
+	}
+	return s;
+}
+
+static char *read_text(const char *path)
+{
+	uint8_t *b, *s;
+	size_t len;
+
+	if (nv_read_file(path, &b, &len) < 0)
+		return NULL;
+	if (!(s = nv_realloc(b, len + 1, 1))) {
+		free(b);
+		return NULL;
+	}
+	s[len] = '\0';
+	return (char *)s;
+}
+
+static int read_config(const char *src0, cmf_arch *a)
+{
+	char *path = beside(src0, "config.json"), *text;
+	int rc = -1;
+
+	if (!path)
+		return -1;
+	if ((text = read_text(path))) {
+		rc = cmf_arch_parse(text, path, a);
+		free(text);
+	}
+	free(path);
+	return rc;
+}
+
+/* the shard files an index names, in order of first appearance */
+static int index_shards(const char *index, char ***files, size_t *n)
+{
+	char *text = read_text(index);
+	cJSON *j = text ? cJSON_Parse(text) : NULL, *map, *x;
+	int rc = -1;
+
+	*files = NULL;
+	*n = 0;
+	if (!text)
+		return -1;
+	map = cJSON_GetObjectItemCaseSensitive(j, "weight_map");
+	if (!cJSON_IsObject(map)) {
+		nv_seterr("'%s': no \"weight_map\" object", index);
+		goto out;
+	}
+	if (!(*files = nv_calloc((size_t)cJSON_GetArraySize(map) + 1, sizeof(char *))))
+		goto out;
+	cJSON_ArrayForEach(x, map) {
+		char *path;
+		size_t k;
+
+		if (!cJSON_IsString(x) || !x->valuestring[0] || strchr(x->valuestring, '/')) {
+			nv_seterr("'%s': weight_map entry '%s' is not a file name", index, x->string);
+			goto out;
+		}
+		if (!(path = beside(index, x->valuestring)))
+			goto out;
+		for (k = 0; k < *n; k++)
+			if (strcmp((*files)[k], path) == 0)
+				break;
+		if (k < *n)
+			free(path);
+		else
+			(*files)[(*n)++] = path;
+	}
+	if (*n == 0) {
+		nv_seterr("'%s': weight_map is empty", index);
+		goto out;
+	}
+	rc = 0;
+out:
+	cJSON_Delete(j);
+	free(text);
+	return rc;
+}
+
+/* every tensor the index names was found in the shards */
+static int index_check(const char *index, imp_model *m)
+{
+	char *text = read_text(index);
+	cJSON *j = text ? cJSON_Parse(text) : NULL, *x;
+	int rc = text ? 0 : -1;
+
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(j, "weight_map")) {
+		if (!imp_model_find(m, x->string)) {
+			rc = (nv_seterr("'%s': weight_map names tensor '%s', which '%s' does not hold",
+					index, x->string, x->valuestring), -1);
+			break;
+		}
+	}
+	cJSON_Delete(j);
+	free(text);
+	return rc;
+}
+
+static int add_shard(const cmf_file *f, const char *path, int dtype, imp_model *m)
+{
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *t = &f->t[i];
+		float *w;
+
+		if (t->dtype == CMF_U8 || t->blr)
+			return nv_seterr("'%s': tensor '%s' has dtype %s (want F32, F16 or BF16)", path,
+					 t->name, cmf_dtype_name(t->dtype)), -1;
+		if (dtype < 0 || (cmf_dtype)dtype == t->dtype) {
+			if (imp_model_add_raw(m, t->name, t->dtype, t->ndim, t->shape, t->data, NULL,
+					     t->nbytes) < 0)
+				return nv_preerr("'%s'", path), -1;
+			continue;
+		}
+		if (!(w = cmf_tensor_f32_alloc(t)) ||
+		    imp_model_add_f32(m, t->name, t->ndim, t->shape, w, dtype) < 0)
+			return nv_preerr("'%s'", path), -1;
+	}
+	return 0;
+}
+
+static int import_files(size_t n, char *const *files, int dtype, imp_model *m)
+{
+	if (!(m->src = nv_calloc(n, sizeof(cmf_file))))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (cmf_open(files[i], &m->src[i]) < 0)
+			return -1;
+		m->nsrc++;
+		if (add_shard(&m->src[i], files[i], dtype, m) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m)
+{
+	size_t n0 = strlen(src[0]), nfiles;
+	char **files;
+	int rc;
+
+	if (read_config(src[0], &m->arch) < 0)
+		return -1;
+	if (nsrc == 1 && n0 >= 5 && strcmp(src[0] + n0 - 5, ".json") == 0) {
+		rc = index_shards(src[0], &files, &nfiles);
+		if (rc == 0)
+			rc = import_files(nfiles, files, dtype, m);
+		if (rc == 0)
+			rc = index_check(src[0], m);
+		for (size_t i = 0; files && files[i]; i++)
+			free(files[i]);
+		free(files);
+	} else {
+		rc = import_files(nsrc, src, dtype, m);
+	}
+	if (rc == 0 && !imp_model_find(m, "lm_head.weight"))
+		m->arch.tied = 1;
+	return rc;
+}

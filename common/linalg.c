@@ -1,0 +1,279 @@
+/* linalg.c - row-major f64 matrices over OpenBLAS/LAPACKE (see linalg.h) */
+#include "linalg.h"
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include "err.h"
+#include "mem.h"
+
+static _Atomic uint64_t flop_count;
+
+uint64_t nv_flops(void)
+{
+	return atomic_load(&flop_count);
+}
+
+void nv_flops_reset(void)
+{
+	atomic_store(&flop_count, 0);
+}
+
+void nv_flops_add(uint64_t n)
+{
+	atomic_fetch_add(&flop_count, n);
+}
+
+static size_t ld(size_t c)
+{
+	return c ? c : 1;
+}
+
+int nv_mat_zeros(nv_mat *a, size_t r, size_t c)
+{
+	size_t n;
+
+	a->r = r;
+	a->c = c;
+	a->d = NULL;
+	if (nv_mul(r, c, &n) < 0)
+		return -1;
+	a->d = nv_calloc(n ? n : 1, sizeof(double));
+	return a->d ? 0 : -1;
+}
+
+int nv_mat_copy(nv_mat *dst, const nv_mat *src)
+{
+	if (nv_mat_zeros(dst, src->r, src->c) < 0)
+		return -1;
+	memcpy(dst->d, src->d, src->r * src->c * sizeof(double));
+	return 0;
+}
+
+int nv_mat_eye(nv_mat *a, size_t n)
+{
+	if (nv_mat_zeros(a, n, n) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		a->d[i * n + i] = 1.0;
+	return 0;
+}
+
+void nv_mat_free(nv_mat *a)
+{
+	free(a->d);
+	a->d = NULL;
+	a->r = a->c = 0;
+}
+
+void nv_gemm(double alpha, const nv_mat *a, int ta, const nv_mat *b, int tb, double beta,
+	     nv_mat *c)
+{
+	size_t m = ta ? a->c : a->r, k = ta ? a->r : a->c;
+	size_t kb = tb ? b->c : b->r, n = tb ? b->r : b->c;
+
+	assert(k == kb && c->r == m && c->c == n);
+	(void)kb;
+	if (m == 0 || n == 0)
+		return;
+	if (k == 0) {
+		for (size_t i = 0; i < m * n; i++)
+			c->d[i] = beta == 0.0 ? 0.0 : beta * c->d[i];
+		return;
+	}
+	nv_flops_add(2ull * m * n * k);
+	cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+		    (int)m, (int)n, (int)k, alpha, a->d, (int)ld(a->c), b->d, (int)ld(b->c), beta,
+		    c->d, (int)ld(c->c));
+}
+
+int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c)
+{
+	if (nv_mat_zeros(c, ta ? a->c : a->r, tb ? b->r : b->c) < 0)
+		return -1;
+	nv_gemm(1.0, a, ta, b, tb, 0.0, c);
+	return 0;
+}
+
+int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
+{
+	size_t n = ta ? a->c : a->r, k = ta ? a->r : a->c;
+
+	if (nv_mat_zeros(c, n, n) < 0)
+		return -1;
+	if (n == 0 || k == 0)
+		return 0;
+	nv_flops_add((uint64_t)n * n * k);
+	cblas_dsyrk(CblasRowMajor, CblasLower, ta ? CblasTrans : CblasNoTrans, (int)n, (int)k,
+		    alpha, a->d, (int)ld(a->c), 0.0, c->d, (int)n);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			c->d[i * n + j] = c->d[j * n + i];
+	return 0;
+}
+
+int nv_potrf_lower(nv_mat *a)
+{
+	size_t n = a->r;
+	lapack_int info;
+
+	assert(a->c == n);
+	if (n == 0)
+		return 0;
+	nv_flops_add((uint64_t)n * n * n / 3);
+	info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, a->d, (lapack_int)n);
+	assert(info >= 0);
+	if (info > 0) {
+		nv_seterr("not positive definite (leading minor %d of %zu)", (int)info, n);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		memset(a->d + i * n + i + 1, 0, (n - i - 1) * sizeof(double));
+	return 0;
+}
+
+int nv_trtri_lower(nv_mat *a)
+{
+	size_t n = a->r;
+	lapack_int info;
+
+	assert(a->c == n);
+	if (n == 0)
+		return 0;
+	nv_flops_add((uint64_t)n * n * n / 3);
+	info = LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'L', 'N', (lapack_int)n, a->d, (lapack_int)n);
+	assert(info >= 0);
+	if (info > 0) {
+		nv_seterr("singular triangular factor (diagonal %d of %zu)", (int)info, n);
+		return -1;
+	}
+	return 0;
+}
+
+int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e)
+{
+	size_t n = a->r;
+	nv_mat w;
+	double *asc;
+	lapack_int info;
+
+	assert(a->c == n);
+	if (nv_mat_copy(&w, a) < 0)
+		return -1;
+	asc = nv_malloc(n ? n : 1, sizeof(double));
+	if (!asc || nv_mat_zeros(e, n, n) < 0) {
+		free(asc);
+		nv_mat_free(&w);
+		return -1;
+	}
+	nv_flops_add(9ull * n * n * n);
+	info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, w.d, (lapack_int)ld(n),
+			      asc);
+	assert(info >= 0);
+	if (info > 0) {
+		nv_seterr("symmetric eigensolver did not converge (%d)", (int)info);
+		free(asc);
+		nv_mat_free(&w);
+		nv_mat_free(e);
+		return -1;
+	}
+	/* LAPACK sorts ascending: reverse the order of values and columns */
+	for (size_t k = 0; k < n; k++) {
+		lam[k] = asc[n - 1 - k];
+		for (size_t i = 0; i < n; i++)
+			e->d[i * n + k] = w.d[i * n + (n - 1 - k)];
+	}
+	free(asc);
+	nv_mat_free(&w);
+	return 0;
+}
+
+int nv_polar(const nv_mat *a, nv_mat *q)
+{
+	size_t n = a->r;
+	nv_mat w = {0}, u = {0}, vt = {0};
+	double *s = NULL;
+	lapack_int info;
+	int rc = -1;
+
+	assert(a->c == n);
+	if (nv_mat_copy(&w, a) < 0 || nv_mat_zeros(&u, n, n) < 0 || nv_mat_zeros(&vt, n, n) < 0)
+		goto out;
+	s = nv_malloc(n ? n : 1, sizeof(double));
+	if (!s)
+		goto out;
+	nv_flops_add(21ull * n * n * n);
+	info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', (lapack_int)n, (lapack_int)n, w.d,
+			      (lapack_int)ld(n), s, u.d, (lapack_int)ld(n), vt.d,
+			      (lapack_int)ld(n));
+	assert(info >= 0);
+	if (info > 0) {
+		nv_seterr("singular value decomposition did not converge (%d)", (int)info);
+		goto out;
+	}
+	rc = nv_gemm_new(&u, 0, &vt, 0, q);
+out:
+	free(s);
+	nv_mat_free(&w);
+	nv_mat_free(&u);
+	nv_mat_free(&vt);
+	return rc;
+}
+
+int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
+{
+	size_t n = a->r;
+	double tr = 0.0;
+	nv_mat w;
+	lapack_int info;
+
+	assert(a->c == n);
+	if (n == 0)
+		return 0;
+	if (nv_mat_copy(&w, a) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		tr += a->d[i * n + i];
+	for (size_t i = 0; i < n; i++)
+		w.d[i * n + i] += ridge * (tr / (double)n);
+	memcpy(x, b, n * sizeof(double));
+	nv_flops_add((uint64_t)n * n * n / 3 + 4ull * n * n);
+	info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, 1, w.d, (lapack_int)n, x, 1);
+	nv_mat_free(&w);
+	assert(info >= 0);
+	if (info > 0) {
+		nv_seterr("system not positive definite (leading minor %d of %zu)", (int)info, n);
+		return -1;
+	}
+	return 0;
+}
+
+void nv_set_threads(int n)
+{
+	openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
+int nv_get_threads(void)
+{
+	return openblas_get_num_threads();
+}
+
+const char *nv_blas_core(void)
+{
+	return openblas_get_corename();
+}
+
+double nv_dot_all(const nv_mat *a, const nv_mat *b)
+{
+	double s = 0.0;
+
+	assert(a->r == b->r && a->c == b->c);
+	for (size_t i = 0; i < a->r * a->c; i++)
+		s += a->d[i] * b->d[i];
+	return s;
+}

@@ -1,0 +1,79 @@
+/*
+ * linalg.h - row-major f64 dense linear algebra over OpenBLAS and LAPACKE.
+ *
+ * A matrix carries its shape; d holds rows·cols doubles row-major.  Every
+ * O(n³) operation goes to BLAS or LAPACK: nothing here multiplies matrices
+ * by hand.  Functions that can fail on data (a matrix that is not positive
+ * definite, an allocation) set the reason (err.h) and return -1; a shape
+ * mismatch between arguments is a programming error and asserts.
+ *
+ * Results are deterministic for a given thread count: OpenBLAS partitions
+ * its work by the thread count alone.
+ */
+#ifndef NV_LINALG_H
+#define NV_LINALG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+	size_t r, c; /* rows, cols */
+	double *d;   /* (r × c) row-major, owned */
+} nv_mat;
+
+/* a zeroed r × c matrix (r or c may be 0); -1 with reason on exhaustion */
+int nv_mat_zeros(nv_mat *a, size_t r, size_t c);
+/* a copy of src */
+int nv_mat_copy(nv_mat *dst, const nv_mat *src);
+/* the identity n × n */
+int nv_mat_eye(nv_mat *a, size_t n);
+void nv_mat_free(nv_mat *a);
+
+static inline double *nv_row(const nv_mat *a, size_t i)
+{
+	return a->d + i * a->c;
+}
+
+/* C = alpha·op(A)·op(B) + beta·C; op(X) = Xᵀ when tX; C must have the result's shape */
+void nv_gemm(double alpha, const nv_mat *a, int ta, const nv_mat *b, int tb, double beta,
+	     nv_mat *c);
+/* C = op(A)·op(B), freshly allocated; -1 with reason on exhaustion */
+int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c);
+
+/* C = alpha·A·Aᵀ (ta = 0) or alpha·Aᵀ·A (ta = 1), both triangles filled, freshly allocated */
+int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c);
+
+/* in place: A (n × n, SPD) becomes its lower Cholesky factor (upper zeroed);
+ * -1 with reason "not positive definite (leading minor k)" when it is not */
+int nv_potrf_lower(nv_mat *a);
+
+/* in place: a lower triangular A with nonzero diagonal becomes its inverse */
+int nv_trtri_lower(nv_mat *a);
+
+/* A = E·diag(lam)·Eᵀ with lam descending; lam has n entries, E (n × n) freshly allocated */
+int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e);
+
+/* the orthogonal polar factor Q = U·Vᵀ of A = U·Σ·Vᵀ (square), through dgesdd */
+int nv_polar(const nv_mat *a, nv_mat *q);
+
+/* x = (A + ridge·mean(diag A)·I)⁻¹·b for symmetric A (n × n), through dposv;
+ * ridge 1e-10 in the encoders.  A is not modified. */
+int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge);
+
+/* the thread count of OpenBLAS; tools call it once */
+void nv_set_threads(int n);
+/* the thread count OpenBLAS uses now */
+int nv_get_threads(void);
+/* the OpenBLAS core name (for benchmarks) */
+const char *nv_blas_core(void);
+
+/* floating-point operations counted from the shapes of every call above,
+ * process-wide (LAPACK routines by their textbook leading terms) */
+uint64_t nv_flops(void);
+void nv_flops_reset(void);
+void nv_flops_add(uint64_t n);
+
+/* Σ a_ij·b_ij over two matrices of one shape */
+double nv_dot_all(const nv_mat *a, const nv_mat *b);
+
+#endif

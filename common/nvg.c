@@ -1,0 +1,858 @@
+/* nvg.c - the model of one tensor, the H metric, the NVG stages (see nvg.h) */
+#include "nvg.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "err.h"
+#include "mem.h"
+#include "svid.h"
+
+/* ---------------------------------------------------------------- profile */
+
+double nv_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void nv_prof_init(nv_prof *p)
+{
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->mu, NULL);
+}
+
+void nv_prof_free(nv_prof *p)
+{
+	pthread_mutex_destroy(&p->mu);
+}
+
+void nv_prof_add(nv_prof *p, const char *name, double secs, uint64_t n)
+{
+	size_t i;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	for (i = 0; i < p->k && strcmp(p->e[i].name, name); i++)
+		;
+	if (i == p->k && p->k < NV_PROF_MAX)
+		p->e[p->k++] = (nv_prof_entry){name, 0.0, 0};
+	if (i < p->k) {
+		p->e[i].secs += secs;
+		p->e[i].n += n;
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+void nv_prof_line(nv_prof *p, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	pthread_mutex_lock(&p->mu);
+	for (size_t i = 0; i < p->k && off < len; i++) {
+		const nv_prof_entry *e = &p->e[i];
+		int w = e->n ? snprintf(buf + off, len - off, "%s%s %.2fs/%llu", i ? " | " : "",
+					e->name, e->secs, (unsigned long long)e->n)
+			     : snprintf(buf + off, len - off, "%s%s %.2fs", i ? " | " : "",
+					e->name, e->secs);
+		off += w > 0 ? (size_t)w : 0;
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* time one statement under a stage */
+#define PT(prof, name, stmt)                                              \
+	do {                                                              \
+		double t_ = (prof) ? nv_now() : 0.0;                      \
+		stmt;                                                     \
+		if (prof)                                                 \
+			nv_prof_add((prof), (name), nv_now() - t_, 0);   \
+	} while (0)
+
+/* ------------------------------------------------------------------ model */
+
+int nv_path_alloc(nv_path *q, size_t m, size_t n, size_t r)
+{
+	memset(q, 0, sizeof(*q));
+	q->h = nv_calloc(m, sizeof(double));
+	q->l = nv_calloc(r, sizeof(double));
+	q->g = nv_calloc(n, sizeof(double));
+	if (!q->h || !q->l || !q->g || nv_mat_zeros(&q->su, m, r) < 0 ||
+	    nv_mat_zeros(&q->sv, n, r) < 0) {
+		nv_path_free(q);
+		return -1;
+	}
+	return 0;
+}
+
+void nv_path_free(nv_path *q)
+{
+	free(q->h);
+	free(q->l);
+	free(q->g);
+	nv_mat_free(&q->su);
+	nv_mat_free(&q->sv);
+	memset(q, 0, sizeof(*q));
+}
+
+void nv_model_free(nv_model *md)
+{
+	for (size_t p = 0; p < 2; p++)
+		if (md->p[p].h)
+			nv_path_free(&md->p[p]);
+	md->np = 0;
+}
+
+int nv_model_copy(nv_model *dst, const nv_model *src)
+{
+	size_t m = src->m, n = src->n, r = src->r;
+
+	memset(dst, 0, sizeof(*dst));
+	dst->m = m;
+	dst->n = n;
+	dst->r = r;
+	for (size_t p = 0; p < src->np; p++) {
+		const nv_path *s = &src->p[p];
+		nv_path *d = &dst->p[p];
+		if (nv_path_alloc(d, m, n, r) < 0) {
+			nv_model_free(dst);
+			return -1;
+		}
+		dst->np = p + 1;
+		memcpy(d->h, s->h, m * sizeof(double));
+		memcpy(d->l, s->l, r * sizeof(double));
+		memcpy(d->g, s->g, n * sizeof(double));
+		memcpy(d->su.d, s->su.d, m * r * sizeof(double));
+		memcpy(d->sv.d, s->sv.d, n * r * sizeof(double));
+	}
+	return 0;
+}
+
+/* o = diag(rs)·S·diag(cs) for S (rows × r); rs or cs may be NULL */
+static int scaled_signs(const nv_mat *s, const double *rs, const double *cs, nv_mat *o)
+{
+	if (nv_mat_copy(o, s) < 0)
+		return -1;
+	for (size_t i = 0; i < s->r; i++) {
+		double *row = nv_row(o, i), a = rs ? rs[i] : 1.0;
+		for (size_t k = 0; k < s->c; k++)
+			row[k] *= a * (cs ? cs[k] : 1.0);
+	}
+	return 0;
+}
+
+int nv_path_hsl(const nv_model *md, size_t p, nv_mat *o)
+{
+	return scaled_signs(&md->p[p].su, md->p[p].h, md->p[p].l, o);
+}
+
+int nv_path_hs(const nv_model *md, size_t p, nv_mat *o)
+{
+	return scaled_signs(&md->p[p].su, md->p[p].h, NULL, o);
+}
+
+int nv_path_gs(const nv_model *md, size_t p, nv_mat *o)
+{
+	return scaled_signs(&md->p[p].sv, md->p[p].g, NULL, o);
+}
+
+int nv_model_recon(const nv_model *md, int skip, nv_mat *out)
+{
+	if (nv_mat_zeros(out, md->m, md->n) < 0)
+		return -1;
+	for (size_t p = 0; p < md->np; p++) {
+		nv_mat a, b;
+		if ((int)p == skip)
+			continue;
+		if (nv_path_hsl(md, p, &a) < 0 || nv_path_gs(md, p, &b) < 0) {
+			nv_mat_free(&a);
+			nv_mat_free(out);
+			return -1;
+		}
+		nv_gemm(1.0, &a, 0, &b, 1, 1.0, out);
+		nv_mat_free(&a);
+		nv_mat_free(&b);
+	}
+	return 0;
+}
+
+/* ----------------------------------------------------------------- metric */
+
+int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h)
+{
+	mt->w = w;
+	mt->h = h;
+	if (nv_gemm_new(w, 0, h, 0, &mt->wh) < 0)
+		return -1;
+	mt->whw = nv_dot_all(&mt->wh, w);
+	return 0;
+}
+
+void nv_metric_free(nv_metric *mt)
+{
+	nv_mat_free(&mt->wh);
+}
+
+int nv_herr_direct(const nv_mat *e, const nv_mat *h, double *out)
+{
+	nv_mat eh;
+
+	if (nv_gemm_new(e, 0, h, 0, &eh) < 0)
+		return -1;
+	*out = nv_dot_all(&eh, e);
+	nv_mat_free(&eh);
+	return 0;
+}
+
+/* the factors A_p, B_p and H·B_p of every path */
+typedef struct {
+	nv_mat a[2], b[2], hb[2];
+} factors;
+
+static void factors_free(factors *f)
+{
+	for (int p = 0; p < 2; p++) {
+		nv_mat_free(&f->a[p]);
+		nv_mat_free(&f->b[p]);
+		nv_mat_free(&f->hb[p]);
+	}
+}
+
+static int factors_of(const nv_model *md, const nv_mat *h, factors *f)
+{
+	memset(f, 0, sizeof(*f));
+	for (size_t p = 0; p < md->np; p++)
+		if (nv_path_hsl(md, p, &f->a[p]) < 0 || nv_path_gs(md, p, &f->b[p]) < 0 ||
+		    nv_gemm_new(h, 0, &f->b[p], 0, &f->hb[p]) < 0) {
+			factors_free(f);
+			return -1;
+		}
+	return 0;
+}
+
+/* ⟨X·Y, Z·T⟩-style pieces: sum(A ∘ (P·Q)) with P·Q computed */
+static int dot_prod(const nv_mat *a, const nv_mat *p, int tp, const nv_mat *q, int tq,
+		    double *out)
+{
+	nv_mat pq;
+
+	if (nv_gemm_new(p, tp, q, tq, &pq) < 0)
+		return -1;
+	*out = nv_dot_all(a, &pq);
+	nv_mat_free(&pq);
+	return 0;
+}
+
+int nv_herr(const nv_metric *mt, const nv_model *md, double *out)
+{
+	factors f;
+	double e = mt->whw;
+
+	if (factors_of(md, mt->h, &f) < 0)
+		return -1;
+	for (size_t p = 0; p < md->np; p++) {
+		double x;
+		/* ⟨A_p, (W H) B_p⟩ */
+		if (dot_prod(&f.a[p], &mt->wh, 0, &f.b[p], 0, &x) < 0)
+			goto fail;
+		e -= 2.0 * x;
+		for (size_t q = 0; q < md->np; q++) {
+			nv_mat aa;
+			/* ⟨A_pᵀ A_q, B_pᵀ H B_q⟩ */
+			if (nv_gemm_new(&f.a[p], 1, &f.a[q], 0, &aa) < 0)
+				goto fail;
+			if (dot_prod(&aa, &f.b[p], 1, &f.hb[q], 0, &x) < 0) {
+				nv_mat_free(&aa);
+				goto fail;
+			}
+			nv_mat_free(&aa);
+			e += x;
+		}
+	}
+	factors_free(&f);
+	*out = e;
+	return 0;
+fail:
+	factors_free(&f);
+	return -1;
+}
+
+int nv_rel(const nv_metric *mt, const nv_model *md, double *out)
+{
+	double e;
+
+	if (nv_herr(mt, md, &e) < 0)
+		return -1;
+	*out = sqrt(fmax(e, 0.0) / fmax(mt->whw, 1e-300));
+	return 0;
+}
+
+/* ---------------------------------------------------------------- context */
+
+int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads)
+{
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->w = w;
+	c->hc = hc;
+	c->prof = prof;
+	c->threads = threads < 1 ? 1 : threads;
+	if (w->c != hc->n) {
+		nv_seterr("W has %zu columns but the context is %zu wide", w->c, hc->n);
+		return -1;
+	}
+	PT(prof, "wh", rc = nv_metric_init(&c->fit, w, &hc->hf));
+	return rc;
+}
+
+void nv_tctx_free(nv_tctx *c)
+{
+	nv_metric_free(&c->fit);
+}
+
+/* ---------------------------------------------------------------- latents */
+
+/* the top-r eigenpairs of the Gram of tl (rows when byrows), σ = √max(λ, 0) */
+static int top_eig(const nv_mat *tl, int byrows, size_t r, nv_prof *prof, double *sig,
+		   nv_mat *vec)
+{
+	nv_mat g, e;
+	double *lam;
+	int rc;
+
+	PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, tl, !byrows, &g));
+	if (rc < 0)
+		return -1;
+	lam = nv_malloc(g.r, sizeof(double));
+	if (!lam) {
+		nv_mat_free(&g);
+		return -1;
+	}
+	PT(prof, "lat.eig", rc = nv_sym_eig(&g, lam, &e));
+	nv_mat_free(&g);
+	if (rc < 0 || nv_mat_zeros(vec, e.r, r) < 0) {
+		free(lam);
+		nv_mat_free(&e);
+		return -1;
+	}
+	for (size_t k = 0; k < r; k++)
+		sig[k] = sqrt(fmax(lam[k], 0.0));
+	for (size_t i = 0; i < e.r; i++)
+		memcpy(nv_row(vec, i), nv_row(&e, i), r * sizeof(double));
+	free(lam);
+	nv_mat_free(&e);
+	return 0;
+}
+
+int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat *up,
+	       nv_mat *vp)
+{
+	size_t m = t->r, n = t->c;
+	nv_mat tlm = {0}, ur = {0}, vr = {0};
+	const nv_mat *tl = t;
+	double *sig = nv_malloc(r, sizeof(double)), floor;
+	int rc = -1;
+
+	up->d = vp->d = NULL;
+	if (!sig)
+		return -1;
+	if (l) {
+		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, l, 0, &tlm));
+		if (rc < 0)
+			goto out;
+		tl = &tlm;
+	}
+	rc = -1;
+	if (m <= n) {
+		if (top_eig(tl, 1, r, prof, sig, &ur) < 0)
+			goto out;
+	} else {
+		if (top_eig(tl, 0, r, prof, sig, &vr) < 0)
+			goto out;
+		PT(prof, "lat.gemm", rc = nv_gemm_new(tl, 0, &vr, 0, &ur));
+		if (rc < 0)
+			goto out;
+		floor = fmax(sig[0], 1e-300) * 1e-15;
+		for (size_t i = 0; i < m; i++)
+			for (size_t k = 0; k < r; k++)
+				ur.d[i * r + k] /= fmax(sig[k], floor);
+	}
+	floor = fmax(sig[0], 1e-300) * 1e-15;
+	if (nv_mat_copy(up, &ur) < 0)
+		goto out;
+	for (size_t i = 0; i < m; i++)
+		for (size_t k = 0; k < r; k++)
+			up->d[i * r + k] *= sqrt(sig[k]);
+	PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
+	if (rc < 0)
+		goto out;
+	for (size_t j = 0; j < n; j++)
+		for (size_t k = 0; k < r; k++)
+			vp->d[j * r + k] /= sqrt(fmax(sig[k], floor));
+	rc = 0;
+out:
+	if (rc < 0) {
+		nv_mat_free(up);
+		nv_mat_free(vp);
+	}
+	free(sig);
+	nv_mat_free(&tlm);
+	nv_mat_free(&ur);
+	nv_mat_free(&vr);
+	return rc;
+}
+
+/* -------------------------------------------------------------------- ITQ */
+
+static double sgn(double v)
+{
+	return v >= 0.0 ? 1.0 : -1.0;
+}
+
+/* x = row-normalised [up; vp] ((m+n) × r), w2 = [wu²; wv²] / mean */
+static int itq_inputs(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
+		      nv_mat *x, double *w2)
+{
+	size_t m = up->r, nn = up->r + vp->r, r = up->c;
+	double mean = 0.0;
+
+	if (nv_mat_zeros(x, nn, r) < 0)
+		return -1;
+	memcpy(x->d, up->d, m * r * sizeof(double));
+	memcpy(x->d + m * r, vp->d, vp->r * r * sizeof(double));
+	for (size_t i = 0; i < nn; i++) {
+		double *row = nv_row(x, i), s = 0.0;
+		for (size_t k = 0; k < r; k++)
+			s += row[k] * row[k];
+		s = fmax(sqrt(s), 1e-300);
+		for (size_t k = 0; k < r; k++)
+			row[k] /= s;
+		w2[i] = i < m ? wu[i] * wu[i] : wv[i - m] * wv[i - m];
+		mean += w2[i];
+	}
+	mean = fmax(mean / (double)nn, 1e-300);
+	for (size_t i = 0; i < nn; i++)
+		w2[i] /= mean;
+	return 0;
+}
+
+/* one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)) */
+static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *rot)
+{
+	nv_mat xr, mm, nr;
+	int rc;
+
+	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 0, rot, 0, &xr));
+	if (rc < 0)
+		return -1;
+	for (size_t i = 0; i < xr.r; i++) {
+		double *row = nv_row(&xr, i);
+		for (size_t k = 0; k < xr.c; k++)
+			row[k] = sgn(row[k]) * w2[i];
+	}
+	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 1, &xr, 0, &mm));
+	nv_mat_free(&xr);
+	if (rc < 0)
+		return -1;
+	PT(prof, "itq.polar", rc = nv_polar(&mm, &nr));
+	nv_mat_free(&mm);
+	if (rc < 0)
+		return -1;
+	nv_mat_free(rot);
+	*rot = nr;
+	return 0;
+}
+
+int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
+		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo)
+{
+	nv_mat x = {0}, rot = {0};
+	double *w2 = nv_malloc(up->r + vp->r, sizeof(double));
+	int rc = -1;
+
+	uo->d = vo->d = NULL;
+	if (!w2 || itq_inputs(up, vp, wu, wv, &x, w2) < 0 || nv_mat_eye(&rot, up->c) < 0)
+		goto out;
+	for (int it = 0; it < iters; it++)
+		if (itq_step(&x, w2, prof, &rot) < 0)
+			goto out;
+	PT(prof, "itq.gemm", rc = nv_gemm_new(up, 0, &rot, 0, uo);
+	   if (rc == 0) rc = nv_gemm_new(vp, 0, &rot, 0, vo));
+out:
+	if (rc < 0) {
+		nv_mat_free(uo);
+		nv_mat_free(vo);
+	}
+	free(w2);
+	nv_mat_free(&x);
+	nv_mat_free(&rot);
+	return rc;
+}
+
+/* -------------------------------------------------------------------- ALS */
+
+/* [X_0 | X_1] of the paths' matrices (rows × np·r) */
+static int hstack(const nv_model *md, int (*part)(const nv_model *, size_t, nv_mat *),
+		  size_t rows, nv_mat *o)
+{
+	size_t r = md->r, pr = md->np * r;
+
+	if (nv_mat_zeros(o, rows, pr) < 0)
+		return -1;
+	for (size_t p = 0; p < md->np; p++) {
+		nv_mat x;
+		if (part(md, p, &x) < 0) {
+			nv_mat_free(o);
+			return -1;
+		}
+		for (size_t i = 0; i < rows; i++)
+			memcpy(o->d + i * pr + p * r, nv_row(&x, i), r * sizeof(double));
+		nv_mat_free(&x);
+	}
+	return 0;
+}
+
+/* what the ℓ step leaves for the h step: BHB (pr × pr), WHB (m × pr) */
+typedef struct {
+	nv_mat bhb, whb;
+} als_state;
+
+/* ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs] */
+static int als_l(nv_model *md, const nv_tctx *c, als_state *st)
+{
+	size_t m = md->m, r = md->r, pr = md->np * r;
+	nv_mat b = {0}, hb = {0}, a = {0}, ata = {0};
+	double *rhs = NULL, *lam = NULL;
+	int rc = -1;
+
+	if (hstack(md, nv_path_gs, md->n, &b) < 0 || nv_gemm_new(&c->hc->hf, 0, &b, 0, &hb) < 0 ||
+	    nv_gemm_new(&b, 1, &hb, 0, &st->bhb) < 0 ||
+	    nv_gemm_new(&c->fit.wh, 0, &b, 0, &st->whb) < 0 ||
+	    hstack(md, nv_path_hs, m, &a) < 0 || nv_syrk_new(1.0, &a, 1, &ata) < 0)
+		goto out;
+	rhs = nv_calloc(pr, sizeof(double));
+	lam = nv_malloc(pr, sizeof(double));
+	if (!rhs || !lam)
+		goto out;
+	for (size_t i = 0; i < pr * pr; i++)
+		ata.d[i] *= st->bhb.d[i];
+	for (size_t i = 0; i < m; i++)
+		for (size_t k = 0; k < pr; k++)
+			rhs[k] += a.d[i * pr + k] * st->whb.d[i * pr + k];
+	/* a singular system keeps the old ℓ: the error cannot rise */
+	if (nv_solve_spd(&ata, rhs, lam, 1e-10) == 0)
+		for (size_t p = 0; p < md->np; p++)
+			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
+	rc = 0;
+out:
+	free(rhs);
+	free(lam);
+	nv_mat_free(&b);
+	nv_mat_free(&hb);
+	nv_mat_free(&a);
+	nv_mat_free(&ata);
+	return rc;
+}
+
+/* the 2 × 2 (or 1 × 1) row systems of the h step */
+static void als_h_solve(nv_model *md, const double *gm, const double *rh)
+{
+	size_t np = md->np;
+
+	for (size_t i = 0; i < md->m; i++) {
+		const double *G = gm + i * 4, *R = rh + i * 2;
+		double tr = np == 1 ? G[0] : 0.5 * (G[0] + G[3]);
+		double ridge = 1e-10 * fmax(tr, 1e-300);
+		if (np == 1) {
+			md->p[0].h[i] = R[0] / (G[0] + ridge);
+		} else {
+			double a11 = G[0] + ridge, a12 = G[1], a22 = G[3] + ridge;
+			double det = a11 * a22 - a12 * a12;
+			if (fabs(det) > 0.0) {
+				md->p[0].h[i] = (a22 * R[0] - a12 * R[1]) / det;
+				md->p[1].h[i] = (a11 * R[1] - a12 * R[0]) / det;
+			}
+		}
+	}
+}
+
+/* h (per row, joint over paths), with M_p = S_U,p·diag(ℓ_p):
+ * G_i[a][c] = M_a,i · (BᵀHB)_ac · M_c,iᵀ,  R_i[a] = (W H B)_i,a · M_a,i */
+static int als_h(nv_model *md, const als_state *st)
+{
+	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
+	nv_mat ms[2] = {{0}}, kac = {0}, mk = {0};
+	double *gm = nv_calloc(m * 4, sizeof(double)), *rh = nv_calloc(m * 2, sizeof(double));
+	int rc = -1;
+
+	if (!gm || !rh)
+		goto out;
+	for (size_t a = 0; a < np; a++)
+		if (scaled_signs(&md->p[a].su, NULL, md->p[a].l, &ms[a]) < 0)
+			goto out;
+	if (nv_mat_zeros(&kac, r, r) < 0 || nv_mat_zeros(&mk, m, r) < 0)
+		goto out;
+	for (size_t a = 0; a < np; a++) {
+		for (size_t i = 0; i < m; i++)
+			rh[i * 2 + a] = cblas_ddot((int)r, st->whb.d + i * pr + a * r, 1,
+						   nv_row(&ms[a], i), 1);
+		for (size_t cc = a; cc < np; cc++) {
+			for (size_t x = 0; x < r; x++)
+				memcpy(nv_row(&kac, x), st->bhb.d + (a * r + x) * pr + cc * r,
+				       r * sizeof(double));
+			nv_gemm(1.0, &ms[a], 0, &kac, 0, 0.0, &mk);
+			for (size_t i = 0; i < m; i++) {
+				double v = cblas_ddot((int)r, nv_row(&mk, i), 1, nv_row(&ms[cc], i), 1);
+				gm[i * 4 + a * 2 + cc] = v;
+				gm[i * 4 + cc * 2 + a] = v;
+			}
+		}
+	}
+	als_h_solve(md, gm, rh);
+	rc = 0;
+out:
+	free(gm);
+	free(rh);
+	nv_mat_free(&ms[0]);
+	nv_mat_free(&ms[1]);
+	nv_mat_free(&kac);
+	nv_mat_free(&mk);
+	return rc;
+}
+
+/* X = (W H − Σ_{q≠p} Ŵ_q H)ᵀ·M (n × r) for M (m × r), without an m × n product */
+static int target_h_t_times(const nv_model *md, const nv_tctx *c, size_t p, const nv_mat *mm,
+			    nv_mat *x)
+{
+	if (nv_gemm_new(&c->fit.wh, 1, mm, 0, x) < 0)
+		return -1;
+	for (size_t q = 0; q < md->np; q++) {
+		nv_mat aq = {0}, bq = {0}, hbq = {0}, aqm = {0};
+		int rc;
+		if (q == p)
+			continue;
+		rc = nv_path_hsl(md, q, &aq) < 0 || nv_path_gs(md, q, &bq) < 0 ||
+		     nv_gemm_new(&c->hc->hf, 0, &bq, 0, &hbq) < 0 ||
+		     nv_gemm_new(&aq, 1, mm, 0, &aqm) < 0;
+		if (!rc)
+			nv_gemm(-1.0, &hbq, 0, &aqm, 0, 1.0, x);
+		nv_mat_free(&aq);
+		nv_mat_free(&bq);
+		nv_mat_free(&hbq);
+		nv_mat_free(&aqm);
+		if (rc) {
+			nv_mat_free(x);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p) */
+static int als_g(nv_model *md, const nv_tctx *c, size_t p)
+{
+	size_t n = md->n, r = md->r;
+	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
+	const nv_mat *sv = &md->p[p].sv;
+	double *rhs = nv_malloc(n, sizeof(double)), *g = nv_malloc(n, sizeof(double));
+	int rc = -1;
+
+	if (!rhs || !g || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
+	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_new(&svk, 0, sv, 1, &ctc) < 0 ||
+	    target_h_t_times(md, c, p, &mm, &x) < 0)
+		goto out;
+	for (size_t i = 0; i < n * n; i++)
+		ctc.d[i] *= c->hc->hf.d[i];
+	for (size_t j = 0; j < n; j++)
+		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
+	if (nv_solve_spd(&ctc, rhs, g, 1e-10) == 0)
+		memcpy(md->p[p].g, g, n * sizeof(double));
+	rc = 0;
+out:
+	free(rhs);
+	free(g);
+	nv_mat_free(&mm);
+	nv_mat_free(&k);
+	nv_mat_free(&svk);
+	nv_mat_free(&ctc);
+	nv_mat_free(&x);
+	return rc;
+}
+
+int nv_als(nv_model *md, const nv_tctx *c, int sweeps)
+{
+	for (int s = 0; s < sweeps; s++) {
+		als_state st = {{0}, {0}};
+		double t = nv_now();
+		int rc = als_l(md, c, &st);
+		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
+		t = nv_now();
+		if (rc == 0)
+			rc = als_h(md, &st);
+		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
+		nv_mat_free(&st.bhb);
+		nv_mat_free(&st.whb);
+		if (rc < 0)
+			return -1;
+		t = nv_now();
+		for (size_t p = 0; p < md->np; p++)
+			if (als_g(md, c, p) < 0)
+				return -1;
+		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
+	}
+	return 0;
+}
+
+/* ----------------------------------------------------------------- flip_u */
+
+typedef struct {
+	size_t lo, hi, r;
+	double *su;        /* (m × r) of the path, rows lo..hi written */
+	double *qs;        /* (m × r) S_U·Q */
+	const double *q;   /* (r × r) */
+	const double *qd;  /* (r) diag Q */
+	const double *whb; /* (m × r) target·H·B */
+	const double *l, *h;
+	uint64_t flips;
+} flip_job;
+
+/* per row i: minimise h²·sᵀQs − 2h·sᵀ(whb∘ℓ) by exact single flips, ≤ 4 passes */
+static void flip_rows(flip_job *j)
+{
+	size_t r = j->r;
+
+	for (size_t i = j->lo; i < j->hi; i++) {
+		double *s = j->su + i * r, *qs = j->qs + i * r, hi = j->h[i];
+		const double *wr = j->whb + i * r;
+		for (int pass = 0; pass < 4; pass++) {
+			size_t changed = 0;
+			for (size_t k = 0; k < r; k++) {
+				double bm = wr[k] * j->l[k];
+				double d = -4.0 * hi * hi * s[k] * (qs[k] - j->qd[k] * s[k]) +
+					   4.0 * hi * s[k] * bm;
+				if (d < -1e-12 * (hi * hi * j->qd[k] + 1e-300)) {
+					cblas_daxpy((int)r, -2.0 * s[k], j->q + k * r, 1, qs, 1);
+					s[k] = -s[k];
+					changed++;
+				}
+			}
+			j->flips += changed;
+			if (!changed)
+				break;
+		}
+	}
+}
+
+static void *flip_thread(void *arg)
+{
+	flip_rows(arg);
+	return NULL;
+}
+
+/* rows split into `threads` fixed contiguous ranges: rows are independent,
+ * so the result does not depend on the split */
+static uint64_t flip_parallel(flip_job *proto, size_t m, int threads)
+{
+	flip_job jobs[64];
+	pthread_t tid[64];
+	int started[64] = {0};
+	size_t nt = (size_t)(threads < 1 ? 1 : threads > 64 ? 64 : threads), chunk;
+	uint64_t total = 0;
+
+	if (nt > m)
+		nt = m ? m : 1;
+	chunk = (m + nt - 1) / nt;
+	for (size_t t = 0; t < nt; t++) {
+		jobs[t] = *proto;
+		jobs[t].lo = t * chunk < m ? t * chunk : m;
+		jobs[t].hi = (t + 1) * chunk < m ? (t + 1) * chunk : m;
+		jobs[t].flips = 0;
+		if (t > 0)
+			started[t] = pthread_create(&tid[t], NULL, flip_thread, &jobs[t]) == 0;
+	}
+	flip_rows(&jobs[0]);
+	for (size_t t = 1; t < nt; t++) {
+		if (started[t])
+			pthread_join(tid[t], NULL);
+		else
+			flip_rows(&jobs[t]); /* no thread: do that range here */
+	}
+	for (size_t t = 0; t < nt; t++)
+		total += jobs[t].flips;
+	return total;
+}
+
+static int flip_u_inner(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+{
+	size_t m = md->m, r = md->r;
+	nv_mat b = {0}, hb = {0}, k = {0}, whb = {0}, q = {0}, qs = {0};
+	double *qd = nv_malloc(r, sizeof(double));
+	const double *l = md->p[pi].l;
+	int rc = -1;
+
+	if (!qd || nv_path_gs(md, pi, &b) < 0 || nv_gemm_new(&c->hc->hf, 0, &b, 0, &hb) < 0 ||
+	    nv_gemm_new(&b, 1, &hb, 0, &k) < 0 || nv_gemm_new(&c->fit.wh, 0, &b, 0, &whb) < 0)
+		goto out;
+	/* whb = (W H − Σ_{q≠pi} Ŵ_q H)·B = W H B − Σ A_q·(B_qᵀ·H B) */
+	for (size_t o = 0; o < md->np; o++) {
+		nv_mat aq = {0}, bq = {0}, bhb = {0};
+		int bad;
+		if (o == pi)
+			continue;
+		bad = nv_path_hsl(md, o, &aq) < 0 || nv_path_gs(md, o, &bq) < 0 ||
+		      nv_gemm_new(&bq, 1, &hb, 0, &bhb) < 0;
+		if (!bad)
+			nv_gemm(-1.0, &aq, 0, &bhb, 0, 1.0, &whb);
+		nv_mat_free(&aq);
+		nv_mat_free(&bq);
+		nv_mat_free(&bhb);
+		if (bad)
+			goto out;
+	}
+	if (nv_mat_zeros(&q, r, r) < 0)
+		goto out;
+	for (size_t x = 0; x < r; x++) {
+		for (size_t y = 0; y < r; y++)
+			q.d[x * r + y] = l[x] * k.d[x * r + y] * l[y];
+		qd[x] = q.d[x * r + x];
+	}
+	if (nv_gemm_new(&md->p[pi].su, 0, &q, 0, &qs) < 0)
+		goto out;
+	{
+		flip_job proto = {0, 0, r, md->p[pi].su.d, qs.d, q.d, qd, whb.d, l, md->p[pi].h, 0};
+		*flips = flip_parallel(&proto, m, c->threads);
+	}
+	rc = 0;
+out:
+	free(qd);
+	nv_mat_free(&b);
+	nv_mat_free(&hb);
+	nv_mat_free(&k);
+	nv_mat_free(&whb);
+	nv_mat_free(&q);
+	nv_mat_free(&qs);
+	return rc;
+}
+
+int nv_flip_u(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+{
+	double t = nv_now();
+	uint64_t f = 0;
+	int rc = flip_u_inner(md, c, pi, &f);
+
+	nv_prof_add(c->prof, "flip_u", nv_now() - t, 1);
+	nv_prof_add(c->prof, "flip_u.flips", 0.0, f);
+	if (flips)
+		*flips = f;
+	return rc;
+}

@@ -1,0 +1,210 @@
+/*
+ * nvg.h - the NVG encoder (f64, CPU) and what it shares with dual-SVID
+ * (svid.h): the BLR model of one tensor, the H-metric errors, packing, the
+ * per-stage profile, and the one-call driver nv_encode().
+ *
+ * One tensor W (m × n, row = output) becomes, for P = 1 or 2 paths,
+ *
+ *   Ŵ = Σ_p diag(h_p) · S_U,p · diag(ℓ_p) · S_V,pᵀ · diag(g_p)
+ *
+ * and the error of Ŵ in the metric of a Gram H (n × n) is tr(E·H·Eᵀ),
+ * E = W − Ŵ; the relative error is √(tr(E H Eᵀ) / tr(W H Wᵀ)).
+ *
+ * The NVG stages (the seed's nvg.rs), in the order nv_encode() runs them:
+ *   nv_latents       whitened rank-r latents (metric L·Lᵀ, L = chol(hf))
+ *   nv_itq_weighted  H-weighted ITQ gauge, 50 iterations, polar by SVD
+ *   nv_svid_path     signs + non-negative rank-1 magnitude fits (svid.h)
+ *   nv_als           exact block least squares for ℓ, h, g (monotone)
+ *   nv_flip_u        exact single-flip row search on S_U (monotone)
+ *   nv_gptq_v        column-sequential search on S_V, act order, Schur
+ *                    feedback through Uc in 128-column lazy blocks
+ *   nv_refine        flip_u/gptq_v + 3 ALS sweeps, kept only when the fit
+ *                    error drops (two sweeps over paths)
+ *   selection        P=2 at its rank against P=1 at the same bits, on SEL
+ *   nv_pack          rebalance, f16 rounding, refusal of unstorable scales
+ *
+ * Determinism: fixed iteration counts, fixed partitions; the same inputs,
+ * the same OpenBLAS thread count and the same opts.threads give the same
+ * bytes.  Functions return 0 on success and -1 with the reason set (err.h);
+ * nv_pack() and nv_encode() return 1 when the packer refuses.
+ */
+#ifndef NV_NVG_H
+#define NV_NVG_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blr.h"
+#include "hctx.h"
+#include "linalg.h"
+
+/* ---- per-stage profile (timing only: it never changes a result) ---- */
+
+#define NV_PROF_MAX 32
+
+typedef struct {
+	const char *name; /* a string literal */
+	double secs;
+	uint64_t n;
+} nv_prof_entry;
+
+typedef struct {
+	nv_prof_entry e[NV_PROF_MAX]; /* first-seen order */
+	size_t k;
+	pthread_mutex_t mu;
+} nv_prof;
+
+void nv_prof_init(nv_prof *p);
+void nv_prof_free(nv_prof *p);
+/* add secs and a count to a stage (p may be NULL: no-op) */
+void nv_prof_add(nv_prof *p, const char *name, double secs, uint64_t n);
+/* "stage 1.23s | stage 0.10s/4 | ..." (count shown when nonzero) */
+void nv_prof_line(nv_prof *p, char *buf, size_t len);
+/* monotonic seconds */
+double nv_now(void);
+
+/* ---- the model of one tensor ---- */
+
+typedef struct {
+	double *h; /* (m) row scales */
+	nv_mat su; /* (m × r) ±1 */
+	double *l; /* (r) rank scales */
+	nv_mat sv; /* (n × r) ±1 */
+	double *g; /* (n) column scales */
+} nv_path;
+
+typedef struct {
+	size_t m, n, r, np; /* np paths in use (1 or 2) */
+	nv_path p[2];
+} nv_model;
+
+/* allocate path p (zeros) of an m × n rank-r model */
+int nv_path_alloc(nv_path *q, size_t m, size_t n, size_t r);
+void nv_path_free(nv_path *q);
+int nv_model_copy(nv_model *dst, const nv_model *src);
+void nv_model_free(nv_model *md);
+
+/* diag(h)·S_U·diag(ℓ) (m × r), diag(h)·S_U (m × r), diag(g)·S_V (n × r) */
+int nv_path_hsl(const nv_model *md, size_t p, nv_mat *o);
+int nv_path_hs(const nv_model *md, size_t p, nv_mat *o);
+int nv_path_gs(const nv_model *md, size_t p, nv_mat *o);
+/* Σ_{p ≠ skip} Ŵ_p (m × n), fresh; skip = -1 for all paths */
+int nv_model_recon(const nv_model *md, int skip, nv_mat *out);
+
+/* ---- the H metric ---- */
+
+typedef struct {
+	const nv_mat *w; /* (m × n) */
+	const nv_mat *h; /* (n × n) */
+	nv_mat wh;       /* (m × n) W·H */
+	double whw;      /* tr(W H Wᵀ) */
+} nv_metric;
+
+/* W·H is computed once here (m·n·n); every error after is low-rank */
+int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h);
+void nv_metric_free(nv_metric *mt);
+
+/* tr(E H Eᵀ) of Ŵ = the model, from its factors:
+ * tr(W H Wᵀ) − 2 Σ_p ⟨A_p, W H B_p⟩ + Σ_pq ⟨A_pᵀA_q, B_pᵀ H B_q⟩,
+ * A_p = diag(h)S_U diag(ℓ), B_p = diag(g)S_V */
+int nv_herr(const nv_metric *mt, const nv_model *md, double *out);
+/* √(tr(E H Eᵀ) / tr(W H Wᵀ)) */
+int nv_rel(const nv_metric *mt, const nv_model *md, double *out);
+/* the direct formula tr(E H Eᵀ) for an explicit E (m × n) */
+int nv_herr_direct(const nv_mat *e, const nv_mat *h, double *out);
+
+/* ---- one tensor's fitting context ---- */
+
+typedef struct {
+	const nv_mat *w;     /* (m × n) the matrix encoded */
+	const nv_hctx *hc;   /* the input's context (hf, l, sqd, perm, uc) */
+	nv_metric fit;       /* the damped metric hf; fit.wh = W·hf */
+	nv_prof *prof;       /* NULL: no profile */
+	int threads;         /* workers of the row-parallel stages (≥ 1) */
+} nv_tctx;
+
+int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
+void nv_tctx_free(nv_tctx *c);
+
+/* ---- the stages ---- */
+
+/* rank-r latents up (m × r), vp (n × r): up·vpᵀ is the best rank-r
+ * approximation of t in the metric L·Lᵀ (identity when l is NULL):
+ * up = U_r Σ^{1/2}, vp = tᵀ U_r Σ^{-1/2}, U_r, Σ from the SVD of t·L */
+int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat *up,
+	       nv_mat *vp);
+/* the orthogonal R bringing the row-normalised [up; vp]·R closest to the
+ * hypercube with rows weighted by w²; returns up·R, vp·R */
+int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
+		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo);
+/* exact block least squares: ℓ (joint over paths), h (per row, joint over
+ * paths), g (per path), `sweeps` times; never raises the fit error */
+int nv_als(nv_model *md, const nv_tctx *c, int sweeps);
+/* row flips of S_U of path pi; *flips (may be NULL) counts them */
+int nv_flip_u(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips);
+/* column-sequential sign search on S_V of path pi; *flips may be NULL */
+int nv_gptq_v(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips);
+/* the discrete refinement, in place */
+int nv_refine(nv_model *md, const nv_tctx *c, int sweeps);
+/* whitened topology + ITQ + ALS; the second path on the residual */
+int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_model *md);
+
+/* rebalance by the RMS of h and g, round the scales to f16, zero dead ℓ,
+ * pack.  0: *bytes (malloc'd, *len) and *stored (the model with the stored
+ * scales, may be NULL); 1: refused (non-finite scale, |h| or |g| > 65000),
+ * reason set; -1 error */
+int nv_pack(const nv_model *md, uint8_t **bytes, size_t *len, nv_model *stored);
+
+/* ---- the driver ---- */
+
+typedef enum { NV_METHOD_NVG = 0, NV_METHOD_DUAL_SVID = 1 } nv_method;
+
+typedef struct {
+	double bpw;       /* requested bits per weight, (0, 16) */
+	double kv;        /* budget multiplier (GQA k/v), else 1 */
+	size_t rank;      /* 0: the rank rule from bpw; else this rank for P (auto: P=2) */
+	int paths;        /* 0 auto, 1, 2 */
+	nv_method method;
+	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
+	nv_prof *prof;    /* NULL: no profile */
+} nv_enc_opts;
+
+void nv_enc_opts_default(nv_enc_opts *o);
+
+typedef struct {
+	uint8_t *bytes;   /* the payload (malloc'd), NULL when refused */
+	size_t len;
+	size_t m, n, r;
+	int paths;
+	blr_clip clip;    /* of the rank the picked path count got */
+	double bits;      /* budget bits, header excluded */
+	double fit_err;   /* nvg: stored relative error on the raw FIT Gram; else NaN */
+	double sel_err;   /* nvg: on the raw SEL Gram; else NaN */
+	double frob;      /* dual-svid: ‖W − Ŵ‖_F / ‖W‖_F; else NaN */
+	char line[512];   /* the report line */
+} nv_enc_result;
+
+/* encode W (m × n).  nvg needs hc (the FIT context), hfit and hsel (raw
+ * mean Grams, n × n); dual-svid needs none of them (NULL).  0 encoded,
+ * 1 refused by the packer ("blr refused", reason set), -1 error */
+int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
+	      const nv_enc_opts *o, nv_enc_result *res);
+/* the same from an f32 W (m × n) */
+int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat *hfit,
+		  const nv_mat *hsel, const nv_enc_opts *o, nv_enc_result *res);
+void nv_enc_result_free(nv_enc_result *res);
+
+/* ---- the per-head row gauge (research knob) ---- */
+
+/* "COUNTxDIM[,COUNTxDIM...]": consecutive row blocks that must cover m rows
+ * exactly; *starts gets nb+1 boundaries (malloc'd) */
+int nv_parse_head_blocks(const char *spec, size_t m, size_t **starts, size_t *nb);
+/* d (m): per block j, √clamp(median energy / energy_j, 1/32, 32), energy_j =
+ * Σ_{i in j} (W·H)_i·W_i; shuffle ≠ 0 permutes the block weights (placebo) */
+int nv_row_gauge(const nv_mat *w, const nv_mat *h, const size_t *starts, size_t nb,
+		 uint64_t shuffle, double *d);
+/* divide the stored h of every path by d (m), rounding to f16 again */
+int nv_undo_row_gauge(uint8_t *bytes, size_t len, const double *d, size_t m);
+
+#endif

@@ -1,0 +1,342 @@
+/* nvgdrv.c - the one-call encoder and the per-head row gauge (see nvg.h) */
+#include "nvg.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "f16.h"
+#include "mem.h"
+#include "parse.h"
+#include "svid.h"
+
+void nv_enc_opts_default(nv_enc_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->bpw = 0.55;
+	o->kv = 1.0;
+	o->threads = 1;
+}
+
+void nv_enc_result_free(nv_enc_result *res)
+{
+	free(res->bytes);
+	res->bytes = NULL;
+	res->len = 0;
+}
+
+/* the rank for np paths; with a fixed rank, P=1 of an auto choice gets the
+ * rank rule at the bits of P=2 at that rank */
+static int rank_for(const nv_enc_opts *o, size_t m, size_t n, size_t np, size_t *r,
+		    blr_clip *clip)
+{
+	size_t cap = 8 * ((m < n ? m : n) / 8);
+
+	*clip = BLR_CLIP_NONE;
+	if (o->rank) {
+		if (o->rank % 8 || o->rank < 8 || o->rank > cap) {
+			nv_seterr("rank %zu is not a multiple of 8 in [8, %zu]", o->rank, cap);
+			return -1;
+		}
+		if (np == 2 || o->paths)
+			return *r = o->rank, 0;
+		return blr_rank(m, n, blr_bits(m, n, o->rank, 2) / ((double)m * (double)n), 1, 1.0,
+				r, clip) < 0 ? -1 : 0;
+	}
+	if (blr_rank(m, n, o->bpw, np, o->kv, r, clip) < 0) {
+		nv_seterr("shape %zux%zu: min(m,n) < 8 is not encodable", m, n);
+		return -1;
+	}
+	return 0;
+}
+
+/* the candidates of one encode */
+typedef struct {
+	nv_model md[2];
+	size_t np[2];
+	blr_clip clip[2];
+	size_t k;
+	char notes[256];
+} cands;
+
+static void cands_free(cands *cs)
+{
+	for (size_t i = 0; i < cs->k; i++)
+		nv_model_free(&cs->md[i]);
+}
+
+static void note(cands *cs, const char *name, double e)
+{
+	size_t off = strlen(cs->notes);
+
+	snprintf(cs->notes + off, sizeof(cs->notes) - off, "%s%s %.4f", off ? " " : "", name, e);
+}
+
+/* build, refine and add the candidate with np paths */
+static int add_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o,
+		    size_t np)
+{
+	nv_model *md = &cs->md[cs->k];
+	size_t r;
+	blr_clip clip;
+
+	if (rank_for(o, c->w->r, c->w->c, np, &r, &clip) < 0 ||
+	    nv_build_nvg_init(c, r, np, md) < 0)
+		return -1;
+	cs->np[cs->k] = np;
+	cs->clip[cs->k] = clip;
+	cs->k++;
+	if (np == 2) {
+		double e, t = nv_now();
+		if (nv_rel(sel, md, &e) < 0)
+			return -1;
+		nv_prof_add(c->prof, "select", nv_now() - t, 0);
+		note(cs, "init", e);
+	}
+	return nv_refine(md, c, 2);
+}
+
+/* the candidate with the least SEL error (the first on a tie) */
+static int pick(cands *cs, const nv_metric *sel, nv_prof *prof, size_t *best)
+{
+	double be = INFINITY, t = nv_now();
+
+	for (size_t i = 0; i < cs->k; i++) {
+		double e;
+		char name[8];
+		if (nv_rel(sel, &cs->md[i], &e) < 0)
+			return -1;
+		snprintf(name, sizeof(name), "P%zu", cs->np[i]);
+		note(cs, name, e);
+		if (i == 0 || e < be) {
+			be = e;
+			*best = i;
+		}
+	}
+	nv_prof_add(prof, "select", nv_now() - t, 0);
+	return 0;
+}
+
+/* stored errors on the raw Grams, then the report line */
+static int finish(const nv_mat *w, const nv_mat *hfit, const nv_metric *sel, const nv_model *st,
+		  const cands *cs, size_t bi, nv_prof *prof, nv_enc_result *res)
+{
+	nv_metric fit;
+	double t = nv_now();
+
+	if (nv_metric_init(&fit, w, hfit) < 0)
+		return -1;
+	if (nv_rel(&fit, st, &res->fit_err) < 0 || nv_rel(sel, st, &res->sel_err) < 0) {
+		nv_metric_free(&fit);
+		return -1;
+	}
+	nv_metric_free(&fit);
+	nv_prof_add(prof, "select", nv_now() - t, 0);
+	res->m = w->r;
+	res->n = w->c;
+	res->r = st->r;
+	res->paths = (int)cs->np[bi];
+	res->clip = cs->clip[bi];
+	res->bits = blr_bits(w->r, w->c, st->r, cs->np[bi]);
+	snprintf(res->line, sizeof(res->line), "pick P%zu r%zu | sel: %s | stored fit %.4f sel %.4f",
+		 cs->np[bi], st->r, cs->notes, res->fit_err, res->sel_err);
+	return 0;
+}
+
+static int check_nvg_inputs(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
+			    const nv_mat *hsel)
+{
+	if (!hc || !hfit || !hsel) {
+		nv_seterr("nvg needs the FIT context and the FIT and SEL Grams");
+		return -1;
+	}
+	if (hc->n != w->c || hfit->r != w->c || hsel->r != w->c) {
+		nv_seterr("W has %zu columns but the context, FIT and SEL Grams are %zu, %zu, %zu wide",
+			  w->c, hc->n, hfit->r, hsel->r);
+		return -1;
+	}
+	return 0;
+}
+
+static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
+		      const nv_mat *hsel, const nv_enc_opts *o, nv_enc_result *res)
+{
+	nv_tctx c;
+	nv_metric sel = {0};
+	cands cs = {0};
+	nv_model st = {0};
+	size_t bi = 0;
+	double t;
+	int rc = -1;
+
+	if (check_nvg_inputs(w, hc, hfit, hsel) < 0 ||
+	    nv_tctx_init(&c, w, hc, o->prof, o->threads) < 0)
+		return -1;
+	t = nv_now();
+	if (nv_metric_init(&sel, w, hsel) < 0)
+		goto out;
+	nv_prof_add(o->prof, "select", nv_now() - t, 0);
+	if ((o->paths != 1 && add_cand(&cs, &c, &sel, o, 2) < 0) ||
+	    (o->paths != 2 && add_cand(&cs, &c, &sel, o, 1) < 0) ||
+	    pick(&cs, &sel, o->prof, &bi) < 0)
+		goto out;
+	rc = nv_pack(&cs.md[bi], &res->bytes, &res->len, &st);
+	if (rc == 0 && finish(w, hfit, &sel, &st, &cs, bi, o->prof, res) < 0) {
+		nv_enc_result_free(res);
+		rc = -1;
+	}
+out:
+	nv_model_free(&st);
+	cands_free(&cs);
+	nv_metric_free(&sel);
+	nv_tctx_free(&c);
+	return rc;
+}
+
+int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
+	      const nv_enc_opts *o, nv_enc_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->fit_err = res->sel_err = res->frob = NAN;
+	if (w->r < 8 || w->c < 8) {
+		nv_seterr("shape %zux%zu: min(m,n) < 8 is not encodable", w->r, w->c);
+		return -1;
+	}
+	if (o->method == NV_METHOD_DUAL_SVID)
+		return nv_encode_dual_svid(w, o, res);
+	return encode_nvg(w, hc, hfit, hsel, o, res);
+}
+
+int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat *hfit,
+		  const nv_mat *hsel, const nv_enc_opts *o, nv_enc_result *res)
+{
+	nv_mat wd;
+	int rc;
+
+	if (nv_mat_zeros(&wd, m, n) < 0)
+		return -1;
+	for (size_t i = 0; i < m * n; i++)
+		wd.d[i] = w[i];
+	rc = nv_encode(&wd, hc, hfit, hsel, o, res);
+	nv_mat_free(&wd);
+	return rc;
+}
+
+/* -------------------------------------------------------------- row gauge */
+
+int nv_parse_head_blocks(const char *spec, size_t m, size_t **starts, size_t *nb)
+{
+	char *s = nv_strdup(spec), *save = NULL, *tok;
+	size_t cap = 8, k = 0, at = 0, *b = nv_malloc(cap + 1, sizeof(size_t));
+
+	if (!s || !b)
+		goto fail;
+	b[0] = 0;
+	for (tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t count, dim;
+		if (nv_parse_shape(tok, &count, &dim) < 0) {
+			nv_preerr("block '%s' is not COUNTxDIM", tok);
+			goto fail;
+		}
+		for (size_t j = 0; j < count; j++) {
+			if (k == cap) {
+				size_t *nb2 = nv_realloc(b, 2 * cap + 1, sizeof(size_t));
+				if (!nb2)
+					goto fail;
+				b = nb2;
+				cap *= 2;
+			}
+			if (dim > m || at > m - dim) {
+				nv_seterr("blocks cover more than the %zu rows", m);
+				goto fail;
+			}
+			at += dim;
+			b[++k] = at;
+		}
+	}
+	if (at != m || k == 0) {
+		nv_seterr("blocks cover %zu rows, not the %zu rows of W", at, m);
+		goto fail;
+	}
+	free(s);
+	*starts = b;
+	*nb = k;
+	return 0;
+fail:
+	free(s);
+	free(b);
+	return -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int nv_row_gauge(const nv_mat *w, const nv_mat *h, const size_t *starts, size_t nb,
+		 uint64_t shuffle, double *d)
+{
+	nv_metric mt;
+	double *en = nv_calloc(nb, sizeof(double)), *sorted = nv_malloc(nb, sizeof(double)), eref;
+
+	if (!en || !sorted || nv_metric_init(&mt, w, h) < 0) {
+		free(en);
+		free(sorted);
+		return -1;
+	}
+	for (size_t j = 0; j < nb; j++)
+		for (size_t i = starts[j]; i < starts[j + 1]; i++)
+			for (size_t c = 0; c < w->c; c++)
+				en[j] += mt.wh.d[i * w->c + c] * w->d[i * w->c + c];
+	nv_metric_free(&mt);
+	memcpy(sorted, en, nb * sizeof(double));
+	qsort(sorted, nb, sizeof(double), cmp_double);
+	eref = sorted[nb / 2];
+	for (size_t j = 0; j < nb; j++)
+		en[j] = fmin(fmax(eref / fmax(en[j], 1e-300), 1.0 / 32.0), 32.0);
+	if (shuffle) {
+		uint64_t s = shuffle | 1;
+		for (size_t i = nb - 1; i >= 1; i--) {
+			size_t j;
+			double tmp;
+			s = s * 6364136223846793005ull + 1442695040888963407ull;
+			j = (size_t)((s >> 33) % (i + 1));
+			tmp = en[i];
+			en[i] = en[j];
+			en[j] = tmp;
+		}
+	}
+	for (size_t j = 0; j < nb; j++)
+		for (size_t i = starts[j]; i < starts[j + 1]; i++)
+			d[i] = sqrt(en[j]);
+	free(en);
+	free(sorted);
+	return 0;
+}
+
+int nv_undo_row_gauge(uint8_t *bytes, size_t len, const double *d, size_t m)
+{
+	blr_header hd;
+	blr_view v[2];
+
+	if (blr_parse(bytes, len, &hd, v) < 0)
+		return -1;
+	if (hd.m != m) {
+		nv_seterr("row gauge: %zu scales for %u rows", m, hd.m);
+		return -1;
+	}
+	for (size_t p = 0; p < hd.paths; p++) {
+		uint8_t *h = bytes + (v[p].h - bytes);
+		for (size_t i = 0; i < m; i++) {
+			uint16_t cur = (uint16_t)(h[2 * i] | h[2 * i + 1] << 8);
+			uint16_t nv = nv_f32_to_f16((float)(nv_f16_to_f32(cur) / d[i]));
+			h[2 * i] = (uint8_t)nv;
+			h[2 * i + 1] = (uint8_t)(nv >> 8);
+		}
+	}
+	return 0;
+}

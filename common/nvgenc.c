@@ -1,0 +1,486 @@
+/* nvgenc.c - gptq_v, refine, the NVG init, packing and the driver (see nvg.h) */
+#include "nvg.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "err.h"
+#include "f16.h"
+#include "mem.h"
+#include "svid.h"
+
+#define GPTQ_BLOCK 128
+
+/* ----------------------------------------------------------------- gptq_v */
+
+/* what the column search of one path reads and writes */
+typedef struct {
+	size_t m, n, r;
+	nv_mat mm;      /* (m × r) M = diag(h)·S_U·diag(ℓ) */
+	nv_mat k;       /* (r × r) MᵀM */
+	nv_mat wpt;     /* (n × m) row j = column perm[j] of the target, fed back */
+	nv_mat s;       /* (n × r) S_V rows in act order */
+	double *g;      /* (n) in act order */
+	const nv_mat *uc;
+	uint64_t flips;
+} gptq_state;
+
+static double dot(const double *a, const double *b, size_t r)
+{
+	return cblas_ddot((int)r, a, 1, b, 1);
+}
+
+/* g = ⟨bv,s⟩/⟨s,Ks⟩, made non-negative by negating s (and ks) */
+static double col_scale(double *s, double *ks, const double *bv, size_t r)
+{
+	double g = dot(bv, s, r) / fmax(dot(s, ks, r), 1e-300);
+
+	if (g < 0.0) {
+		for (size_t x = 0; x < r; x++) {
+			s[x] = -s[x];
+			ks[x] = -ks[x];
+		}
+		g = -g;
+	}
+	return g;
+}
+
+/* greedy best single flips of s for a fixed g, at most 4r; returns the count */
+static size_t col_flips(const gptq_state *st, double g, double *s, double *ks, const double *bv)
+{
+	size_t r = st->r, nf = 0;
+	const double *kd = st->k.d;
+
+	while (nf < 4 * r) {
+		size_t best = 0;
+		double bd = 0.0;
+		for (size_t x = 0; x < r; x++) {
+			double d = -4.0 * g * g * s[x] * (ks[x] - kd[x * r + x] * s[x]) +
+				   4.0 * g * s[x] * bv[x];
+			if (x == 0 || d < bd) {
+				bd = d;
+				best = x;
+			}
+		}
+		if (bd >= -1e-12 * (g * g * kd[best * r + best] + 1e-300))
+			break;
+		cblas_daxpy((int)r, -2.0 * s[best], nv_row(&st->k, best), 1, ks, 1);
+		s[best] = -s[best];
+		nf++;
+	}
+	return nf;
+}
+
+/* column j: signs and scale for the target whose Mᵀ·w is bv; ≤ 3 rounds */
+static double col_search(gptq_state *st, size_t j, const double *bv, double *ks)
+{
+	size_t r = st->r;
+	double *s = nv_row(&st->s, j), g;
+
+	cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)r, (int)r, 1.0, st->k.d, (int)r, s, 1, 0.0,
+		    ks, 1);
+	g = col_scale(s, ks, bv, r);
+	for (int round = 0; round < 3; round++) {
+		size_t nf = col_flips(st, g, s, ks, bv);
+		double g2;
+		st->flips += nf;
+		g2 = col_scale(s, ks, bv, r);
+		if (nf == 0 || fabs(g2 - g) <= 1e-9 * fabs(g)) {
+			g = g2;
+			break;
+		}
+		g = g2;
+	}
+	return g;
+}
+
+/* one lazy block [b0, b1): columns in order with the in-block Schur feedback
+ * carried on Mᵀ·w (r-vectors), then the block's errors E from
+ * Ucᵀ_blk·E = W_blk − diag(g)·S_blk·Mᵀ and the trailing update
+ * W[b1:] −= Uc[b0:b1, b1:]ᵀ·E */
+static int gptq_block(gptq_state *st, size_t b0, size_t b1)
+{
+	size_t m = st->m, n = st->n, r = st->r, nb = b1 - b0;
+	const double *uc = st->uc->d;
+	nv_mat bv = {0}, res = {0}, gs = {0};
+	double *ks = nv_malloc(r, sizeof(double)), *mte = nv_malloc(r, sizeof(double));
+	nv_mat wblk = {nb, m, st->wpt.d + b0 * m};
+	int rc = -1;
+
+	if (!ks || !mte || nv_gemm_new(&wblk, 0, &st->mm, 0, &bv) < 0)
+		goto out;
+	for (size_t j = b0; j < b1; j++) {
+		double *bj = nv_row(&bv, j - b0), ujj = uc[j * n + j];
+		double g = col_search(st, j, bj, ks);
+		/* Mᵀ·e_j = (Mᵀw_j − g·K s_j)/Uc[j,j] feeds the later columns */
+		for (size_t x = 0; x < r; x++)
+			mte[x] = (bj[x] - g * ks[x]) / ujj;
+		for (size_t jj = j + 1; jj < b1; jj++)
+			if (uc[j * n + jj] != 0.0)
+				cblas_daxpy((int)r, -uc[j * n + jj], mte, 1, nv_row(&bv, jj - b0), 1);
+		st->g[j] = g;
+	}
+	if (nv_mat_copy(&res, &wblk) < 0 || nv_mat_zeros(&gs, nb, r) < 0)
+		goto out;
+	for (size_t j = 0; j < nb; j++)
+		for (size_t x = 0; x < r; x++)
+			gs.d[j * r + x] = st->g[b0 + j] * st->s.d[(b0 + j) * r + x];
+	nv_gemm(-1.0, &gs, 0, &st->mm, 1, 1.0, &res);
+	nv_flops_add((uint64_t)nb * nb * m);
+	cblas_dtrsm(CblasRowMajor, CblasLeft, CblasUpper, CblasTrans, CblasNonUnit, (int)nb, (int)m,
+		    1.0, uc + b0 * n + b0, (int)n, res.d, (int)m);
+	if (b1 < n) {
+		nv_flops_add(2ull * (n - b1) * m * nb);
+		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(n - b1), (int)m, (int)nb,
+			    -1.0, uc + b0 * n + b1, (int)n, res.d, (int)m, 1.0,
+			    st->wpt.d + b1 * m, (int)m);
+	}
+	rc = 0;
+out:
+	free(ks);
+	free(mte);
+	nv_mat_free(&bv);
+	nv_mat_free(&res);
+	nv_mat_free(&gs);
+	return rc;
+}
+
+static void gptq_free(gptq_state *st)
+{
+	nv_mat_free(&st->mm);
+	nv_mat_free(&st->k);
+	nv_mat_free(&st->wpt);
+	nv_mat_free(&st->s);
+	free(st->g);
+}
+
+/* target W − Σ_{q≠pi} Ŵ_q, permuted and transposed; path pi's S_V and g in act order */
+static int gptq_setup(gptq_state *st, const nv_model *md, const nv_tctx *c, size_t pi)
+{
+	size_t m = md->m, n = md->n, r = md->r;
+	const uint32_t *perm = c->hc->perm;
+	nv_mat rest = {0};
+
+	memset(st, 0, sizeof(*st));
+	st->m = m;
+	st->n = n;
+	st->r = r;
+	st->uc = &c->hc->uc;
+	st->g = nv_malloc(n, sizeof(double));
+	if (!st->g || nv_path_hsl(md, pi, &st->mm) < 0 || nv_syrk_new(1.0, &st->mm, 1, &st->k) < 0 ||
+	    nv_mat_zeros(&st->wpt, n, m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
+		return -1;
+	if (md->np > 1 && nv_model_recon(md, (int)pi, &rest) < 0)
+		return -1;
+	for (size_t i = 0; i < m; i++) {
+		const double *w = nv_row(c->w, i), *o = rest.d ? nv_row(&rest, i) : NULL;
+		for (size_t j = 0; j < n; j++)
+			st->wpt.d[j * m + i] = w[perm[j]] - (o ? o[perm[j]] : 0.0);
+	}
+	nv_mat_free(&rest);
+	for (size_t j = 0; j < n; j++) {
+		memcpy(nv_row(&st->s, j), nv_row(&md->p[pi].sv, perm[j]), r * sizeof(double));
+		st->g[j] = md->p[pi].g[perm[j]];
+	}
+	return 0;
+}
+
+static int gptq_v_inner(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+{
+	gptq_state st;
+	const uint32_t *perm = c->hc->perm;
+	size_t n = md->n, r = md->r;
+
+	if (gptq_setup(&st, md, c, pi) < 0)
+		goto fail;
+	for (size_t b0 = 0; b0 < n; b0 += GPTQ_BLOCK)
+		if (gptq_block(&st, b0, b0 + GPTQ_BLOCK < n ? b0 + GPTQ_BLOCK : n) < 0)
+			goto fail;
+	for (size_t j = 0; j < n; j++) {
+		memcpy(nv_row(&md->p[pi].sv, perm[j]), nv_row(&st.s, j), r * sizeof(double));
+		md->p[pi].g[perm[j]] = st.g[j];
+	}
+	*flips = st.flips;
+	gptq_free(&st);
+	return 0;
+fail:
+	gptq_free(&st);
+	return -1;
+}
+
+int nv_gptq_v(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+{
+	double t = nv_now();
+	uint64_t f = 0;
+	int rc = gptq_v_inner(md, c, pi, &f);
+
+	nv_prof_add(c->prof, "gptq_v", nv_now() - t, 1);
+	nv_prof_add(c->prof, "gptq_v.flips", 0.0, f);
+	if (flips)
+		*flips = f;
+	return rc;
+}
+
+/* ----------------------------------------------------------------- refine */
+
+static int fit_err(const nv_tctx *c, const nv_model *md, double *e)
+{
+	double t = nv_now();
+	int rc = nv_herr(&c->fit, md, e);
+
+	nv_prof_add(c->prof, "err", nv_now() - t, 0);
+	return rc;
+}
+
+int nv_refine(nv_model *md, const nv_tctx *c, int sweeps)
+{
+	double cur, e;
+
+	if (fit_err(c, md, &cur) < 0)
+		return -1;
+	for (int s = 0; s < sweeps; s++)
+		for (size_t pi = 0; pi < md->np; pi++)
+			for (int kind = 0; kind < 2; kind++) {
+				nv_model trial;
+				int rc;
+				if (nv_model_copy(&trial, md) < 0)
+					return -1;
+				rc = kind == 0 ? nv_flip_u(&trial, c, pi, NULL)
+					       : nv_gptq_v(&trial, c, pi, NULL);
+				if (rc == 0)
+					rc = nv_als(&trial, c, 3);
+				if (rc == 0)
+					rc = fit_err(c, &trial, &e);
+				if (rc < 0) {
+					nv_model_free(&trial);
+					return -1;
+				}
+				if (e < cur) {
+					nv_model_free(md);
+					*md = trial;
+					cur = e;
+				} else {
+					nv_model_free(&trial);
+				}
+			}
+	return 0;
+}
+
+/* ------------------------------------------------------------------- init */
+
+/* whitened latents of t, the H-weighted gauge, svid_path */
+static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
+{
+	nv_mat up = {0}, vp = {0}, uo = {0}, vo = {0};
+	size_t m = t->r, n = t->c;
+	double *wu = nv_malloc(m, sizeof(double)), *wv = nv_malloc(n, sizeof(double));
+	int rc = -1;
+
+	if (!wu || !wv || nv_latents(t, r, &c->hc->l, c->prof, &up, &vp) < 0)
+		goto out;
+	for (size_t i = 0; i < m; i++)
+		wu[i] = cblas_dnrm2((int)r, nv_row(&up, i), 1);
+	for (size_t j = 0; j < n; j++)
+		wv[j] = cblas_dnrm2((int)r, nv_row(&vp, j), 1) * c->hc->sqd[j];
+	if (nv_itq_weighted(&up, &vp, wu, wv, 50, c->prof, &uo, &vo) < 0)
+		goto out;
+	{
+		double t0 = nv_now();
+		rc = nv_svid_path(&uo, &vo, q);
+		nv_prof_add(c->prof, "svid", nv_now() - t0, 0);
+	}
+out:
+	free(wu);
+	free(wv);
+	nv_mat_free(&up);
+	nv_mat_free(&vp);
+	nv_mat_free(&uo);
+	nv_mat_free(&vo);
+	return rc;
+}
+
+int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_model *md)
+{
+	nv_mat res = {0};
+	double t;
+
+	memset(md, 0, sizeof(*md));
+	md->m = c->w->r;
+	md->n = c->w->c;
+	md->r = r;
+	if (nvg_path(c, c->w, r, &md->p[0]) < 0)
+		return -1;
+	md->np = 1;
+	if (nv_als(md, c, 3) < 0)
+		goto fail;
+	if (np == 2) {
+		t = nv_now();
+		if (nv_model_recon(md, -1, &res) < 0)
+			goto fail;
+		for (size_t i = 0; i < res.r * res.c; i++)
+			res.d[i] = c->w->d[i] - res.d[i];
+		nv_prof_add(c->prof, "recon", nv_now() - t, 0);
+		if (nvg_path(c, &res, r, &md->p[1]) < 0)
+			goto fail;
+		md->np = 2;
+		nv_mat_free(&res);
+		if (nv_als(md, c, 6) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	nv_mat_free(&res);
+	nv_model_free(md);
+	return -1;
+}
+
+/* ------------------------------------------------------------------- pack */
+
+static double f16_round(double v)
+{
+	return (double)nv_f16_to_f32(nv_f32_to_f16((float)v));
+}
+
+static double rms(const double *v, size_t n)
+{
+	double s = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		s += v[i] * v[i];
+	return sqrt(s / (double)n);
+}
+
+/* rebalance and round one path in place; 1 refused (reason set) */
+static int pack_path(nv_path *q, size_t m, size_t n, size_t r, size_t p)
+{
+	double a = rms(q->h, m), c = rms(q->g, n);
+
+	if (!(a > 0 && c > 0 && isfinite(a) && isfinite(c))) {
+		nv_seterr("path %zu: scale rms (h %g, g %g) is not finite and positive", p + 1, a, c);
+		return 1;
+	}
+	for (size_t i = 0; i < m; i++)
+		q->h[i] /= a;
+	for (size_t j = 0; j < n; j++)
+		q->g[j] /= c;
+	for (size_t k = 0; k < r; k++) {
+		double v = q->l[k] * a * c;
+		if (!isfinite(v)) {
+			nv_seterr("path %zu: rank scale %zu is not finite", p + 1, k);
+			return 1;
+		}
+		/* below f16 these are dead rank components: zeroed, not refused */
+		if (v != 0.0 && (f16_round(v) == 0.0 || fabs(v) < 6.1e-5))
+			v = 0.0;
+		q->l[k] = f16_round(v);
+		if (!isfinite(q->l[k])) {
+			nv_seterr("path %zu: rank scale %zu = %g exceeds the f16 range", p + 1, k, v);
+			return 1;
+		}
+	}
+	for (size_t i = 0; i < m + n; i++) {
+		double *v = i < m ? &q->h[i] : &q->g[i - m];
+		if (!isfinite(*v) || fabs(*v) > 65000.0) {
+			nv_seterr("path %zu: %s scale %zu = %g is beyond ±65000", p + 1,
+				  i < m ? "row" : "column", i < m ? i : i - m, *v);
+			return 1;
+		}
+		*v = f16_round(*v);
+	}
+	return 0;
+}
+
+/* the f16 and ±1 arrays of one stored path, for blr_build */
+typedef struct {
+	uint16_t *h, *g, *l;
+	int8_t *su, *sv;
+} packed_path;
+
+static void packed_free(packed_path *pp)
+{
+	free(pp->h);
+	free(pp->g);
+	free(pp->l);
+	free(pp->su);
+	free(pp->sv);
+}
+
+static int packed_of(const nv_path *q, size_t m, size_t n, size_t r, packed_path *pp)
+{
+	pp->h = nv_malloc(m, 2);
+	pp->g = nv_malloc(n, 2);
+	pp->l = nv_malloc(r, 2);
+	pp->su = nv_malloc(m * r, 1);
+	pp->sv = nv_malloc(n * r, 1);
+	if (!pp->h || !pp->g || !pp->l || !pp->su || !pp->sv)
+		return -1;
+	for (size_t i = 0; i < m; i++)
+		pp->h[i] = nv_f32_to_f16((float)q->h[i]);
+	for (size_t j = 0; j < n; j++)
+		pp->g[j] = nv_f32_to_f16((float)q->g[j]);
+	for (size_t k = 0; k < r; k++)
+		pp->l[k] = nv_f32_to_f16((float)q->l[k]);
+	for (size_t i = 0; i < m * r; i++)
+		pp->su[i] = q->su.d[i] > 0 ? 1 : -1;
+	for (size_t i = 0; i < n * r; i++)
+		pp->sv[i] = q->sv.d[i] > 0 ? 1 : -1;
+	return 0;
+}
+
+static int pack_bytes(const nv_model *st, uint8_t **bytes, size_t *len)
+{
+	packed_path pp[2] = {{0}};
+	blr_path_in in[2];
+	size_t sz = blr_payload_size(st->m, st->n, st->r, st->np);
+	int rc = -1;
+
+	*bytes = NULL;
+	if (!sz) {
+		nv_seterr("payload of %zux%zu rank %zu does not fit in memory", st->m, st->n, st->r);
+		return -1;
+	}
+	for (size_t p = 0; p < st->np; p++) {
+		if (packed_of(&st->p[p], st->m, st->n, st->r, &pp[p]) < 0)
+			goto out;
+		in[p] = (blr_path_in){pp[p].h, pp[p].g, pp[p].l, pp[p].su, pp[p].sv};
+	}
+	if (!(*bytes = nv_malloc(sz, 1)))
+		goto out;
+	if (blr_build(st->m, st->n, st->r, st->np, in, *bytes) < 0) {
+		free(*bytes);
+		*bytes = NULL;
+		goto out;
+	}
+	*len = sz;
+	rc = 0;
+out:
+	packed_free(&pp[0]);
+	packed_free(&pp[1]);
+	return rc;
+}
+
+int nv_pack(const nv_model *md, uint8_t **bytes, size_t *len, nv_model *stored)
+{
+	nv_model st;
+	int rc;
+
+	if (nv_model_copy(&st, md) < 0)
+		return -1;
+	for (size_t p = 0; p < st.np; p++) {
+		rc = pack_path(&st.p[p], st.m, st.n, st.r, p);
+		if (rc) {
+			nv_model_free(&st);
+			return rc;
+		}
+	}
+	rc = pack_bytes(&st, bytes, len);
+	if (rc == 0 && stored)
+		*stored = st;
+	else
+		nv_model_free(&st);
+	return rc;
+}

@@ -1,0 +1,206 @@
+/* nvgg.c - the NVGG calibration Gram: parse, validate, write, merge (see nvgg.h) */
+#include "nvgg.h"
+#include "aout.h"
+#include "err.h"
+#include "fileio.h"
+#include "le.h"
+#include "mem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NVGG_HEADER 16
+
+/* a diagonal this small counts as zero in the symmetry scale */
+#define NVGG_SYM_TINY 1e-30
+
+/* bytes of a Gram of width n: 16 + 4n² (0 with reason set on overflow) */
+static size_t nvgg_size(size_t n)
+{
+	size_t nn, body, all;
+
+	if (nv_mul(n, n, &nn) < 0 || nv_mul(nn, 4, &body) < 0 ||
+	    nv_add(body, NVGG_HEADER, &all) < 0) {
+		nv_seterr("n %zu: 16 + 4·n² overflows", n);
+		return 0;
+	}
+	return all;
+}
+
+/* finite entries, non-negative diagonal, symmetric within NVGG_SYM_TOL */
+static int nvgg_check_values(const float *g, size_t n)
+{
+	for (size_t i = 0; i < n * n; i++) {
+		if (!isfinite(g[i])) {
+			nv_seterr("G[%zu,%zu] = %g is not finite", i / n, i % n, g[i]);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (g[i * n + i] < 0) {
+			nv_seterr("diagonal G[%zu,%zu] = %g is negative", i, i, g[i * n + i]);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = i + 1; j < n; j++) {
+			double a = g[i * n + j], b = g[j * n + i];
+			double s = fmax(fmax(g[i * n + i], g[j * n + j]), NVGG_SYM_TINY);
+
+			if (fabs(a - b) > NVGG_SYM_TOL * s) {
+				nv_seterr("not symmetric: G[%zu,%zu] = %.9g but G[%zu,%zu] = %.9g "
+					  "(allowed difference %.3g)", i, j, a, j, i, b,
+					  NVGG_SYM_TOL * s);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out)
+{
+	uint32_t magic, n;
+	uint64_t count;
+	size_t want;
+	float *g;
+
+	memset(out, 0, sizeof(*out));
+	if (len < NVGG_HEADER) {
+		nv_seterr("%zu bytes is shorter than the 16-byte NVGG header", len);
+		return -1;
+	}
+	magic = le_u32(buf);
+	n = le_u32(buf + 4);
+	count = le_u64(buf + 8);
+	if (magic != NVGG_MAGIC) {
+		nv_seterr("magic 0x%08X is not NVGG (0x%08X)", magic, NVGG_MAGIC);
+		return -1;
+	}
+	if (n == 0) {
+		nv_seterr("n 0 is outside [1, %u]", UINT32_MAX);
+		return -1;
+	}
+	if (count == 0) {
+		nv_seterr("count 0: a Gram of no tokens has no mean");
+		return -1;
+	}
+	want = nvgg_size(n);
+	if (want == 0)
+		return -1;
+	if (len != want) {
+		nv_seterr("size %zu bytes disagrees with n %u (16 + 4·n² = %zu bytes)", len, n, want);
+		return -1;
+	}
+	g = nv_malloc((size_t)n * n, sizeof(float));
+	if (!g)
+		return -1;
+	for (size_t i = 0; i < (size_t)n * n; i++)
+		g[i] = le_f32(buf + NVGG_HEADER + 4 * i);
+	if (nvgg_check_values(g, n) < 0) {
+		free(g);
+		return -1;
+	}
+	out->n = n;
+	out->count = count;
+	out->g = g;
+	return 0;
+}
+
+int nvgg_read(const char *path, nvgg *out)
+{
+	nv_map m;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (nv_map_file(path, &m) < 0)
+		return -1;
+	rc = nvgg_parse(m.data, m.len, out);
+	nv_map_free(&m);
+	return rc;
+}
+
+int nvgg_write(const char *path, const nvgg *g)
+{
+	uint8_t hd[NVGG_HEADER];
+	aout o;
+
+	if (g->n == 0 || nvgg_size(g->n) == 0) {
+		nv_seterr("n %u is outside [1, %u]", g->n, UINT32_MAX);
+		return -1;
+	}
+	put_u32(hd, NVGG_MAGIC);
+	put_u32(hd + 4, g->n);
+	put_u64(hd + 8, g->count);
+	if (aout_open(&o, path, AOUT_BINARY) < 0)
+		return -1;
+	if (aout_write(&o, hd, sizeof(hd)) < 0 ||
+	    nv_write_f32(&o, g->g, (size_t)g->n * g->n) < 0) {
+		aout_abort(&o);
+		return -1;
+	}
+	return aout_commit(&o);
+}
+
+int nvgg_merge(const nvgg *in, size_t k, nvgg *out)
+{
+	uint64_t total = 0;
+	size_t nn;
+	double *acc;
+
+	memset(out, 0, sizeof(*out));
+	if (k == 0) {
+		nv_seterr("no Grams to merge");
+		return -1;
+	}
+	for (size_t s = 0; s < k; s++) {
+		if (in[s].n != in[0].n) {
+			nv_seterr("shard %zu has n %u, shard 0 has n %u", s, in[s].n, in[0].n);
+			return -1;
+		}
+		if (in[s].count == 0 || total > UINT64_MAX - in[s].count) {
+			nv_seterr("shard %zu: count %llu is zero or the total overflows", s,
+				  (unsigned long long)in[s].count);
+			return -1;
+		}
+		total += in[s].count;
+	}
+	nn = (size_t)in[0].n * in[0].n;
+	acc = nv_calloc(nn, sizeof(double));
+	out->g = nv_malloc(nn, sizeof(float));
+	if (!acc || !out->g) {
+		free(acc);
+		free(out->g);
+		out->g = NULL;
+		return -1;
+	}
+	/* mean = Σ_s count_s·G_s / Σ_s count_s, accumulated in f64 */
+	for (size_t s = 0; s < k; s++)
+		for (size_t i = 0; i < nn; i++)
+			acc[i] += (double)in[s].count * in[s].g[i];
+	for (size_t i = 0; i < nn; i++)
+		out->g[i] = (float)(acc[i] / (double)total);
+	free(acc);
+	out->n = in[0].n;
+	out->count = total;
+	return 0;
+}
+
+double *nvgg_to_f64(const nvgg *g)
+{
+	size_t nn = (size_t)g->n * g->n;
+	double *d = nv_malloc(nn ? nn : 1, sizeof(double));
+
+	if (!d)
+		return NULL;
+	for (size_t i = 0; i < nn; i++)
+		d[i] = g->g[i];
+	return d;
+}
+
+void nvgg_free(nvgg *g)
+{
+	free(g->g);
+	memset(g, 0, sizeof(*g));
+}

@@ -1,0 +1,95 @@
+/*
+ * tok.h - the tokenizers of the vocabularies CMF carries (cmf.tokenizer):
+ *
+ * - TOK_SPM: llama2.c's sentencepiece-style BPE with scores.  The text is
+ *   cut into UTF-8 code points (an optional dummy-prefix space first), each
+ *   looked up as a piece or, when absent, spelt with the byte-fallback
+ *   pieces <0xNN>; then the adjacent pair whose concatenated piece has the
+ *   best score is merged (the leftmost among equals) until none is in the
+ *   vocabulary.  This is run.c's encode(), done with a heap so that long
+ *   texts cost O(n log n), with the same result.
+ * - TOK_GPT2: GPT-2 byte-level BPE with ranked merges.  The text is split
+ *   by GPT-2's pre-tokenizer pattern ('s 't 're 've 'm 'll 'd, ␠?letters,
+ *   ␠?numbers, ␠?other, whitespace), digits first split one by one when
+ *   split_digits is set (SmolLM2); each chunk's bytes are mapped to GPT-2's
+ *   printable code points and merged by lowest rank.  Letters beyond ASCII
+ *   are classified by the C library's C.UTF-8 locale; special tokens in the
+ *   text are not recognised (they are text).
+ *
+ * Both honour add_bos (prepend bos) and add_space_prefix (a space before a
+ * non-empty text).  A byte with no token and no byte fallback is an error
+ * naming its offset.
+ */
+#ifndef NV_TOK_H
+#define NV_TOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmf.h"
+#include "vocab.h"
+
+typedef enum { TOK_SPM = 1, TOK_GPT2 = 2 } tok_kind;
+
+typedef struct tok_map tok_map;
+
+typedef struct {
+	tok_kind kind;
+	size_t n;            /* vocabulary size */
+	char **piece;        /* n pieces (NUL-terminated, may hold any byte but NUL) */
+	size_t *len;         /* their lengths */
+	float *score;        /* n scores (TOK_SPM) */
+	size_t nmerges;
+	int bos, eos;        /* -1 when none */
+	int add_bos, add_space_prefix, split_digits;
+	int byte_fallback[256]; /* id of <0xNN>, or -1 */
+	tok_map *ids;        /* piece → id */
+	tok_map *ranks;      /* "a b" → merge rank (TOK_GPT2) */
+} tok_vocab;
+
+/* an empty vocabulary of n pieces; fill it with tok_set_piece / tok_add_merge */
+int tok_init(tok_vocab *v, tok_kind kind, size_t n);
+int tok_set_piece(tok_vocab *v, size_t id, const char *p, size_t len, float score);
+/* the next merge "a b" (rank = merges added before it) */
+int tok_add_merge(tok_vocab *v, const char *a, size_t alen, const char *b, size_t blen);
+/* index the pieces (a missing or duplicate piece is an error); call once filled */
+int tok_finish(tok_vocab *v);
+void tok_free(tok_vocab *v);
+
+/*
+ * from a cmf.tokenizer vocabulary (vocab.h): "llama" pieces have U+2581
+ * turned back into spaces; "gpt2" takes the merges and the pre-tokenizer
+ * ("", "gpt2"; "smollm", "starcoder", "refact" split digits one by one;
+ * any other is refused by name)
+ */
+int tok_from_vocab(tok_vocab *v, const nv_vocab *src);
+
+/* the tokenizer of a CMF file's cmf.tokenizer (absent: an error) */
+int tok_from_cmf(tok_vocab *v, const cmf_file *f);
+
+/*
+ * token ids for a tool: a u32 little-endian file (--tokens; the byte count
+ * must be a non-zero multiple of 4), or a text file encoded with the
+ * model's tokenizer (--text).  Ids are not checked against a vocabulary
+ * here: the forward refuses an id beyond it.
+ */
+int tok_read_ids(const char *path, uint32_t **ids, size_t *n);
+int tok_text_ids(const cmf_file *f, const char *path, uint32_t **ids, size_t *n);
+
+/* llama2.c's tokenizer file (tokenizer.bin, tok512.bin): bos 1, eos 2, add_bos, space prefix */
+int tok_load_llama2(tok_vocab *v, const uint8_t *buf, size_t len, size_t n);
+
+/* the id of a piece, or -1 */
+int tok_lookup(const tok_vocab *v, const char *p, size_t len);
+
+/* encode len bytes of text; *ids fresh (free), *n ids */
+int tok_encode(const tok_vocab *v, const char *text, size_t len, uint32_t **ids, size_t *n);
+
+/*
+ * the bytes of token id following prev (llama2.c's decode: after BOS a
+ * leading space is dropped; <0xNN> is its byte; GPT-2 pieces are mapped
+ * back to bytes); *len bytes into buf (cap ≥ 4·longest piece)
+ */
+int tok_decode(const tok_vocab *v, int prev, uint32_t id, char *buf, size_t cap, size_t *len);
+
+#endif

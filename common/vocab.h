@@ -1,0 +1,91 @@
+/*
+ * vocab.h - a model's vocabulary as CMF carries it: the `cmf.tokenizer`
+ * metadata value (man/man5/cmf.5, "TOKENIZER").
+ *
+ * `cmf.tokenizer` is one JSON object:
+ *
+ *   {
+ *     "model": "llama" | "gpt2",
+ *     "tokens": [ "piece", ... ],       n strings; the token id is the index
+ *     "scores": [ 0.0, -1.0, ... ],     n numbers (model "llama" only)
+ *     "types":  [ 1, 3, 6, ... ],       n integers, sentencepiece/GGUF token types:
+ *                                       1 normal, 2 unknown, 3 control,
+ *                                       4 user-defined, 5 unused, 6 byte
+ *     "merges": [ "Ġ t", ... ],         model "gpt2" only: merge rules in priority
+ *                                       order (rank = index), the two parts
+ *                                       separated by one space
+ *     "bos": 1, "eos": 2,               ids, -1 when the model has none
+ *     "unk": 0, "pad": -1,              ids, -1 when none
+ *     "add_bos": true,                  prepend bos when encoding
+ *     "add_eos": false,                 append eos when encoding
+ *     "add_space_prefix": true,         prepend one space to the text (sentencepiece's
+ *                                       dummy prefix)
+ *     "pre": "smollm"                   gpt2 pre-tokenizer name (GGUF's
+ *                                       tokenizer.ggml.pre), "" when unknown
+ *   }
+ *
+ * Piece text conventions:
+ * - "llama" (sentencepiece BPE with scores, llama2.c and GGUF "llama"): a
+ *   space is U+2581 (the llama2.c importer turns tok512.bin's ' ' into it);
+ *   byte-fallback pieces are the text "<0xNN>" (two upper-case hex digits)
+ *   with type 6; merging picks the adjacent pair whose concatenation is a
+ *   token with the highest score.
+ * - "gpt2" (byte-level BPE): pieces are in GPT-2's byte-to-unicode alphabet
+ *   (a space is U+0120 'Ġ', a newline U+010A 'Ċ'), exactly as in GGUF and
+ *   Hugging Face tokenizer.json; merges apply by rank.
+ * Every piece is valid UTF-8 without NUL bytes.  Pieces need not be unique
+ * (some real vocabularies repeat unused pieces): an encoder maps a piece to
+ * its lowest id.
+ */
+#ifndef NV_VOCAB_H
+#define NV_VOCAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { NV_VOCAB_LLAMA = 0, NV_VOCAB_GPT2 } nv_vocab_model;
+
+enum {
+	NV_TOK_NORMAL = 1,
+	NV_TOK_UNKNOWN = 2,
+	NV_TOK_CONTROL = 3,
+	NV_TOK_USER = 4,
+	NV_TOK_UNUSED = 5,
+	NV_TOK_BYTE = 6
+};
+
+typedef struct {
+	nv_vocab_model model;
+	size_t n;             /* tokens */
+	char **tokens;        /* (n) NUL-terminated UTF-8 pieces */
+	float *scores;        /* (n), "llama" only; NULL otherwise */
+	int32_t *types;       /* (n) */
+	size_t nmerges;
+	char **merges;        /* (nmerges), "gpt2" only */
+	int bos, eos, unk, pad;      /* -1 when none */
+	int add_bos, add_eos, add_space_prefix;
+	char pre[64];         /* gpt2 pre-tokenizer name, "" when unknown */
+} nv_vocab;
+
+/* an empty vocabulary of the given model (all ids -1, flags 0) */
+void nv_vocab_init(nv_vocab *v, nv_vocab_model model);
+void nv_vocab_free(nv_vocab *v);
+
+/* the `cmf.tokenizer` JSON text of v (malloc'd) ; NULL with reason set */
+char *nv_vocab_to_json(const nv_vocab *v);
+
+/* parse and validate a `cmf.tokenizer` value; -1 with reason naming the field */
+int nv_vocab_from_json(const char *json, nv_vocab *v);
+
+/*
+ * a llama2.c tokenizer file (tok512.bin: i32 max_token_length, then per
+ * token f32 score, i32 length, bytes) of exactly n tokens; bos 1, eos 2,
+ * unk 0, types derived (unknown, control, byte "<0xNN>", normal), add_bos
+ * and add_space_prefix set.  -1 with reason naming the file and field.
+ */
+int nv_vocab_read_llama2c(const char *path, size_t n, nv_vocab *v);
+
+/* "llama" / "gpt2" */
+const char *nv_vocab_model_name(nv_vocab_model m);
+
+#endif

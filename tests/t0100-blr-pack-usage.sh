@@ -1,0 +1,52 @@
+#!/bin/bash
+# blr-pack: -h is the man page's SYNOPSIS, --version, usage errors exit 2
+. "$(dirname "$0")/test-lib.sh"
+
+test_expect_success '-h prints exactly the SYNOPSIS of blr-pack(1)' '
+	mandoc -Tascii "$NVG_TOP/man/man1/blr-pack.1" >page &&
+	sed -e "s/.\x08//g" page >plain &&
+	sed -n -e "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
+	sed -e "1d" -e "\$d" -e "/^ *\$/d" -e "s/^ *//" syn >expect &&
+	test -s expect &&
+	blr-pack -h >actual 2>err &&
+	test_cmp expect actual &&
+	test ! -s err
+'
+
+test_expect_success '--help and a subcommand -h print the same' '
+	blr-pack -h >expect &&
+	blr-pack --help >actual && test_cmp expect actual &&
+	blr-pack rank -h >actual && test_cmp expect actual
+'
+
+test_expect_success '--version names the tool and the version' '
+	blr-pack --version >out &&
+	test_grep "^blr-pack \(nvgkit\) [0-9]+\.[0-9]+\.[0-9]+$" out
+'
+
+usage_error() {
+	test_expect_code 2 blr-pack "$@" >out 2>err &&
+	test ! -s out &&
+	test_grep "^blr-pack: " err &&
+	test_grep "^Try .blr-pack -h. for usage\.$" err
+}
+
+test_expect_success 'no subcommand is a usage error' 'usage_error'
+test_expect_success 'an unknown subcommand is a usage error' 'usage_error frobnicate x'
+test_expect_success 'an unknown option is a usage error' 'usage_error info --frob x'
+test_expect_success 'an option without its value is a usage error' 'usage_error rank --shape'
+test_expect_success 'verify without --shape is a usage error' 'usage_error verify x.blr'
+test_expect_success 'rank without --bpw is a usage error' 'usage_error rank --shape 64x64'
+test_expect_success 'a malformed --shape is a usage error' 'usage_error rank --shape 64by64 --bpw 1'
+test_expect_success 'a zero --shape dimension is a usage error' 'usage_error rank --shape 0x64 --bpw 1'
+test_expect_success '--bpw 0 is a usage error' 'usage_error rank --shape 64x64 --bpw 0'
+test_expect_success '--bpw nan is a usage error' 'usage_error rank --shape 64x64 --bpw nan'
+test_expect_success '--bpw above 16 is a usage error' 'usage_error rank --shape 64x64 --bpw 17'
+test_expect_success '--paths 3 is a usage error' 'usage_error rank --shape 64x64 --bpw 1 --paths 3'
+test_expect_success '--paths 0 is a usage error' 'usage_error rank --shape 64x64 --bpw 1 --paths 0'
+test_expect_success '--kv-factor 0 is a usage error' 'usage_error rank --shape 64x64 --bpw 1 --kv-factor 0'
+test_expect_success 'an option of another subcommand is a usage error' 'usage_error info --bpw 1 x.blr'
+test_expect_success 'two input files are a usage error' 'usage_error info a.blr b.blr'
+test_expect_success 'gauge without --undo is a usage error' 'usage_error gauge x.blr'
+
+test_done

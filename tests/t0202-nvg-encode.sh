@@ -1,0 +1,124 @@
+#!/bin/bash
+# nvg-encode: payloads, report lines, determinism, the knobs
+. "$(dirname "$0")/test-lib.sh"
+
+REF="$NVG_TOP/tests/ref"
+check() { "$NVG_PY" "$REF/blr.py" check "$@"; }
+field() { sed -En "s/(^|.* )$1 ([^ ]*).*/\2/p" "$2"; }
+# the report prints 4 decimals; the decoder sums in f64 from the same f16 scales
+close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 6e-5) }'; }
+sel_of() { sed -n "s/.* sel \([0-9.]*\)$/\1/p" "$1"; }
+
+test_expect_success 'setup: a synthetic 96x64 layer and its context' '
+	"$NVG_PY" "$REF/synth-layer.py" layer 96 64 1 . &&
+	hctx-build fit.gram -o fit.hctx
+'
+
+test_expect_success 'nvg: payload, report line on stdout, nothing on stderr' '
+	nvg-encode -w w.raw --shape 96x64 --hctx fit.hctx --fit fit.gram --sel sel.gram \
+		--bpw 3 -o a.blr >line 2>err &&
+	test_must_fail test -s err &&
+	test "$(wc -l <line)" = 1 &&
+	test_grep "^pick P[12] r[0-9]+ \| sel: init [0-9.]+ P2 [0-9.]+ P1 [0-9.]+ \| stored fit [0-9.]+ sel [0-9.]+$" line &&
+	test_no_tmp_files
+'
+
+test_expect_success 'the payload decodes to the reported SEL error and the rule rank' '
+	check a.blr w.raw 96 64 sel.gram >dec &&
+	r=$(sed -n "s/^pick P[12] r\([0-9]*\).*/\1/p" line) &&
+	p=$(sed -n "s/^pick P\([12]\).*/\1/p" line) &&
+	test "$(field r dec)" = "$r" && test "$(field p dec)" = "$p" &&
+	blr_r=$(( (3 * 96 * 64 / p - 16 * 160) / 176 / 8 * 8 )) &&
+	if test "$blr_r" -gt 64; then blr_r=64; fi &&
+	test "$r" = "$blr_r" &&
+	close "$(field herr dec)" "$(sel_of line)" ||
+	{ cat line dec; false; }
+'
+
+test_expect_success 'the context built in-process gives the same bytes; twice the same' '
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 -o b.blr >line2 &&
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 -o c.blr >line3 &&
+	cmp a.blr b.blr && cmp b.blr c.blr && test_cmp line line2
+'
+
+test_expect_success 'threads: the same bytes with 1 and 2 workers at one BLAS thread' '
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 --threads 2 -o t2.blr >/dev/null &&
+	OPENBLAS_NUM_THREADS=2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 --threads 2 -o t2b.blr >/dev/null &&
+	cmp t2.blr t2b.blr
+'
+
+test_expect_success 'payload to stdout: the report goes to stderr' '
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 -o - >s.blr 2>err &&
+	cmp a.blr s.blr &&
+	test_cmp line err
+'
+
+test_expect_success '--paths 1 and 2 force the path count' '
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 --paths 1 -o p1.blr >l1 &&
+	test_grep "^pick P1 r[0-9]+ \| sel: P1 [0-9.]+ \|" l1 &&
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 --paths 2 -o p2.blr >l2 &&
+	test_grep "^pick P2 r[0-9]+ \| sel: init [0-9.]+ P2 [0-9.]+ \|" l2 &&
+	check p1.blr w.raw 96 64 >d1 && test "$(field p d1)" = 1 &&
+	check p2.blr w.raw 96 64 >d2 && test "$(field p d2)" = 2
+'
+
+test_expect_success '--kv applies --kv-factor to the budget' '
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 1.5 --paths 2 \
+		--kv --kv-factor 2 -o kv.blr >lkv &&
+	test_grep "^pick P2 r32 " lkv &&
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 1.5 --paths 2 \
+		--kv-factor 2 -o nokv.blr >lnokv &&
+	test_grep "^pick P2 r8 " lnokv
+'
+
+test_expect_success 'dual-svid: no Gram needed, line "P2 r.. frob .."' '
+	nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 -o d.blr >ld &&
+	test_grep "^P2 r32 frob [0-9.]+$" ld &&
+	check d.blr w.raw 96 64 >dd &&
+	close "$(field frob dd)" "$(sed -n "s/.* frob //p" ld)" ||
+	{ cat ld dd; false; }
+'
+
+test_expect_success 'nvg beats dual-svid on the SEL Gram at the same budget' '
+	check a.blr w.raw 96 64 sel.gram >en &&
+	check d.blr w.raw 96 64 sel.gram >ed &&
+	awk -v a="$(field herr en)" -v b="$(field herr ed)" "BEGIN { exit !(a < b) }"
+'
+
+test_expect_success '--profile: the per-stage line and the flop total on stderr' '
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 --profile -o pr.blr >lp 2>err &&
+	cmp a.blr pr.blr &&
+	test_grep "^profile: hctx [0-9.]+s \| wh " err &&
+	for s in lat.gemm lat.eig itq.gemm itq.polar svid als.l als.h als.g flip_u flip_u.flips gptq_v gptq_v.flips err select; do
+		test_grep "\| $s [0-9.]+s" err || return 1
+	done &&
+	test_grep "^total: [0-9.]+s [0-9.e+]+ flop [0-9.]+ GFLOP/s$" err
+'
+
+test_expect_success '--target-raw encodes another matrix in the same metric' '
+	"$NVG_PY" -c "
+import numpy as np
+w=np.fromfile(\"w.raw\",dtype=\"<f4\").reshape(96,64)
+(2*w).astype(\"<f4\").tofile(\"m.raw\")" &&
+	nvg-encode --target-raw m.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 -o m.blr >lm &&
+	check m.blr m.raw 96 64 sel.gram >dm &&
+	close "$(field herr dm)" "$(sel_of lm)"
+'
+
+test_expect_success 'row gauge: encoded scaled, undone on the bytes' '
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
+		--row-gauge invE --head-blocks 12x8 -o g.blr >lg 2>err &&
+	test_grep "row gauge over 12 blocks: scale" err &&
+	check g.blr w.raw 96 64 sel.gram >dg &&
+	awk -v e="$(field herr dg)" "BEGIN { exit !(e < 0.5) }" &&
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
+		--row-gauge invE --head-blocks 12x8 --gauge-shuffle 5 -o gs.blr >lgs 2>err &&
+	test_grep "row gauge \(shuffled\) over 12 blocks" err
+'
+
+test_expect_success 'a small budget clips to the floor rank 8' '
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 0.01 --paths 2 -o f.blr >lf &&
+	test_grep "^pick P2 r8 " lf
+'
+
+test_done

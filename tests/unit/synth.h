@@ -1,0 +1,51 @@
+/*
+ * synth.h - the seed's synthetic layer for the encoder unit tests: W 96×64
+ * with a decaying column spectrum, inputs with three heavy channels, T = 1024,
+ * H = X·Xᵀ/T.  The generator is the seed's 64-bit LCG, so the layer is the
+ * one its tests ran on.
+ */
+#ifndef NV_TEST_SYNTH_H
+#define NV_TEST_SYNTH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "linalg.h"
+
+static double synth_rnd(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(*s >> 11) / 9007199254740992.0 - 0.5;
+}
+
+/* w (96 × 64), h (64 × 64); 0 on success */
+static int synth(nv_mat *w, nv_mat *h) __attribute__((unused));
+static int synth(nv_mat *w, nv_mat *h)
+{
+	size_t m = 96, n = 64, t = 1024;
+	uint64_t s = 1;
+	double sc[64];
+	nv_mat x;
+
+	if (nv_mat_zeros(w, m, n) < 0 || nv_mat_zeros(&x, n, t) < 0)
+		return -1;
+	for (size_t i = 0; i < m; i++)
+		for (size_t j = 0; j < n; j++)
+			w->d[i * n + j] = synth_rnd(&s) * pow(1.0 + (double)j, -0.4);
+	for (size_t i = 0; i < n; i++)
+		sc[i] = exp(synth_rnd(&s) * 1.6);
+	sc[0] *= 20.0;
+	sc[1] *= 20.0;
+	sc[2] *= 20.0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < t; k++)
+			x.d[i * t + k] = sc[i] * synth_rnd(&s);
+	if (nv_gemm_new(&x, 0, &x, 1, h) < 0)
+		return -1;
+	for (size_t i = 0; i < n * n; i++)
+		h->d[i] /= (double)t;
+	nv_mat_free(&x);
+	return 0;
+}
+
+#endif

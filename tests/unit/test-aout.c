@@ -1,0 +1,134 @@
+/* test-aout.c - atomic output: commit, abort, exit and signals remove the temporary file */
+#include "aout.h"
+#include "err.h"
+#include "tap.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/test-aout.XXXXXX";
+
+static int entries(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static int exists(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0;
+}
+
+static int content_is(const char *p, const char *want)
+{
+	char buf[256] = { 0 };
+	FILE *f = fopen(p, "rb");
+	size_t n;
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	return n == strlen(want) && memcmp(buf, want, n) == 0;
+}
+
+/* a child that opens path, writes, then ends by `how` before committing */
+static int child_dies(const char *path, int how)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		aout o;
+
+		if (aout_open(&o, path, 0) < 0 || aout_write(&o, "partial", 7) < 0)
+			_exit(9);
+		fflush(o.f);
+		if (how == 0)
+			exit(0); /* atexit removes it */
+		raise(how);
+		_exit(8);
+	}
+	waitpid(pid, &st, 0);
+	return st;
+}
+
+/* aout_open("-") with stdout on a pseudo-terminal */
+static int refused_on_tty(void)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY), st;
+	pid_t pid;
+
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		int s = open(ptsname(m), O_RDWR | O_NOCTTY);
+		aout o;
+
+		if (s < 0 || dup2(s, STDOUT_FILENO) < 0)
+			_exit(9);
+		if (aout_open(&o, "-", AOUT_BINARY) == 0)
+			_exit(1);
+		_exit(strstr(nv_err(), "terminal") ? 0 : 2);
+	}
+	waitpid(pid, &st, 0);
+	close(m);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(void)
+{
+	char path[512], tmp[600];
+	aout o;
+	int st;
+
+	if (!mkdtemp(dir)) {
+		printf("Bail out! mkdtemp\n");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/out.bin", dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+
+	ok(aout_open(&o, path, AOUT_BINARY) == 0 && exists(tmp) && !exists(path),
+	   "open writes to <path>.tmp.<pid>, not to the path");
+	ok(aout_write(&o, "hello", 5) == 0 && aout_commit(&o) == 0, "write and commit");
+	ok(content_is(path, "hello") && !exists(tmp) && entries() == 1, "commit renames into place");
+
+	ok(aout_open(&o, path, 0) == 0 && aout_write(&o, "other", 5) == 0, "open over an existing file");
+	ok(content_is(path, "hello"), "the old file is intact until the commit");
+	aout_abort(&o);
+	ok(content_is(path, "hello") && entries() == 1, "abort removes the temporary and keeps the old file");
+	aout_abort(&o);
+	ok(1, "a second abort is harmless");
+	unlink(path);
+
+	st = child_dies(path, 0);
+	ok(WIFEXITED(st) && WEXITSTATUS(st) == 0 && entries() == 0, "an exit without commit removes the temporary");
+	st = child_dies(path, SIGTERM);
+	ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM && entries() == 0, "SIGTERM removes it, and still kills");
+	st = child_dies(path, SIGINT);
+	ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT && entries() == 0, "SIGINT removes it, and still kills");
+
+	snprintf(tmp, sizeof(tmp), "%s/no/such/dir/out", dir);
+	st = aout_open(&o, tmp, 0);
+	ok(st < 0 && strstr(nv_err(), "cannot create"), "a missing directory is an error: %s", nv_err());
+	ok(aout_is_stdout("-") && aout_is_stdout(NULL) && !aout_is_stdout("x"), "'-' and NULL mean stdout");
+	is_int(refused_on_tty(), 0, "binary output to a terminal is refused");
+	rmdir(dir);
+	return done_testing();
+}

@@ -1,0 +1,117 @@
+/* test-hctx.c - the per-input context and its file (TAP) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "hctx.h"
+#include "synth.h"
+#include "tap.h"
+
+static void test_uc(const nv_mat *h)
+{
+	nv_hctx hc;
+	size_t n = h->r;
+	nv_mat hp, utu, id;
+	double gap = 0, tr = 0, dgap = 0;
+	int upper = 1, desc = 1;
+
+	is_int(nv_hctx_build(h->d, n, 1e-2, &hc), 0, "context of the synthetic Gram (rho 1e-2)");
+	for (size_t i = 0; i < n; i++)
+		tr += h->d[i * n + i];
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			dgap = fmax(dgap, fabs(hc.hf.d[i * n + j] -
+					       (h->d[i * n + j] + (i == j ? 1e-2 * (tr / (double)n) : 0.0))));
+	ok(dgap == 0.0, "hf = G + rho·(tr G/n)·I exactly");
+	nv_mat_zeros(&hp, n, n);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			hp.d[i * n + j] = hc.hf.d[hc.perm[i] * n + hc.perm[j]];
+	nv_gemm_new(&hc.uc, 1, &hc.uc, 0, &utu);
+	nv_gemm_new(&utu, 0, &hp, 0, &id);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < n; j++)
+			gap = fmax(gap, fabs(id.d[i * n + j] - (i == j)));
+		for (size_t j = 0; j < i; j++)
+			upper &= hc.uc.d[i * n + j] == 0.0;
+		if (i)
+			desc &= hp.d[i * n + i] <= hp.d[(i - 1) * n + i - 1];
+	}
+	/* the seed's tolerance: the Gram spans 400² in scale */
+	ok(gap < 1e-6, "Ucᵀ·Uc·Hp = I (max gap %.2g)", gap);
+	ok(upper, "Uc is upper triangular (exact zeros below)");
+	ok(desc, "act order: permuted diagonal descending");
+	{
+		nv_mat llt;
+		double lg = 0;
+		nv_gemm_new(&hc.l, 0, &hc.l, 1, &llt);
+		for (size_t i = 0; i < n * n; i++)
+			lg = fmax(lg, fabs(llt.d[i] - hc.hf.d[i]) / hc.hf.d[0]);
+		ok(lg < 1e-12, "L·Lᵀ = hf (relative gap %.2g)", lg);
+		nv_mat_free(&llt);
+	}
+	ok(fabs(hc.sqd[5] - sqrt(hc.hf.d[5 * n + 5])) == 0.0, "sqd = √diag(hf)");
+	nv_mat_free(&hp), nv_mat_free(&utu), nv_mat_free(&id);
+	nv_hctx_free(&hc);
+}
+
+static void test_file(const nv_mat *h)
+{
+	nv_hctx hc, back;
+	uint8_t *buf;
+	size_t len, n = h->r;
+	int same = 1;
+
+	nv_hctx_build(h->d, n, 0.03, &hc);
+	hc.count = 1024;
+	hc.gram_crc = 0xdeadbeef;
+	is_int(nv_hctx_serialize(&hc, &buf, &len), 0, "serialize");
+	is_int(len, nv_hctx_file_size(n), "size = 36 + 12n(n+1) + 12n");
+	is_int(len, 36 + 12 * 64 * 65 + 12 * 64, "size by the layout");
+	is_int(nv_hctx_parse(buf, len, &back), 0, "parse back");
+	same = back.n == n && back.rho == 0.03 && back.count == 1024 && back.gram_crc == 0xdeadbeef;
+	same &= !memcmp(back.hf.d, hc.hf.d, n * n * 8) && !memcmp(back.l.d, hc.l.d, n * n * 8) &&
+		!memcmp(back.uc.d, hc.uc.d, n * n * 8) && !memcmp(back.sqd, hc.sqd, n * 8) &&
+		!memcmp(back.perm, hc.perm, n * 4);
+	ok(same, "round trip is exact");
+	nv_hctx_free(&back);
+	buf[100] ^= 1;
+	is_int(nv_hctx_parse(buf, len, &back), -1, "a flipped bit is refused");
+	ok(strstr(nv_err(), "crc") != NULL, "reason: %s", nv_err());
+	buf[100] ^= 1;
+	is_int(nv_hctx_parse(buf, len - 8, &back), -1, "a short file is refused");
+	ok(strstr(nv_err(), "size") != NULL, "reason: %s", nv_err());
+	buf[0] = 'X';
+	is_int(nv_hctx_parse(buf, len, &back), -1, "a wrong magic is refused");
+	ok(strstr(nv_err(), "magic") != NULL, "reason: %s", nv_err());
+	free(buf);
+	nv_hctx_free(&hc);
+}
+
+static void test_not_pd(void)
+{
+	double g[16] = {1, 2, 0, 0, 2, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+	nv_hctx hc;
+
+	is_int(nv_hctx_build(g, 4, 0.03, &hc), -1, "an indefinite Gram is refused");
+	ok(strstr(nv_err(), "rho 0.03") && strstr(nv_err(), "larger --rho"), "reason: %s",
+	   nv_err());
+	/* eigenvalues 3, -1, 1, 1 and mean diagonal 1: rho 1.5 makes it definite */
+	is_int(nv_hctx_build(g, 4, 1.5, &hc), 0, "a larger rho makes it definite");
+	nv_hctx_free(&hc);
+}
+
+int main(void)
+{
+	nv_mat w, h;
+
+	nv_set_threads(1);
+	synth(&w, &h);
+	test_uc(&h);
+	test_file(&h);
+	test_not_pd();
+	nv_mat_free(&w);
+	nv_mat_free(&h);
+	return done_testing();
+}

@@ -1,0 +1,206 @@
+/* test-linalg.c - the f64 BLAS/LAPACK wrappers against plain loops (TAP) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "linalg.h"
+#include "tap.h"
+
+static tap_rng rng = {42};
+
+static void fill(nv_mat *a, size_t r, size_t c)
+{
+	nv_mat_zeros(a, r, c);
+	for (size_t i = 0; i < r * c; i++)
+		a->d[i] = rng_normal(&rng);
+}
+
+static double at(const nv_mat *a, int t, size_t i, size_t j)
+{
+	return t ? a->d[j * a->c + i] : a->d[i * a->c + j];
+}
+
+/* max |op(A)·op(B) − C| by the textbook triple loop */
+static double gemm_gap(const nv_mat *a, int ta, const nv_mat *b, int tb, const nv_mat *c)
+{
+	size_t k = ta ? a->r : a->c;
+	double gap = 0;
+
+	for (size_t i = 0; i < c->r; i++)
+		for (size_t j = 0; j < c->c; j++) {
+			double s = 0;
+			for (size_t x = 0; x < k; x++)
+				s += at(a, ta, i, x) * at(b, tb, x, j);
+			gap = fmax(gap, fabs(s - c->d[i * c->c + j]));
+		}
+	return gap;
+}
+
+static void test_gemm(void)
+{
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++) {
+			nv_mat a, b, c;
+			fill(&a, ta ? 7 : 5, ta ? 5 : 7);
+			fill(&b, tb ? 3 : 7, tb ? 7 : 3);
+			nv_flops_reset();
+			nv_gemm_new(&a, ta, &b, tb, &c);
+			is_int((long long)c.r * 10 + (long long)c.c, 53, "gemm ta=%d tb=%d shape", ta, tb);
+			/* sums of 7 products of O(1) normals: 1e-12 absolute */
+			ok(gemm_gap(&a, ta, &b, tb, &c) < 1e-12, "gemm ta=%d tb=%d matches loops", ta, tb);
+			is_int((long long)nv_flops(), 2 * 5 * 3 * 7, "gemm counts 2mnk flops");
+			nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&c);
+		}
+}
+
+static void test_syrk(void)
+{
+	nv_mat a, c, ref;
+
+	fill(&a, 6, 9);
+	nv_syrk_new(1.0, &a, 0, &c);
+	nv_gemm_new(&a, 0, &a, 1, &ref);
+	ok(gemm_gap(&a, 0, &a, 1, &c) < 1e-12, "syrk A·Aᵀ fills both triangles");
+	nv_mat_free(&c), nv_mat_free(&ref);
+	nv_syrk_new(1.0, &a, 1, &c);
+	ok(c.r == 9 && gemm_gap(&a, 1, &a, 0, &c) < 1e-12, "syrk Aᵀ·A (9 × 9)");
+	nv_mat_free(&a), nv_mat_free(&c);
+}
+
+/* a well-conditioned SPD matrix: X·Xᵀ/k + I */
+static void spd(nv_mat *s, size_t n)
+{
+	nv_mat x;
+
+	fill(&x, n, 2 * n);
+	nv_syrk_new(1.0 / (double)(2 * n), &x, 0, s);
+	for (size_t i = 0; i < n; i++)
+		s->d[i * n + i] += 1.0;
+	nv_mat_free(&x);
+}
+
+static void test_chol(void)
+{
+	nv_mat a, l, li, p;
+	int upper0 = 1;
+
+	spd(&a, 12);
+	nv_mat_copy(&l, &a);
+	is_int(nv_potrf_lower(&l), 0, "potrf of an SPD matrix");
+	for (size_t i = 0; i < 12; i++)
+		for (size_t j = i + 1; j < 12; j++)
+			upper0 &= l.d[i * 12 + j] == 0.0;
+	ok(upper0, "the factor is lower triangular");
+	ok(gemm_gap(&l, 0, &l, 1, &a) < 1e-12, "L·Lᵀ = A");
+	nv_mat_copy(&li, &l);
+	is_int(nv_trtri_lower(&li), 0, "trtri");
+	nv_gemm_new(&l, 0, &li, 0, &p);
+	for (size_t i = 0; i < 12; i++)
+		p.d[i * 12 + i] -= 1.0;
+	{
+		double g = 0;
+		for (size_t i = 0; i < 144; i++)
+			g = fmax(g, fabs(p.d[i]));
+		ok(g < 1e-12, "L·L⁻¹ = I (max gap %.2g)", g);
+	}
+	a.d[5 * 12 + 5] = -1.0;
+	nv_mat_free(&l);
+	nv_mat_copy(&l, &a);
+	is_int(nv_potrf_lower(&l), -1, "potrf refuses an indefinite matrix");
+	ok(strstr(nv_err(), "not positive definite") != NULL, "reason: %s", nv_err());
+	nv_mat_free(&a), nv_mat_free(&l), nv_mat_free(&li), nv_mat_free(&p);
+}
+
+static void test_eig(void)
+{
+	nv_mat a, e, ae;
+	double lam[10], gap = 0, orth = 0;
+	int desc = 1;
+
+	spd(&a, 10);
+	is_int(nv_sym_eig(&a, lam, &e), 0, "dsyevd");
+	for (int k = 1; k < 10; k++)
+		desc &= lam[k] <= lam[k - 1];
+	ok(desc, "eigenvalues descending (%.4g .. %.4g)", lam[0], lam[9]);
+	nv_gemm_new(&a, 0, &e, 0, &ae);
+	for (size_t i = 0; i < 10; i++)
+		for (size_t k = 0; k < 10; k++) {
+			double s = 0;
+			gap = fmax(gap, fabs(ae.d[i * 10 + k] - lam[k] * e.d[i * 10 + k]));
+			for (size_t j = 0; j < 10; j++)
+				s += e.d[j * 10 + i] * e.d[j * 10 + k];
+			orth = fmax(orth, fabs(s - (i == k)));
+		}
+	ok(gap < 1e-12, "A·e_k = λ_k·e_k (gap %.2g)", gap);
+	ok(orth < 1e-12, "eigenvectors orthonormal (gap %.2g)", orth);
+	nv_mat_free(&a), nv_mat_free(&e), nv_mat_free(&ae);
+}
+
+static void test_polar(void)
+{
+	nv_mat a, q, qtq, qta;
+	double orth = 0, sym = 0;
+
+	fill(&a, 8, 8);
+	is_int(nv_polar(&a, &q), 0, "polar through dgesdd");
+	nv_gemm_new(&q, 1, &q, 0, &qtq);
+	nv_gemm_new(&q, 1, &a, 0, &qta);
+	for (size_t i = 0; i < 8; i++)
+		for (size_t j = 0; j < 8; j++) {
+			orth = fmax(orth, fabs(qtq.d[i * 8 + j] - (i == j)));
+			sym = fmax(sym, fabs(qta.d[i * 8 + j] - qta.d[j * 8 + i]));
+		}
+	/* Q orthogonal and Qᵀ·A = V·Σ·Vᵀ symmetric positive: the polar factor */
+	ok(orth < 1e-12 && sym < 1e-12, "Q orthogonal, Qᵀ·A symmetric (%.2g, %.2g)", orth, sym);
+	{
+		double lam[8];
+		nv_mat e;
+		nv_sym_eig(&qta, lam, &e);
+		ok(lam[7] > 0, "Qᵀ·A positive definite (least eigenvalue %.3g)", lam[7]);
+		nv_mat_free(&e);
+	}
+	nv_mat_free(&a), nv_mat_free(&q), nv_mat_free(&qtq), nv_mat_free(&qta);
+}
+
+static void test_solve(void)
+{
+	nv_mat a;
+	double b[9], x[9], gap = 0, tr = 0;
+
+	spd(&a, 9);
+	for (int i = 0; i < 9; i++)
+		b[i] = rng_normal(&rng);
+	is_int(nv_solve_spd(&a, b, x, 0.0), 0, "solve_spd without ridge");
+	for (size_t i = 0; i < 9; i++) {
+		double s = 0;
+		for (size_t j = 0; j < 9; j++)
+			s += a.d[i * 9 + j] * x[j];
+		gap = fmax(gap, fabs(s - b[i]));
+	}
+	ok(gap < 1e-12, "A·x = b (gap %.2g)", gap);
+	for (size_t i = 0; i < 9; i++)
+		tr += a.d[i * 9 + i];
+	nv_solve_spd(&a, b, x, 0.5);
+	gap = 0;
+	for (size_t i = 0; i < 9; i++) {
+		double s = 0.5 * tr / 9 * x[i];
+		for (size_t j = 0; j < 9; j++)
+			s += a.d[i * 9 + j] * x[j];
+		gap = fmax(gap, fabs(s - b[i]));
+	}
+	ok(gap < 1e-12, "the ridge is ridge × mean diagonal: (A + 0.5·tr/n·I)·x = b");
+	nv_mat_free(&a);
+}
+
+int main(void)
+{
+	nv_set_threads(1);
+	test_gemm();
+	test_syrk();
+	test_chol();
+	test_eig();
+	test_polar();
+	test_solve();
+	return done_testing();
+}

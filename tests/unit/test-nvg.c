@@ -1,0 +1,365 @@
+/* test-nvg.c - the NVG encoder on the seed's synthetic layer (TAP) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blr.h"
+#include "err.h"
+#include "f16.h"
+#include "hctx.h"
+#include "nvg.h"
+#include "svid.h"
+#include "synth.h"
+#include "tap.h"
+
+static nv_mat W, H;
+
+/* tr(E hf Eᵀ) by the direct formula */
+static double direct_err(const nv_model *md, const nv_mat *h)
+{
+	nv_mat rec;
+	double e;
+
+	nv_model_recon(md, -1, &rec);
+	for (size_t i = 0; i < rec.r * rec.c; i++)
+		rec.d[i] = W.d[i] - rec.d[i];
+	nv_herr_direct(&rec, h, &e);
+	nv_mat_free(&rec);
+	return e;
+}
+
+/* the column-sequential search written the seed's way: one column at a
+ * time, its error fed to every later column of the block row by row */
+static void ref_gptq_v(nv_model *md, const nv_hctx *hc, size_t pi)
+{
+	size_t m = md->m, n = md->n, r = md->r;
+	nv_mat mm, k, wt, wpt, s;
+	double *g = malloc(n * sizeof(double)), *bv = malloc(r * sizeof(double));
+	double *ks = malloc(r * sizeof(double)), *e = malloc(m * sizeof(double));
+
+	nv_path_hsl(md, pi, &mm);
+	nv_gemm_new(&mm, 1, &mm, 0, &k);
+	if (md->np > 1) {
+		nv_model_recon(md, (int)pi, &wt);
+		for (size_t i = 0; i < m * n; i++)
+			wt.d[i] = W.d[i] - wt.d[i];
+	} else {
+		nv_mat_copy(&wt, &W);
+	}
+	nv_mat_zeros(&wpt, n, m);
+	nv_mat_zeros(&s, n, r);
+	for (size_t j = 0; j < n; j++) {
+		for (size_t i = 0; i < m; i++)
+			wpt.d[j * m + i] = wt.d[i * n + hc->perm[j]];
+		memcpy(s.d + j * r, md->p[pi].sv.d + hc->perm[j] * r, r * sizeof(double));
+	}
+	for (size_t b0 = 0; b0 < n; b0 += 128) {
+		size_t b1 = b0 + 128 < n ? b0 + 128 : n;
+		nv_mat errt;
+		nv_mat_zeros(&errt, b1 - b0, m);
+		for (size_t j = b0; j < b1; j++) {
+			double *sj = s.d + j * r, gj, ss = 0, sb = 0;
+			for (size_t x = 0; x < r; x++) {
+				bv[x] = 0;
+				for (size_t i = 0; i < m; i++)
+					bv[x] += mm.d[i * r + x] * wpt.d[j * m + i];
+				ks[x] = 0;
+				for (size_t y = 0; y < r; y++)
+					ks[x] += k.d[x * r + y] * sj[y];
+			}
+			for (size_t x = 0; x < r; x++) {
+				sb += bv[x] * sj[x];
+				ss += sj[x] * ks[x];
+			}
+			gj = sb / fmax(ss, 1e-300);
+			if (gj < 0) {
+				for (size_t x = 0; x < r; x++)
+					sj[x] = -sj[x], ks[x] = -ks[x];
+				gj = -gj;
+			}
+			for (int round = 0; round < 3; round++) {
+				size_t nf = 0;
+				double g2;
+				while (nf < 4 * r) {
+					size_t best = 0;
+					double bd = 0;
+					for (size_t x = 0; x < r; x++) {
+						double d = -4 * gj * gj * sj[x] * (ks[x] - k.d[x * r + x] * sj[x]) +
+							   4 * gj * sj[x] * bv[x];
+						if (x == 0 || d < bd)
+							bd = d, best = x;
+					}
+					if (bd >= -1e-12 * (gj * gj * k.d[best * r + best] + 1e-300))
+						break;
+					for (size_t y = 0; y < r; y++)
+						ks[y] -= 2 * sj[best] * k.d[best * r + y];
+					sj[best] = -sj[best];
+					nf++;
+				}
+				sb = ss = 0;
+				for (size_t x = 0; x < r; x++) {
+					sb += bv[x] * sj[x];
+					ss += sj[x] * ks[x];
+				}
+				g2 = sb / fmax(ss, 1e-300);
+				if (g2 < 0) {
+					for (size_t x = 0; x < r; x++)
+						sj[x] = -sj[x], ks[x] = -ks[x];
+					g2 = -g2;
+				}
+				if (nf == 0 || fabs(g2 - gj) <= 1e-9 * fabs(gj)) {
+					gj = g2;
+					break;
+				}
+				gj = g2;
+			}
+			for (size_t i = 0; i < m; i++) {
+				double q = 0;
+				for (size_t x = 0; x < r; x++)
+					q += mm.d[i * r + x] * sj[x];
+				e[i] = (wpt.d[j * m + i] - gj * q) / hc->uc.d[j * n + j];
+			}
+			for (size_t jj = j + 1; jj < b1; jj++)
+				for (size_t i = 0; i < m; i++)
+					wpt.d[jj * m + i] -= hc->uc.d[j * n + jj] * e[i];
+			memcpy(errt.d + (j - b0) * m, e, m * sizeof(double));
+			g[j] = gj;
+		}
+		for (size_t jj = b1; jj < n; jj++)
+			for (size_t x = b0; x < b1; x++)
+				for (size_t i = 0; i < m; i++)
+					wpt.d[jj * m + i] -= hc->uc.d[x * n + jj] * errt.d[(x - b0) * m + i];
+		nv_mat_free(&errt);
+	}
+	for (size_t j = 0; j < n; j++) {
+		memcpy(md->p[pi].sv.d + hc->perm[j] * r, s.d + j * r, r * sizeof(double));
+		md->p[pi].g[hc->perm[j]] = g[j];
+	}
+	free(g), free(bv), free(ks), free(e);
+	nv_mat_free(&mm), nv_mat_free(&k), nv_mat_free(&wt), nv_mat_free(&wpt), nv_mat_free(&s);
+}
+
+static double fit_err(const nv_tctx *c, const nv_model *md)
+{
+	double e = NAN;
+
+	nv_herr(&c->fit, md, &e);
+	return e;
+}
+
+static void test_low_rank_error(const nv_tctx *c, const nv_model *md)
+{
+	double lr = fit_err(c, md), d = direct_err(md, &c->hc->hf);
+
+	/* the factor formula and E·H·Eᵀ differ by cancellation only: 1e-9 relative */
+	ok(fabs(lr - d) <= 1e-9 * d, "tr(E H Eᵀ) from the factors %.12g = direct %.12g", lr, d);
+}
+
+static void test_als_monotone(const nv_tctx *c)
+{
+	nv_model md;
+	double prev, now;
+	int mono = 1;
+
+	nv_build_dual_svid(&W, 16, 2, &md);
+	prev = fit_err(c, &md);
+	test_low_rank_error(c, &md);
+	for (int s = 0; s < 5; s++) {
+		nv_als(&md, c, 1);
+		now = fit_err(c, &md);
+		/* an exact block minimum: the error may only move by rounding */
+		if (!(now <= prev * (1 + 1e-9))) {
+			diag("sweep %d: %.12g -> %.12g", s, prev, now);
+			mono = 0;
+		}
+		prev = now;
+	}
+	ok(mono, "als never raises the H error over 5 sweeps (P=2, r=16)");
+	nv_model_free(&md);
+}
+
+static void test_stages(const nv_tctx *c, const nv_hctx *hc)
+{
+	nv_model init, q, ref, dual, one, two;
+	double e_init, e_q, e_ref, d1, d2;
+	int same = 1;
+	uint64_t flips;
+
+	nv_build_nvg_init(c, 16, 2, &init);
+	e_init = fit_err(c, &init);
+	nv_model_copy(&q, &init);
+	nv_flip_u(&q, c, 0, &flips);
+	e_q = fit_err(c, &q);
+	ok(e_q <= e_init * (1 + 1e-9), "flip_u never raises the error (%.6g -> %.6g, %llu flips)",
+	   e_init, e_q, (unsigned long long)flips);
+	nv_model_free(&q);
+
+	/* gptq_v: the blocked BLAS form against the seed's column loop */
+	nv_model_copy(&q, &init);
+	nv_model_copy(&ref, &init);
+	nv_gptq_v(&q, c, 1, NULL);
+	ref_gptq_v(&ref, hc, 1);
+	for (size_t i = 0; i < 64 * 16; i++)
+		same &= q.p[1].sv.d[i] == ref.p[1].sv.d[i];
+	ok(same, "gptq_v picks the same signs as the column-by-column reference");
+	same = 1;
+	for (size_t j = 0; j < 64; j++)
+		same &= fabs(q.p[1].g[j] - ref.p[1].g[j]) <= 1e-9 * fabs(ref.p[1].g[j]) + 1e-300;
+	ok(same, "gptq_v column scales agree with the reference to 1e-9 relative");
+	nv_model_free(&q);
+	nv_model_free(&ref);
+
+	nv_model_copy(&q, &init);
+	nv_refine(&q, c, 2);
+	e_ref = fit_err(c, &q);
+	ok(e_ref <= e_init * (1 + 1e-12), "refine never raises the error (%.6g -> %.6g)", e_init,
+	   e_ref);
+	test_low_rank_error(c, &q);
+	nv_build_dual_svid(&W, 16, 2, &dual);
+	ok(e_ref < fit_err(c, &dual), "nvg beats dual-svid in the H metric (%.6g < %.6g)", e_ref,
+	   fit_err(c, &dual));
+	nv_build_dual_svid(&W, 16, 1, &one);
+	nv_build_dual_svid(&W, 16, 2, &two);
+	{
+		nv_mat r1, r2;
+		nv_model_recon(&one, -1, &r1);
+		nv_model_recon(&two, -1, &r2);
+		d1 = d2 = 0;
+		for (size_t i = 0; i < 96 * 64; i++) {
+			d1 += (W.d[i] - r1.d[i]) * (W.d[i] - r1.d[i]);
+			d2 += (W.d[i] - r2.d[i]) * (W.d[i] - r2.d[i]);
+		}
+		nv_mat_free(&r1);
+		nv_mat_free(&r2);
+	}
+	ok(d2 < d1, "two dual-svid paths beat one at the same rank (%.6g < %.6g)", d2, d1);
+
+	/* pack round-trip through the BLR dequantizer */
+	{
+		uint8_t *bytes;
+		size_t len;
+		nv_model st;
+		nv_mat rec;
+		float *deq = malloc(96 * 64 * sizeof(float));
+		int fine = 1;
+		is_int(nv_pack(&q, &bytes, &len, &st), 0, "pack accepts the refined model");
+		is_int(blr_dequantize(bytes, len, deq), 0, "the payload dequantizes");
+		nv_model_recon(&st, -1, &rec);
+		/* the dequantizer sums in f32: 1e-4 relative covers its rounding */
+		for (size_t i = 0; i < 96 * 64; i++)
+			fine &= fabs(deq[i] - rec.d[i]) < 1e-4 * (1 + fabs(rec.d[i]));
+		ok(fine, "dequantized payload = stored model within f32 rounding");
+		fine = 1;
+		for (size_t k = 0; k < 16; k++)
+			fine &= st.p[0].l[k] == (double)nv_f16_to_f32(nv_f32_to_f16((float)st.p[0].l[k]));
+		ok(fine, "stored scales are f16 values");
+		free(deq);
+		free(bytes);
+		nv_mat_free(&rec);
+		nv_model_free(&st);
+	}
+	nv_model_free(&init), nv_model_free(&q), nv_model_free(&dual), nv_model_free(&one),
+		nv_model_free(&two);
+}
+
+/* H error of a payload's dequantized matrix, relative */
+static double payload_rel(const uint8_t *b, size_t len)
+{
+	float *deq = malloc(96 * 64 * sizeof(float));
+	nv_mat e;
+	double num, den;
+
+	blr_dequantize(b, len, deq);
+	nv_mat_zeros(&e, 96, 64);
+	for (size_t i = 0; i < 96 * 64; i++)
+		e.d[i] = W.d[i] - deq[i];
+	nv_herr_direct(&e, &H, &num);
+	nv_herr_direct(&W, &H, &den);
+	free(deq);
+	nv_mat_free(&e);
+	return sqrt(num / den);
+}
+
+static void test_drivers(const nv_hctx *hc)
+{
+	nv_enc_opts o;
+	nv_enc_result d, n, n2, n3;
+	size_t r;
+	blr_clip clip;
+	double ed, en;
+
+	nv_enc_opts_default(&o);
+	o.bpw = 3.0;
+	o.method = NV_METHOD_DUAL_SVID;
+	is_int(nv_encode(&W, NULL, NULL, NULL, &o, &d), 0, "dual-svid encodes at 3 bpw");
+	blr_rank(96, 64, 3.0, 2, 1.0, &r, &clip);
+	is_int(d.r, r, "dual-svid rank is the rule's (P2)");
+	ok(d.bits == blr_bits(96, 64, r, 2), "dual-svid strict bit count");
+	is_int(blr_verify_shape(d.bytes, d.len, 96, 64), 0, "dual-svid payload validates");
+	ok(strncmp(d.line, "P2 r", 4) == 0 && strstr(d.line, " frob "), "dual-svid line: %s", d.line);
+
+	o.method = NV_METHOD_NVG;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &n), 0, "nvg encodes at 3 bpw");
+	blr_rank(96, 64, 3.0, (size_t)n.paths, 1.0, &r, &clip);
+	is_int(n.r, r, "nvg rank is the rule's for the picked P%d", n.paths);
+	ok(n.bits == blr_bits(96, 64, r, (size_t)n.paths), "nvg strict bit count");
+	is_int(blr_verify_shape(n.bytes, n.len, 96, 64), 0, "nvg payload validates");
+	ok(strncmp(n.line, "pick P", 6) == 0 && strstr(n.line, "| sel: init ") &&
+		   strstr(n.line, " P2 ") && strstr(n.line, " P1 ") && strstr(n.line, "| stored fit "),
+	   "nvg line: %s", n.line);
+	ed = payload_rel(d.bytes, d.len);
+	en = payload_rel(n.bytes, n.len);
+	ok(en < ed, "nvg payload error %.4f below dual-svid's %.4f", en, ed);
+	/* stored SEL error in the result = the dequantized payload's (f32 sums: 1e-5) */
+	near(n.sel_err, en, 1e-5 * en + 1e-6, "reported sel error matches the payload's");
+
+	o.threads = 3;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &n2), 0, "nvg again with 3 row workers");
+	ok(n2.len == n.len && !memcmp(n2.bytes, n.bytes, n.len) && !strcmp(n2.line, n.line),
+	   "same inputs give the same bytes and line (1 vs 3 row workers)");
+	o.threads = 1;
+	o.paths = 1;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &n3), 0, "nvg forced to one path");
+	ok(n3.paths == 1 && strstr(n3.line, "sel: P1 ") && !strstr(n3.line, "init"),
+	   "forced P1 line: %s", n3.line);
+	nv_enc_result_free(&d), nv_enc_result_free(&n), nv_enc_result_free(&n2),
+		nv_enc_result_free(&n3);
+}
+
+static void test_refusal(void)
+{
+	nv_model md;
+	uint8_t *b = NULL;
+	size_t len;
+
+	nv_build_dual_svid(&W, 8, 1, &md);
+	md.p[0].h[3] = 1e9; /* after rebalancing, ℓ·rms(h)·rms(g) overflows f16 */
+	is_int(nv_pack(&md, &b, &len, NULL), 1, "pack refuses scales beyond f16");
+	ok(strstr(nv_err(), "f16") != NULL, "the refusal names the f16 limit: %s", nv_err());
+	md.p[0].h[3] = NAN;
+	is_int(nv_pack(&md, &b, &len, NULL), 1, "pack refuses a non-finite scale");
+	nv_model_free(&md);
+}
+
+int main(void)
+{
+	nv_hctx hc, hc3;
+	nv_tctx c;
+
+	nv_set_threads(1);
+	if (synth(&W, &H) < 0 || nv_hctx_build(H.d, 64, 1e-3, &hc) < 0 ||
+	    nv_hctx_build(H.d, 64, 0.03, &hc3) < 0 || nv_tctx_init(&c, &W, &hc, NULL, 2) < 0) {
+		ok(0, "setup: %s", nv_err());
+		return done_testing();
+	}
+	test_als_monotone(&c);
+	test_stages(&c, &hc);
+	test_drivers(&hc3);
+	test_refusal();
+	nv_tctx_free(&c);
+	nv_hctx_free(&hc);
+	nv_hctx_free(&hc3);
+	nv_mat_free(&W);
+	nv_mat_free(&H);
+	return done_testing();
+}

@@ -1,0 +1,193 @@
+/* test-svid.c - latents, the ITQ gauge, SVID paths and dual-SVID (TAP) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "nvg.h"
+#include "svid.h"
+#include "synth.h"
+#include "tap.h"
+
+static tap_rng rng = {7};
+
+static void test_rank1(void)
+{
+	nv_mat a;
+	double u[12], v[5], left[12], right[5], gap = 0;
+
+	nv_mat_zeros(&a, 12, 5);
+	for (int i = 0; i < 12; i++)
+		u[i] = 0.5 + rng_unif(&rng);
+	for (int k = 0; k < 5; k++)
+		v[k] = 0.5 + rng_unif(&rng);
+	for (int i = 0; i < 12; i++)
+		for (int k = 0; k < 5; k++)
+			a.d[i * 5 + k] = u[i] * v[k];
+	nv_rank1_pos(&a, left, right);
+	for (int i = 0; i < 12; i++)
+		for (int k = 0; k < 5; k++)
+			gap = fmax(gap, fabs(left[i] * right[k] - a.d[i * 5 + k]));
+	ok(gap < 1e-12, "rank1_pos recovers an exact positive rank-1 matrix (gap %.2g)", gap);
+	nv_mat_free(&a);
+}
+
+/* ‖W − up·vpᵀ‖²_M (metric M = L·Lᵀ, or identity) */
+static double lat_err(const nv_mat *w, const nv_mat *up, const nv_mat *vp, const nv_mat *m)
+{
+	nv_mat rec;
+	double e = 0;
+
+	nv_gemm_new(up, 0, vp, 1, &rec);
+	for (size_t i = 0; i < rec.r * rec.c; i++)
+		rec.d[i] = w->d[i] - rec.d[i];
+	if (m)
+		nv_herr_direct(&rec, m, &e);
+	else
+		e = nv_dot_all(&rec, &rec);
+	nv_mat_free(&rec);
+	return e;
+}
+
+/* Σ_{k ≥ r} σ_k² of t: the Eckart-Young error, from the eigenvalues of tᵀ·t */
+static double tail(const nv_mat *t, size_t r)
+{
+	nv_mat g, e;
+	double lam[96], s = 0;
+
+	nv_gemm_new(t, 1, t, 0, &g);
+	nv_sym_eig(&g, lam, &e);
+	for (size_t k = r; k < g.r; k++)
+		s += lam[k];
+	nv_mat_free(&g), nv_mat_free(&e);
+	return s;
+}
+
+static void test_latents(const nv_mat *w, const nv_mat *h)
+{
+	nv_mat up, vp, wt, l, wl;
+	double e, want;
+
+	is_int(nv_latents(w, 16, NULL, NULL, &up, &vp), 0, "latents of W (96 × 64, m > n)");
+	e = lat_err(w, &up, &vp, NULL);
+	want = tail(w, 16);
+	/* Eckart-Young through an eigensolver: 1e-9 relative */
+	ok(fabs(e - want) <= 1e-9 * want, "up·vpᵀ is the best rank 16 (%.10g = %.10g)", e, want);
+	nv_mat_free(&up), nv_mat_free(&vp);
+	nv_mat_zeros(&wt, 64, 96);
+	for (size_t i = 0; i < 96; i++)
+		for (size_t j = 0; j < 64; j++)
+			wt.d[j * 96 + i] = w->d[i * 64 + j];
+	nv_latents(&wt, 16, NULL, NULL, &up, &vp);
+	e = lat_err(&wt, &up, &vp, NULL);
+	ok(fabs(e - want) <= 1e-9 * want, "and of Wᵀ (m < n): the same error");
+	nv_mat_free(&up), nv_mat_free(&vp), nv_mat_free(&wt);
+
+	/* the whitened latents are the best rank r in the metric L·Lᵀ */
+	nv_mat_copy(&l, h);
+	nv_potrf_lower(&l);
+	nv_latents(w, 16, &l, NULL, &up, &vp);
+	nv_gemm_new(w, 0, &l, 0, &wl);
+	{
+		nv_mat llt;
+		nv_gemm_new(&l, 0, &l, 1, &llt);
+		e = lat_err(w, &up, &vp, &llt);
+		want = tail(&wl, 16);
+		ok(fabs(e - want) <= 1e-8 * want, "whitened latents are best in the metric (%.8g = %.8g)",
+		   e, want);
+		nv_mat_free(&llt);
+	}
+	{
+		double wu[96], wv[64];
+		nv_mat uo, vo, a, b;
+		double gap = 0;
+		for (int i = 0; i < 96; i++)
+			wu[i] = 1 + rng_unif(&rng);
+		for (int j = 0; j < 64; j++)
+			wv[j] = 1 + rng_unif(&rng);
+		is_int(nv_itq_weighted(&up, &vp, wu, wv, 50, NULL, &uo, &vo), 0, "weighted ITQ");
+		nv_gemm_new(&up, 0, &vp, 1, &a);
+		nv_gemm_new(&uo, 0, &vo, 1, &b);
+		for (size_t i = 0; i < a.r * a.c; i++)
+			gap = fmax(gap, fabs(a.d[i] - b.d[i]));
+		ok(gap < 1e-10, "the ITQ rotation keeps up·vpᵀ (gap %.2g)", gap);
+		nv_mat_free(&uo), nv_mat_free(&vo), nv_mat_free(&a), nv_mat_free(&b);
+	}
+	nv_mat_free(&up), nv_mat_free(&vp), nv_mat_free(&l), nv_mat_free(&wl);
+}
+
+static void test_path(void)
+{
+	nv_mat up, vp;
+	nv_path q;
+	int signs = 1;
+
+	nv_mat_zeros(&up, 10, 8);
+	nv_mat_zeros(&vp, 9, 8);
+	for (size_t i = 0; i < 80; i++)
+		up.d[i] = rng_normal(&rng);
+	for (size_t i = 0; i < 72; i++)
+		vp.d[i] = rng_normal(&rng);
+	up.d[3] = 0.0;
+	is_int(nv_svid_path(&up, &vp, &q), 0, "svid_path");
+	for (size_t i = 0; i < 80; i++)
+		signs &= q.su.d[i] == (up.d[i] >= 0 ? 1.0 : -1.0);
+	for (size_t i = 0; i < 72; i++)
+		signs &= q.sv.d[i] == (vp.d[i] >= 0 ? 1.0 : -1.0);
+	ok(signs, "signs of the latents (zero is +1)");
+	{
+		int pos = 1;
+		for (int i = 0; i < 10; i++)
+			pos &= q.h[i] > 0;
+		for (int j = 0; j < 9; j++)
+			pos &= q.g[j] > 0;
+		for (int k = 0; k < 8; k++)
+			pos &= q.l[k] > 0;
+		ok(pos, "magnitudes positive");
+	}
+	nv_path_free(&q);
+	nv_mat_free(&up), nv_mat_free(&vp);
+}
+
+static void test_dual(const nv_mat *w)
+{
+	nv_enc_opts o;
+	nv_enc_result r1, r2;
+	float *deq = malloc(96 * 64 * sizeof(float));
+	double e = 0, t = 0;
+
+	nv_enc_opts_default(&o);
+	o.method = NV_METHOD_DUAL_SVID;
+	o.bpw = 2.0;
+	is_int(nv_encode(w, NULL, NULL, NULL, &o, &r1), 0, "dual-svid at 2 bpw");
+	blr_dequantize(r1.bytes, r1.len, deq);
+	for (size_t i = 0; i < 96 * 64; i++) {
+		e += (w->d[i] - deq[i]) * (w->d[i] - deq[i]);
+		t += w->d[i] * w->d[i];
+	}
+	/* the reported frob is of the stored model; the dequantizer rounds in f32 */
+	near(r1.frob, sqrt(e / t), 1e-5, "reported frob = the payload's (%.4f)", r1.frob);
+	is_int(nv_encode(w, NULL, NULL, NULL, &o, &r2), 0, "again");
+	ok(r1.len == r2.len && !memcmp(r1.bytes, r2.bytes, r1.len), "deterministic bytes");
+	nv_enc_result_free(&r2);
+	o.paths = 1;
+	is_int(nv_encode(w, NULL, NULL, NULL, &o, &r2), 0, "dual-svid forced to one path");
+	ok(r2.paths == 1 && !strncmp(r2.line, "P1 r", 4), "line: %s", r2.line);
+	nv_enc_result_free(&r1), nv_enc_result_free(&r2);
+	free(deq);
+}
+
+int main(void)
+{
+	nv_mat w, h;
+
+	nv_set_threads(1);
+	synth(&w, &h);
+	test_rank1();
+	test_latents(&w, &h);
+	test_path();
+	test_dual(&w);
+	nv_mat_free(&w);
+	nv_mat_free(&h);
+	return done_testing();
+}

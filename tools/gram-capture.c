@@ -1,0 +1,356 @@
+/* gram-capture - calibration Grams: from raw rows, from the model's own forward, or merged */
+#include "cmf.h"
+#include "err.h"
+#include "fileio.h"
+#include "gram.h"
+#include "mem.h"
+#include "parse.h"
+#include "tok.h"
+#include "tool.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char synopsis[] =
+	"gram-capture -n N [--fit-tokens F --sel-tokens S] -o prefix [file ...]\n"
+	"gram-capture -m model.cmf (--tokens file | --text file) -l L [--state S_L]\n"
+	"             [--fit-tokens F --sel-tokens S] [--window W] [--patch name=payload ...]\n"
+	"             [--next-state out] [-o prefix] [-q | -v]\n"
+	"gram-capture --merge [-o out.gram] a.gram b.gram ...\n"
+	"gram-capture -h | --version\n";
+
+#define MAX_PATCH 64
+
+typedef struct {
+	const char *model, *tokens, *text, *state, *next, *out;
+	size_t n, fit, sel, window;
+	long layer;
+	int has_n, has_fit, has_sel, has_layer, merge, progress;
+	fw_override patch[MAX_PATCH];
+	size_t npatch;
+	char *patch_name[MAX_PATCH];
+	uint8_t *patch_buf[MAX_PATCH];
+} opts;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+	double t0, last;
+} prog;
+
+static void progress(void *ctx, size_t done, size_t nwin, size_t rows, size_t total)
+{
+	prog *p = ctx;
+	double t = now(), rate = (double)rows / (t - p->t0 + 1e-9);
+
+	if (done < nwin && t - p->last < 0.25)
+		return;
+	p->last = t;
+	fprintf(stderr, "\r%s: window %zu/%zu, %.0f tokens/s, ETA %.0fs ", tool_name, done, nwin,
+		rate, (double)(total - rows) / (rate + 1e-9));
+	if (done == nwin)
+		fputc('\n', stderr);
+}
+
+/* NAME=PAYLOAD: the payload file read whole */
+static int add_patch(opts *o, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	size_t k = o->npatch, len;
+
+	if (!eq || eq == arg || !eq[1])
+		return tool_usage_error("bad --patch '%s': want name=payload", arg);
+	if (k == MAX_PATCH)
+		return tool_usage_error("more than %d patches", MAX_PATCH);
+	o->patch_name[k] = strndup(arg, (size_t)(eq - arg));
+	if (nv_read_file(eq + 1, &o->patch_buf[k], &len) < 0)
+		return tool_fail("cannot read patch", eq + 1);
+	o->patch[k] = (fw_override){ o->patch_name[k], o->patch_buf[k], len };
+	o->npatch++;
+	return 0;
+}
+
+static int size_opt(const char *name, const char *arg, size_t lo, size_t *v)
+{
+	if (nv_parse_size(arg, lo, SIZE_MAX / 8, v) < 0)
+		return tool_usage_error("bad %s '%s': %s", name, arg, nv_err());
+	return 0;
+}
+
+static int parse_opt(int c, opts *o)
+{
+	switch (c) {
+	case 'n': o->has_n = 1; return size_opt("-n", optarg, 1, &o->n);
+	case 'o': o->out = optarg; return 0;
+	case 'm': o->model = optarg; return 0;
+	case 'l':
+		o->has_layer = 1;
+		if (nv_parse_long(optarg, 0, 1 << 20, &o->layer) < 0)
+			return tool_usage_error("bad -l '%s': %s", optarg, nv_err());
+		return 0;
+	case 't': o->tokens = optarg; return 0;
+	case 'T': o->text = optarg; return 0;
+	case 's': o->state = optarg; return 0;
+	case 'N': o->next = optarg; return 0;
+	case 'F': o->has_fit = 1; return size_opt("--fit-tokens", optarg, 2, &o->fit);
+	case 'S': o->has_sel = 1; return size_opt("--sel-tokens", optarg, 2, &o->sel);
+	case 'w': return size_opt("--window", optarg, 2, &o->window);
+	case 'p': return add_patch(o, optarg);
+	case 'M': o->merge = 1; return 0;
+	case 'q': o->progress = 0; return 0;
+	case 'v': o->progress = 1; return 0;
+	case 'h': fputs(synopsis, stdout); return tool_finish(EXIT_OK) == 0 ? -2 : -3;
+	case 'V': tool_version(); return tool_finish(EXIT_OK) == 0 ? -2 : -3;
+	default: return tool_usage_error("unknown option");
+	}
+}
+
+static int check_opts(const opts *o, int nfiles)
+{
+	int model = o->model || o->tokens || o->text || o->state || o->next || o->npatch ||
+		    o->has_layer;
+
+	if (o->has_fit != o->has_sel)
+		return tool_usage_error("give both --fit-tokens and --sel-tokens, or neither");
+	if (!o->merge && !o->model && !o->has_n)
+		return tool_usage_error("give -n N (rows), -m model.cmf or --merge");
+	if (o->merge + !!o->model + o->has_n > 1 || (o->has_n && model) || (o->merge && model))
+		return tool_usage_error("-n, -m and --merge are separate modes");
+	if (o->merge && (!o->out || nfiles < 1 || o->has_fit))
+		return tool_usage_error("--merge needs -o out.gram and input Grams");
+	if (o->has_n && !o->out)
+		return tool_usage_error("-n needs -o prefix");
+	if (!o->model)
+		return 0;
+	if (nfiles)
+		return tool_usage_error("unexpected argument in model mode");
+	if (!o->has_layer)
+		return tool_usage_error("-m needs -l L");
+	if (!o->tokens == !o->text)
+		return tool_usage_error("give one of --tokens and --text");
+	if (!o->out && !o->next)
+		return tool_usage_error("-m needs -o prefix, --next-state out, or both");
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, opts *o)
+{
+	static const struct option lo[] = {
+		{ "model", 1, 0, 'm' }, { "layer", 1, 0, 'l' }, { "tokens", 1, 0, 't' },
+		{ "text", 1, 0, 'T' }, { "state", 1, 0, 's' }, { "next-state", 1, 0, 'N' },
+		{ "fit-tokens", 1, 0, 'F' }, { "sel-tokens", 1, 0, 'S' }, { "window", 1, 0, 'w' },
+		{ "patch", 1, 0, 'p' }, { "merge", 0, 0, 'M' }, { "help", 0, 0, 'h' },
+		{ "version", 0, 0, 'V' }, { "output", 1, 0, 'o' }, { 0, 0, 0, 0 },
+	};
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "n:o:m:l:hqv", lo, NULL)) != -1)
+		if ((rc = parse_opt(c, o)) != 0)
+			return rc;
+	return check_opts(o, argc - optind);
+}
+
+/* the Grams to files; on a failure the ones written are removed */
+static int write_grams(nvgg *g, char **names, size_t k)
+{
+	for (size_t i = 0; i < k; i++)
+		if (nvgg_write(names[i], &g[i]) < 0) {
+			tool_fail("cannot write", names[i]);
+			while (i-- > 0)
+				unlink(names[i]);
+			return EXIT_FAIL;
+		}
+	return EXIT_OK;
+}
+
+/* finish accumulators acc[0..k) into the files names[0..k) */
+static int finish_all(gr_acc *const *acc, char **names, size_t k)
+{
+	nvgg g[2 * GR_NLEAD];
+	size_t done = 0;
+	int rc = EXIT_FAIL;
+
+	for (; done < k; done++)
+		if (gr_finish(acc[done], &g[done]) < 0) {
+			tool_fail("no Gram for", names[done]);
+			goto out;
+		}
+	rc = write_grams(g, names, k);
+out:
+	while (done-- > 0)
+		nvgg_free(&g[done]);
+	return rc;
+}
+
+static char *name_of(const char *prefix, const char *lead, const char *part)
+{
+	size_t len = strlen(prefix) + 32;
+	char *s = malloc(len);
+
+	if (s)
+		snprintf(s, len, "%s%s%s%s%s.gram", prefix, lead ? "." : "", lead ? lead : "",
+			 part ? "." : "", part ? part : "");
+	return s;
+}
+
+static int write_parts(const char *prefix, const char *lead, gr_acc *acc, int split)
+{
+	char *names[2] = { name_of(prefix, lead, split ? "fit" : NULL),
+			   split ? name_of(prefix, lead, "sel") : NULL };
+	gr_acc *a[2] = { &acc[0], &acc[1] };
+	int rc = finish_all(a, names, split ? 2 : 1);
+
+	free(names[0]);
+	free(names[1]);
+	return rc;
+}
+
+static int filter_mode(const opts *o, char **files, int nfiles)
+{
+	static const char *const std[] = { "-" };
+	gr_acc acc[2] = { { 0 }, { 0 } };
+	int split = o->has_fit, rc = EXIT_FAIL;
+
+	if (gr_init(&acc[0], o->n) < 0 || gr_init(&acc[1], o->n) < 0) {
+		tool_fail("cannot allocate", "Gram");
+	} else if (gr_filter(nfiles ? (const char *const *)files : std, nfiles ? (size_t)nfiles : 1,
+			     o->n, split, o->fit, o->sel, acc) < 0) {
+		tool_fail("cannot capture", nfiles ? "input files" : "standard input");
+	} else {
+		rc = write_parts(o->out, NULL, acc, split);
+	}
+	gr_free(&acc[0]);
+	gr_free(&acc[1]);
+	return rc;
+}
+
+static int merge_mode(const opts *o, char **files, int nfiles)
+{
+	nvgg *in = calloc((size_t)nfiles, sizeof *in), out;
+	int k = 0, rc = EXIT_FAIL;
+
+	for (; in && k < nfiles; k++)
+		if (nvgg_read(files[k], &in[k]) < 0) {
+			tool_fail("cannot read Gram", files[k]);
+			goto done;
+		}
+	if (!in || nvgg_merge(in, (size_t)nfiles, &out) < 0) {
+		tool_fail("cannot merge into", o->out);
+		goto done;
+	}
+	if (nvgg_write(o->out, &out) < 0)
+		tool_fail("cannot write", o->out);
+	else
+		rc = EXIT_OK;
+	nvgg_free(&out);
+done:
+	while (in && k-- > 0)
+		nvgg_free(&in[k]);
+	free(in);
+	return rc;
+}
+
+static int write_leads(const opts *o, gr_acc acc[GR_NLEAD][2], int split)
+{
+	char *names[2 * GR_NLEAD] = { 0 };
+	gr_acc *a[2 * GR_NLEAD];
+	size_t k = 0;
+	int rc;
+
+	for (int i = 0; i < GR_NLEAD; i++)
+		for (int p = 0; p < (split ? 2 : 1); p++) {
+			a[k] = &acc[i][p];
+			names[k++] = name_of(o->out, gr_lead_name[i], split ? (p ? "sel" : "fit") : NULL);
+		}
+	rc = finish_all(a, names, k);
+	for (size_t i = 0; i < k; i++)
+		free(names[i]);
+	return rc;
+}
+
+static int capture(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
+{
+	gr_acc acc[GR_NLEAD][2];
+	prog p = { now(), 0 };
+	gr_capture_opts co = {
+		.tok = ids, .ntok = n, .fit = o->has_fit ? o->fit : n, .sel = o->has_fit ? o->sel : 0,
+		.window = o->window, .layer = (int)o->layer, .state_in = o->state,
+		.state_out = o->next, .ov = o->patch, .nov = o->npatch, .grams = o->out != NULL,
+		.progress = o->progress ? progress : NULL, .ctx = &p,
+	};
+	double flops;
+	int rc = EXIT_FAIL;
+
+	if (gr_capture(m, &co, acc, &flops) < 0)
+		tool_fail("capture failed", o->model);
+	else if (!o->out || (rc = write_leads(o, acc, o->has_fit)) != EXIT_OK)
+		rc = o->out ? EXIT_FAIL : EXIT_OK;
+	if (rc == EXIT_OK && o->progress) {
+		double t = now() - p.t0;
+
+		fprintf(stderr, "%s: layer %ld, %.1f s, %.2f GFLOP/s\n", tool_name, o->layer, t,
+			flops / t * 1e-9);
+	}
+	if (rc != EXIT_OK && o->next)
+		unlink(o->next);
+	for (int i = 0; i < GR_NLEAD; i++)
+		for (int q = 0; q < 2; q++)
+			gr_free(&acc[i][q]);
+	return rc;
+}
+
+static int model_mode(const opts *o)
+{
+	cmf_file f;
+	fw_model m;
+	uint32_t *ids = NULL;
+	size_t n = 0;
+	int rc = EXIT_FAIL;
+
+	if (cmf_open(o->model, &f) < 0)
+		return tool_fail("cannot open model", o->model);
+	if (fw_open(&m, &f) < 0) {
+		cmf_close(&f);
+		return tool_fail("cannot run model", o->model);
+	}
+	if (o->text ? tok_text_ids(&f, o->text, &ids, &n) < 0 : tok_read_ids(o->tokens, &ids, &n) < 0)
+		tool_fail(o->text ? "cannot tokenize" : "cannot read tokens",
+			  o->text ? o->text : o->tokens);
+	else
+		rc = capture(o, &m, ids, n);
+	free(ids);
+	fw_close(&m);
+	cmf_close(&f);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	opts o = { .window = 512, .progress = tool_progress_default() };
+	int rc;
+
+	tool_name = "gram-capture";
+	if ((rc = parse_args(argc, argv, &o)) != 0)
+		rc = rc == -2 ? EXIT_OK : rc == -3 ? EXIT_FAIL : rc;
+	else if (o.merge)
+		rc = merge_mode(&o, argv + optind, argc - optind);
+	else if (o.model)
+		rc = model_mode(&o);
+	else
+		rc = filter_mode(&o, argv + optind, argc - optind);
+	for (size_t i = 0; i < o.npatch; i++) {
+		free(o.patch_name[i]);
+		free(o.patch_buf[i]);
+	}
+	return tool_finish(rc);
+}

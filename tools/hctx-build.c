@@ -1,0 +1,101 @@
+/* hctx-build - one input's context (HCtx) from its FIT Gram */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "err.h"
+#include "fileio.h"
+#include "hctx.h"
+#include "linalg.h"
+#include "nvgg.h"
+#include "parse.h"
+#include "tool.h"
+
+static const char synopsis[] =
+	"hctx-build [--rho R] [--threads N] [-o OUT.hctx] FIT.gram\n"
+	"hctx-build -h | --version\n";
+
+typedef struct {
+	double rho;
+	const char *out, *gram;
+	long threads;
+} opts;
+
+/* 0: go on; 1: exit now with *st */
+static int parse_args(int argc, char **argv, opts *o, int *st)
+{
+	static const struct option lo[] = {
+		{"rho", required_argument, NULL, 'r'}, {"threads", required_argument, NULL, 't'},
+		{"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+	int c;
+
+	o->rho = 0.03;
+	o->out = "-";
+	o->threads = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			if (nv_parse_double(optarg, 0.0, 1e6, &o->rho) < 0)
+				return *st = tool_fail("invalid --rho", optarg), 1;
+			break;
+		case 't':
+			if (nv_parse_long(optarg, 1, 1024, &o->threads) < 0)
+				return *st = tool_fail("invalid --threads", optarg), 1;
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case 'h':
+			fputs(synopsis, stdout);
+			return *st = tool_finish(EXIT_OK), 1;
+		case 'V':
+			tool_version();
+			return *st = tool_finish(EXIT_OK), 1;
+		default:
+			return *st = tool_usage_error("unknown option or missing argument '%s'",
+						      argv[optind - 1]), 1;
+		}
+	}
+	if (optind != argc - 1)
+		return *st = tool_usage_error("expected one FIT.gram"), 1;
+	o->gram = argv[optind];
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	opts o;
+	nvgg g;
+	nv_hctx hc;
+	double *gd;
+	int rc;
+
+	tool_name = "hctx-build";
+	if (parse_args(argc, argv, &o, &rc))
+		return rc;
+	if (o.threads)
+		nv_set_threads((int)o.threads);
+	if (nvgg_read(o.gram, &g) < 0)
+		return tool_fail("cannot read Gram", o.gram);
+	gd = nvgg_to_f64(&g);
+	if (!gd) {
+		nvgg_free(&g);
+		return tool_fail("cannot read Gram", o.gram);
+	}
+	rc = nv_hctx_build(gd, g.n, o.rho, &hc);
+	free(gd);
+	if (rc < 0) {
+		nvgg_free(&g);
+		return tool_fail("cannot build context from", o.gram);
+	}
+	hc.count = g.count;
+	hc.gram_crc = nv_crc32(g.g, (size_t)g.n * g.n * sizeof(float));
+	nvgg_free(&g);
+	rc = nv_hctx_write(o.out, &hc);
+	nv_hctx_free(&hc);
+	if (rc < 0)
+		return tool_fail("cannot write", aout_is_stdout(o.out) ? "standard output" : o.out);
+	return tool_finish(EXIT_OK);
+}

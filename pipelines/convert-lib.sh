@@ -6,9 +6,10 @@
 # name and renamed, so an interrupted step leaves nothing half-written.
 #
 #   convert-lib.sh body-linears SOURCE.LIST
-#   convert-lib.sh layers-mk TENSORS.TXT METHOD
+#   convert-lib.sh layers-mk TENSORS.TXT METHOD INFO.TXT
 #   convert-lib.sh step LOG -- CMD…
-#   convert-lib.sh encode LOG REP BLR|- -- CMD…      (CMD gets -o BLR)
+#   convert-lib.sh encode LOG REP BLR|- MODEL NAME -- CMD…
+#                     (NAME extracted from MODEL as raw f32; CMD gets -w RAW -o BLR)
 #   convert-lib.sh patch-args OUT LAYER
 #   convert-lib.sh patches OUT
 #   convert-lib.sh report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE
@@ -58,12 +59,15 @@ body_linears() {
 # NLAYERS, NEED_STATE (the states S_L some capture needs, directly or
 # through the chain of advances)
 layers_mk() {
-	awk -v method="$2" '
+	local gqa
+	gqa=$(awk '$1 == "heads:" { h = $2 } $1 == "kv_heads:" { k = $2 } END { print (k != "" && h != "" && k + 0 < h + 0) ? 1 : 0 }' "$3")
+	awk -v method="$2" -v gqa="$gqa" '
 	{
 		l = $2 + 0; if (l + 1 > nl) nl = l + 1; has[l] = 1
 		if ($3 == "keep") { keep[l] = keep[l] " " $6; next }
 		enc[l] = enc[l] " " $6
-		printf "NAME_%d_%s := %s\nBPW_%d_%s := %s\nLEAD_%d_%s := %s\n", l, $6, $1, l, $6, $3, l, $6, $7
+		printf "NAME_%d_%s := %s\nBPW_%d_%s := %s\nLEAD_%d_%s := %s\nSHAPE_%d_%s := %sx%s\n", l, $6, $1, l, $6, $3, l, $6, $7, l, $6, $4, $5
+		if (gqa && ($6 == "k" || $6 == "v")) printf "KV_%d_%s := --kv\n", l, $6
 	}
 	END {
 		last = -1
@@ -88,14 +92,20 @@ step() {
 	fi
 }
 
-# encode LOG REP BLR -- CMD…: the encoder's report line into REP; exit 3
-# (the packer refused) writes "refused" and no payload; BLR "-" discards it
+# encode LOG REP BLR MODEL NAME -- CMD…: the tensor extracted to a raw
+# file beside REP, the encoder's report line into REP; exit 3 (the packer
+# refused) writes "refused" and no payload; BLR "-" discards the payload
 encode() {
-	local log=$1 rep=$2 blr=$3 rc=0 out
-	shift 4
+	local log=$1 rep=$2 blr=$3 model=$4 name=$5 rc=0 out raw=$2.w
+	shift 6
 	out=$blr
 	[ "$blr" = - ] && out=$rep.blr
-	"$@" -o "$out" >"$rep.tmp" 2>"$log" || rc=$?
+	if ! "${T}cmf-patch" extract -o "$raw" "$model" "$name" 2>"$log"; then
+		tail -n 5 "$log" >&2
+		exit 1
+	fi
+	"$@" -w "$raw" -o "$out" >"$rep.tmp" 2>"$log" || rc=$?
+	rm -f "$raw"
 	if [ $rc = 3 ]; then
 		rm -f "$out"
 		echo refused >"$rep.tmp"

@@ -126,8 +126,8 @@ $(OUT)/tensors.txt: $(OUT)/source.list $(PIPE)/convert-lib.sh
 	$(Q)rm -f $@.body
 	$(Q)mv $@.tmp $@
 
-$(OUT)/layers.mk: $(OUT)/tensors.txt $(PIPE)/convert-lib.sh
-	$(Q)$(LIB) layers-mk $< $(METHOD) >$@.tmp
+$(OUT)/layers.mk: $(OUT)/tensors.txt $(OUT)/info.txt $(PIPE)/convert-lib.sh
+	$(Q)$(LIB) layers-mk $< $(METHOD) $(OUT)/info.txt >$@.tmp
 	$(Q)mv $@.tmp $@
 
 layers: $(OUT)/layers.mk
@@ -143,13 +143,14 @@ endif
 LOG := $(OUT)/logs
 LIB := $(if $(BIN),BIN='$(BIN)' )bash $(PIPE)/convert-lib.sh
 NVG_ENV := OPENBLAS_NUM_THREADS=$(THREADS)
-ENCODE_COMMON = -m '$(MODEL)' -t $(NAME_$(1)_$(2)) --paths $(PATHS) \
+ENCODE_COMMON = --shape $(SHAPE_$(1)_$(2)) $(KV_$(1)_$(2)) --paths $(PATHS) \
 	--kv-factor $(KV_FACTOR) --threads $(THREADS)
 NVG_CTX = --hctx $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx --fit $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
 	--sel $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
 NVG_DEPS = $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
 	$(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
-ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --device $(DEVICE) $(NVG_CTX),--method dual-svid)
+ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg $(DEVICE_OPT) $(NVG_CTX),--method dual-svid)
+DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS))
 state_arg = $(if $(filter 0,$(1)),,--state $(OUT)/S$(1).state)
 state_dep = $(if $(filter 0,$(1)),,$(OUT)/S$(1).state)
@@ -164,7 +165,7 @@ $(OUT)/L$(1)/.dir:
 $(foreach s,$(ENC_$(1)),
 $(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir
 	@$(call say,'layer $(1) $(s): encode $(NAME_$(1)_$(s)) at $(BPW_$(1)_$(s)) bpw')
-	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s)) --bpw $(BPW_$(1)_$(s))
+	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s)) --bpw $(BPW_$(1)_$(s))
 )
 
 .PHONY: layer-$(1)
@@ -207,14 +208,14 @@ $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(
 
 $(OUT)/model.cmf: $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json
 	@$(call say,'apply $(words $(REPS)) payloads')
-	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply '$(MODEL)' `$(LIB) patches $(OUT)` --provenance $(OUT)/provenance.json -o $@
+	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply --provenance $(OUT)/provenance.json -o $@ '$(MODEL)' `$(LIB) patches $(OUT)`
 	@$(call say,'wrote $@ and $@.blr.txt')
 
 # ---- sweep: every tensor at every budget of SWEEP_BPW, on the conversion's Grams ----
 define sweep_rule
 $(OUT)/sweep/L$(1).$(2).$(3).rep: $(call ENC_DEPS,$(1),$(2)) | $(OUT)/L$(1)/.dir
 	@mkdir -p $(OUT)/sweep
-	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ - -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
+	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ - '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
 endef
 SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(OUT)/sweep/L$(l).$(s).$(b).rep)))
 $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(eval $(call sweep_rule,$(l),$(s),$(b))))))

@@ -109,7 +109,7 @@ encode() {
 	if [ $rc = 3 ]; then
 		rm -f "$out"
 		echo refused >"$rep.tmp"
-		echo "convert: $(basename "$rep" .rep): blr refused, kept in its source dtype" >&2
+		echo "convert: $name: blr refused, kept in its source dtype" >&2
 	elif [ $rc != 0 ]; then
 		rm -f "$rep.tmp"
 		tail -n 5 "$log" >&2

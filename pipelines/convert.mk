@@ -141,7 +141,7 @@ endif
 # layers whose input state is needed).
 
 LOG := $(OUT)/logs
-LIB := $(if $(BIN),BIN='$(BIN)' )bash $(PIPE)/convert-lib.sh
+LIB := $(if $(BIN),env BIN='$(BIN)' )bash $(PIPE)/convert-lib.sh
 NVG_ENV := OPENBLAS_NUM_THREADS=$(THREADS)
 ENCODE_COMMON = --shape $(SHAPE_$(1)_$(2)) $(KV_$(1)_$(2)) --paths $(PATHS) \
 	--kv-factor $(KV_FACTOR) --threads $(THREADS)
@@ -207,7 +207,7 @@ $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 $(OUT)/model.cmf: $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json
-	@$(call say,'apply $(words $(REPS)) payloads')
+	@$(call say,'apply the payloads to $(MODEL)')
 	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply --provenance $(OUT)/provenance.json -o $@ '$(MODEL)' `$(LIB) patches $(OUT)`
 	@$(call say,'wrote $@ and $@.blr.txt')
 

@@ -23,7 +23,6 @@ SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -ec
 .DELETE_ON_ERROR:
 .SUFFIXES:
-.SECONDARY:
 MAKEFLAGS += --no-builtin-rules --no-print-directory
 
 PIPE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))

@@ -48,6 +48,7 @@ typedef struct {
 typedef struct {
 	nv_map map;
 	const char *path;
+	char *own_path;       /* the path, kept for messages while the model lives */
 	size_t nkv, nt;
 	gkv *kv;
 	gtensor *t;
@@ -433,7 +434,8 @@ static int gguf_open(const char *path, gguf *g)
 	long long al = 32;
 
 	memset(g, 0, sizeof(*g));
-	g->path = path;
+	g->own_path = nv_strdup(path);
+	g->path = g->own_path ? g->own_path : path;
 	if (nv_map_file(path, &g->map) < 0)
 		return -1;
 	c.b = g->map.data;
@@ -471,6 +473,7 @@ static void gguf_close(gguf *g)
 		free(g->t[i].name);
 	free(g->kv);
 	free(g->t);
+	free(g->own_path);
 	nv_map_free(&g->map);
 }
 
@@ -753,27 +756,46 @@ static int head_is_embedding_copy(const gguf *g, const gtensor *t)
 		      t->nbytes) == 0;
 }
 
+/* a lazy tensor of the GGUF: dequantized and its rows un-permuted when written */
+typedef struct {
+	const gguf *g;
+	const gtensor *t;
+	size_t rope_heads;
+} gguf_lazy;
+
+static int gguf_f32(const void *p, float *w)
+{
+	const gguf_lazy *z = p;
+	const gtensor *t = z->t;
+	size_t n = t->ndim == 1 ? t->ne[0] : t->ne[0] * t->ne[1];
+
+	dequantize(t->type, z->g->map.data + z->g->data + t->offset, n, w);
+	if (z->rope_heads &&
+	    nv_unpermute_rope(w, t->ne[1], t->ne[0] * sizeof(float), z->rope_heads) < 0)
+		return nv_preerr("'%s': tensor '%s'", z->g->path, t->name), -1;
+	return 0;
+}
+
 static int import_tensor(const gguf *g, const gtensor *t, const char *name, size_t rope_heads,
 			 int dtype, imp_model *m)
 {
-	size_t shape[2], n = t->ndim == 1 ? t->ne[0] : t->ne[0] * t->ne[1];
-	float *w;
+	size_t shape[2];
+	gguf_lazy *z;
 
 	if (t->ndim > 2)
 		return nv_seterr("'%s': tensor '%s' has %zu dimensions (at most 2)", g->path, t->name,
 				 t->ndim), -1;
-	if (!(w = nv_malloc(n, sizeof(float))))
+	if (rope_heads && (t->ndim != 2 || t->ne[1] % rope_heads || (t->ne[1] / rope_heads) % 2))
+		return nv_seterr("'%s': tensor '%s': %zu rows do not split into %zu heads of even size",
+				 g->path, t->name, t->ndim == 2 ? t->ne[1] : (size_t)1, rope_heads), -1;
+	if (!(z = nv_malloc(1, sizeof(*z))))
 		return -1;
-	dequantize(t->type, g->map.data + g->data + t->offset, n, w);
-	if (rope_heads && nv_unpermute_rope(w, t->ne[1], t->ne[0] * sizeof(float), rope_heads) < 0) {
-		free(w);
-		return nv_preerr("'%s': tensor '%s'", g->path, t->name), -1;
-	}
+	*z = (gguf_lazy){ g, t, rope_heads };
 	if (dtype < 0)
 		dtype = t->type == GG_F16 ? CMF_F16 : t->type == GG_BF16 ? CMF_BF16 : CMF_F32;
 	shape[0] = t->ndim == 1 ? t->ne[0] : t->ne[1];
 	shape[1] = t->ne[0];
-	return imp_model_add_f32(m, name, t->ndim, shape, w, dtype);
+	return imp_model_add_lazy(m, name, (cmf_dtype)dtype, t->ndim, shape, gguf_f32, z);
 }
 
 static int gguf_tensors(const gguf *g, int dtype, imp_model *m)
@@ -803,26 +825,30 @@ static int gguf_tensors(const gguf *g, int dtype, imp_model *m)
 	return 0;
 }
 
+static void gguf_free(void *p)
+{
+	if (p)
+		gguf_close(p);
+	free(p);
+}
+
 int nv_import_gguf(const char *path, int dtype, imp_model *m)
 {
 	const gtensor *e;
-	gguf g;
-	int rc = -1;
+	gguf *g = nv_calloc(1, sizeof(*g));
 
-	if (gguf_open(path, &g) < 0)
-		goto out;
-	if (gguf_arch(&g, &m->arch) < 0)
-		goto out;
-	if (!(e = find_tensor(&g, "token_embd.weight")) || e->ndim != 2) {
-		nv_seterr("'%s': no 2-d tensor 'token_embd.weight'", path);
-		goto out;
-	}
+	if (!g)
+		return -1;
+	/* the tensors read the mapping when the model is written: the model keeps it */
+	m->keep = g;
+	m->keep_free = gguf_free;
+	if (gguf_open(path, g) < 0 || gguf_arch(g, &m->arch) < 0)
+		return -1;
+	if (!(e = find_tensor(g, "token_embd.weight")) || e->ndim != 2)
+		return nv_seterr("'%s': no 2-d tensor 'token_embd.weight'", path), -1;
 	m->arch.vocab = (int)e->ne[1];
-	if (arch_int(&g, "llama.vocab_size", 0, m->arch.vocab, 1, 1 << 30, &m->arch.vocab) < 0 ||
-	    gguf_vocab(&g, m) < 0 || gguf_tensors(&g, dtype, m) < 0)
-		goto out;
-	rc = 0;
-out:
-	gguf_close(&g);
-	return rc;
+	if (arch_int(g, "llama.vocab_size", 0, m->arch.vocab, 1, 1 << 30, &m->arch.vocab) < 0 ||
+	    gguf_vocab(g, m) < 0 || gguf_tensors(g, dtype, m) < 0)
+		return -1;
+	return 0;
 }

@@ -7,6 +7,7 @@
 #include "names.h"
 
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,42 @@ int imp_model_add_lazy(imp_model *m, const char *name, cmf_dtype dtype, size_t n
 	return 0;
 }
 
+/* index of the first non-finite value of n, or n */
+static size_t first_nonfinite(const float *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(w[i]))
+			return i;
+	return n;
+}
+
+int imp_check_finite(const char *name, cmf_dtype dtype, const void *data, size_t n)
+{
+	const uint8_t *b = data;
+
+	for (size_t i = 0; i < n; i++) {
+		float v = dtype == CMF_F32 ? le_f32(b + 4 * i)
+			: dtype == CMF_F16 ? nv_f16_to_f32(le_u16(b + 2 * i))
+					   : nv_bf16_to_f32(le_u16(b + 2 * i));
+
+		if (!isfinite(v))
+			return nv_seterr("tensor '%s': element %zu is %s", name, i,
+					 isnan(v) ? "nan" : "infinite"), -1;
+	}
+	return 0;
+}
+
+static int lazy_values(const nv_itensor *t, float *w, size_t n)
+{
+	size_t bad;
+
+	if (t->f32(t->ctx, w) < 0)
+		return -1;
+	if ((bad = first_nonfinite(w, n)) < n)
+		return nv_seterr("element %zu is %s", bad, isnan(w[bad]) ? "nan" : "infinite"), -1;
+	return 0;
+}
+
 /* the writer's fill of a lazy tensor: its f32 values, then the dtype's little-endian bytes */
 static int lazy_fill(void *p, void *out)
 {
@@ -111,7 +148,7 @@ static int lazy_fill(void *p, void *out)
 
 	if (t->dtype == CMF_F32) {
 		/* out is malloc'd scratch, aligned for floats */
-		if (t->f32(t->ctx, out) < 0)
+		if (lazy_values(t, out, n) < 0)
 			return -1;
 		for (size_t i = 0; i < n; i++)
 			put_f32(b + 4 * i, ((float *)out)[i]);
@@ -119,7 +156,7 @@ static int lazy_fill(void *p, void *out)
 	}
 	if (!(w = nv_malloc(n ? n : 1, sizeof(float))))
 		return -1;
-	if (t->f32(t->ctx, w) < 0) {
+	if (lazy_values(t, w, n) < 0) {
 		free(w);
 		return -1;
 	}

@@ -15,6 +15,7 @@
  * the mapped source or produce their values on demand, and written by
  * imp_model_write through the CMF writer (atomic: nothing is left on
  * error), so memory stays near one tensor whatever the model's size.
+ * Every weight must be finite: a NaN or infinity fails the import.
  */
 #ifndef NV_IMPORT_H
 #define NV_IMPORT_H
@@ -79,6 +80,8 @@ int imp_model_add_lazy(imp_model *m, const char *name, cmf_dtype dtype, size_t n
 /* add a tensor of any CMF dtype; data borrowed (owned = NULL) or taken (owned = data) */
 int imp_model_add_raw(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
 		     const size_t *shape, const void *data, void *owned, size_t nbytes);
+/* -1 naming the tensor and element when one of n F32/F16/BF16 values is not finite */
+int imp_check_finite(const char *name, cmf_dtype dtype, const void *data, size_t n);
 /* every llama-family tensor present has the shape the arch gives (1-d norms); no layer beyond the arch */
 int imp_model_check(const imp_model *m);
 /* tensors in the canonical order: embeddings, layers (HF order within), norm, head, the rest */

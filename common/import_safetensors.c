@@ -134,6 +134,8 @@ static int add_shard(const cmf_file *f, const char *path, int dtype, imp_model *
 		if (t->dtype == CMF_U8 || t->blr)
 			return nv_seterr("'%s': tensor '%s' has dtype %s (want F32, F16 or BF16)", path,
 					 t->name, cmf_dtype_name(t->dtype)), -1;
+		if (imp_check_finite(t->name, t->dtype, t->data, t->nbytes / cmf_dtype_size(t->dtype)) < 0)
+			return nv_preerr("'%s'", path), -1;
 		if (dtype < 0 || (cmf_dtype)dtype == t->dtype) {
 			if (imp_model_add_raw(m, t->name, t->dtype, t->ndim, t->shape, t->data, NULL,
 					     t->nbytes) < 0)

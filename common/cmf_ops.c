@@ -89,6 +89,8 @@ int cmf_op_info(const cmf_file *f, FILE *out)
 	fprintf(out, "tensors: %zu\nparameters: %.0f\nbytes: %.0f\nblr tensors: %zu\n",
 		f->ntensors, params, bytes, nblr);
 	info_tokenizer(f, out);
+	if (cmf_meta(f, "cmf.provenance"))
+		fprintf(out, "provenance: %s\n", cmf_meta(f, "cmf.provenance"));
 	return 0;
 }
 

@@ -28,7 +28,7 @@ if k == "type" or k == "align":
     i = d.index(b"token_embd.weight") + len(b"token_embd.weight")
     nd = struct.unpack_from("<I", d, i)[0]
     t = i + 4 + 8 * nd
-    if k == "type": d[t:t + 4] = struct.pack("<I", 14)
+    if k == "type": d[t:t + 4] = struct.pack("<I", 10)
     else: d[t + 4:t + 12] = struct.pack("<Q", 4)
 if k == "short": d = d[:len(d) - 1000]
 if k == "nan": d[-4:] = struct.pack("<I", 0x7fc00000)
@@ -137,7 +137,7 @@ test_expect_success 'GGUF with misaligned data' '
 test_expect_success 'GGUF with an unsupported tensor type, named' '
 	"$NVG_PY" gguf.py g.gguf type "$NVG_DATA/stories260K.gguf" &&
 	fails_cleanly o.cmf cmf-patch import -o o.cmf g.gguf &&
-	test_grep "token_embd.weight.*Q6_K" err
+	test_grep "token_embd.weight.*Q2_K" err
 '
 
 test_expect_success 'GGUF cut short' '

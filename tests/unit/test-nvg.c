@@ -435,6 +435,38 @@ static void test_gauge(void)
 	nv_mat_free(&w), nv_mat_free(&h);
 }
 
+/* a fixed rank instead of a budget; P=1 of an auto choice gets P=2's bits */
+static void test_fixed_rank(const nv_hctx *hc)
+{
+	nv_enc_opts o;
+	nv_enc_result r;
+	size_t r1;
+	blr_clip clip;
+
+	nv_enc_opts_default(&o);
+	o.rank = 16;
+	o.paths = 2;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &r), 0, "nvg at a fixed rank 16, P=2");
+	is_int(r.r, 16, "the rank is the one asked");
+	nv_enc_result_free(&r);
+	o.paths = 0;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &r), 0, "nvg at a fixed rank 16, P auto");
+	blr_rank(96, 64, blr_bits(96, 64, 16, 2) / (96.0 * 64.0), 1, 1.0, &r1, &clip);
+	ok(r.paths == 2 ? r.r == 16 : r.r == r1, "P%d r%zu (P1 would be r%zu)", r.paths, r.r, r1);
+	nv_enc_result_free(&r);
+	o.rank = 12;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &r), -1, "a rank that is not a multiple of 8 is refused");
+	o.rank = 72;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &r), -1, "a rank above the cap (64) is refused");
+	ok(strstr(nv_err(), "[8, 64]") != NULL, "reason: %s", nv_err());
+	o.method = NV_METHOD_DUAL_SVID;
+	is_int(nv_encode(&W, NULL, NULL, NULL, &o, &r), -1, "dual-svid refuses it too");
+	o.rank = 24;
+	is_int(nv_encode(&W, NULL, NULL, NULL, &o, &r), 0, "dual-svid at a fixed rank 24");
+	ok(r.r == 24 && r.paths == 2, "P%d r%zu", r.paths, r.r);
+	nv_enc_result_free(&r);
+}
+
 static void test_refusal(void)
 {
 	nv_bm md;
@@ -466,6 +498,7 @@ int main(void)
 	test_drivers(&hc3);
 	test_gptq_blocks();
 	test_gauge();
+	test_fixed_rank(&hc3);
 	test_refusal();
 	nv_tctx_free(&c);
 	nv_hctx_free(&hc);

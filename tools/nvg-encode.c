@@ -11,6 +11,7 @@
 #include "hctx.h"
 #include "linalg.h"
 #include "nvg.h"
+#include "nvgdev.h"
 #include "nvgg.h"
 #include "parse.h"
 #include "tool.h"
@@ -19,7 +20,8 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram [--hctx CTX.hctx | --rho R]\n"
 	"           --bpw B [--kv] [--kv-factor K] [--paths auto|1|2] [--threads N] [--profile]\n"
 	"           [--target-raw M.raw] [--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
-	"           [-o OUT.blr]\n"
+	"           [--device cpu|opencl|auto|both] [--cl-platform P] [--cl-device D] [--jobs N]\n"
+	"           [-o OUT.blr] [-w W2.raw [--shape M2xN] -o OUT2.blr ...]\n"
 	"nvg-encode --method dual-svid -w W.raw --shape MxN --bpw B [--kv] [--kv-factor K]\n"
 	"           [--paths auto|1|2] [--threads N] [-o OUT.blr]\n"
 	"nvg-encode -h | --version\n";
@@ -32,11 +34,15 @@ typedef struct {
 	nv_method method;
 	long threads;
 	unsigned long long shuffle;
+	nvdev_opts dev;
+	size_t nw, nout, nshape;          /* several tensors sharing the input */
+	const char *ws[64], *outs[64], *shapes[64];
 } opts;
 
 enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
-	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION
+	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_DEVICE,
+	O_CLPLAT, O_CLDEV, O_JOBS
 };
 
 static const struct option longopts[] = {
@@ -51,6 +57,9 @@ static const struct option longopts[] = {
 	{"row-gauge", required_argument, NULL, O_GAUGE},
 	{"head-blocks", required_argument, NULL, O_BLOCKS},
 	{"gauge-shuffle", required_argument, NULL, O_SHUFFLE},
+	{"device", required_argument, NULL, O_DEVICE},
+	{"cl-platform", required_argument, NULL, O_CLPLAT},
+	{"cl-device", required_argument, NULL, O_CLDEV}, {"jobs", required_argument, NULL, O_JOBS},
 	{"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, O_VERSION}, {NULL, 0, NULL, 0}};
 
@@ -97,6 +106,20 @@ static int value_opt(int c, const char *a, opts *o)
 		}
 		nv_seterr("expected nvg or dual-svid");
 		return tool_fail("invalid --method", a), -1;
+	case O_DEVICE:
+		if (nvcl_parse_mode(a, &o->dev.mode) < 0)
+			return tool_fail("invalid --device", a), -1;
+		return 0;
+	case O_CLPLAT:
+	case O_CLDEV:
+		if (nv_parse_long(a, 0, 1024, c == O_CLPLAT ? &o->dev.plat : &o->dev.dev) < 0)
+			return tool_fail(c == O_CLPLAT ? "invalid --cl-platform" : "invalid --cl-device",
+					 a), -1;
+		return 0;
+	case O_JOBS:
+		if (nv_parse_size(a, 1, 64, &o->dev.jobs) < 0)
+			return tool_fail("invalid --jobs", a), -1;
+		return 0;
 	case O_GAUGE:
 		if (strcmp(a, "invE")) {
 			nv_seterr("expected invE");
@@ -112,9 +135,9 @@ static int value_opt(int c, const char *a, opts *o)
 static int plain_opt(int c, const char *a, opts *o)
 {
 	switch (c) {
-	case 'w': o->w = a; break;
-	case 'o': o->out = a; break;
-	case O_SHAPE: o->shape = a; break;
+	case 'w': o->ws[o->nw < 64 ? o->nw : 63] = o->w = a, o->nw++; break;
+	case 'o': o->outs[o->nout < 64 ? o->nout : 63] = a, o->nout++; break;
+	case O_SHAPE: o->shapes[o->nshape < 64 ? o->nshape : 63] = o->shape = a, o->nshape++; break;
 	case O_HCTX: o->hctx = a; break;
 	case O_FIT: o->fit = a; break;
 	case O_SEL: o->sel = a; break;
@@ -148,6 +171,14 @@ static int check_usage(const opts *o)
 					"(--gauge-shuffle with them)");
 	if (o->gauge && !o->fit)
 		return tool_usage_error("--row-gauge needs --fit FIT.gram");
+	if (o->nw > 64)
+		return tool_usage_error("at most 64 tensors at once");
+	if (o->nw > 1 && (o->nout != o->nw || (o->nshape != 1 && o->nshape != o->nw)))
+		return tool_usage_error("several -w need one -o each, and one --shape or one each");
+	if (o->nw > 1 && (o->gauge || o->target))
+		return tool_usage_error("several tensors take no --row-gauge or --target-raw");
+	if (o->nw <= 1 && o->nout > 1)
+		return tool_usage_error("one tensor, one -o");
 	return 0;
 }
 
@@ -158,6 +189,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 
 	memset(o, 0, sizeof(*o));
 	o->out = "-";
+	o->dev = (nvdev_opts){ NVCL_CPU, -1, -1, 1, 0 };
 	o->kv_factor = 1.0;
 	o->rho = 0.03;
 	opterr = 0;
@@ -181,6 +213,10 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 		return *st = tool_usage_error("unexpected argument '%s'", argv[optind]), 1;
 	if ((*st = check_usage(o)))
 		return 1;
+	o->shape = o->shapes[0];
+	o->w = o->nw ? o->ws[0] : NULL;
+	o->out = o->nout ? o->outs[0] : "-";
+	o->dev.profile = o->profile;
 	if (nv_parse_shape(o->shape, &o->m, &o->n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	if (o->m < 8 || o->n < 8) {
@@ -318,11 +354,11 @@ static int load_inputs(const opts *o, inputs *in, nv_prof *prof)
 	return 0;
 }
 
-static int write_payload(const opts *o, const nv_enc_result *res)
+static int write_payload(const char *path, const nv_enc_result *res)
 {
 	aout out;
 
-	if (aout_open(&out, o->out, AOUT_BINARY) < 0)
+	if (aout_open(&out, path, AOUT_BINARY) < 0)
 		return -1;
 	if (aout_write(&out, res->bytes, res->len) < 0 || aout_commit(&out) < 0) {
 		aout_abort(&out);
@@ -331,33 +367,103 @@ static int write_payload(const opts *o, const nv_enc_result *res)
 	return 0;
 }
 
-static void report(const opts *o, const nv_enc_result *res, nv_prof *prof, double secs)
+static void report(const opts *o, const nvdev_result *r, nv_prof *prof, double secs)
 {
 	FILE *rep = aout_is_stdout(o->out) ? stderr : stdout;
 	char line[2048];
 
-	fprintf(rep, "%s\n", res->line);
+	fprintf(rep, "%s\n", r->res.line);
+	if (r->cmp[0])
+		fprintf(rep, "%s\n", r->cmp);
 	if (!prof)
 		return;
+	if (r->prof[0])
+		fprintf(stderr, "device profile: %s\n", r->prof);
 	nv_prof_line(prof, line, sizeof(line));
 	fprintf(stderr, "profile: %s\n", line);
 	fprintf(stderr, "total: %.3fs %.4g flop %.2f GFLOP/s\n", secs, (double)nv_flops(),
 		(double)nv_flops() / fmax(secs, 1e-9) * 1e-9);
 }
 
+/* tensors 2..k of a several-tensor run: their W, shaped by their own --shape or the first */
+static int load_more(const opts *o, nv_mat *w)
+{
+	for (size_t i = 1; i < o->nw; i++) {
+		opts one = *o;
+		one.w = o->ws[i];
+		if (o->nshape > 1 && nv_parse_shape(o->shapes[i], &one.m, &one.n) < 0)
+			return tool_fail("invalid --shape", o->shapes[i]), -1;
+		if (one.n != o->n) {
+			nv_seterr("%zu columns, but the shared input is %zu wide", one.n, o->n);
+			return tool_fail("invalid --shape", o->shapes[i]), -1;
+		}
+		if (load_w(&one, &w[i]) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* write and report tensor i; its exit status */
+static int finish_one(const opts *o, size_t i, const char *subj, nvdev_result *r,
+		      const inputs *in, nv_prof *prof, double t0)
+{
+	const char *out = o->nout ? o->outs[i] : "-";
+
+	if (r->st == 1) {
+		nv_seterr("%s", r->err);
+		tool_fail("blr refused", subj);
+		return EXIT_REFUSED;
+	}
+	if (r->st < 0) {
+		nv_seterr("%s", r->err);
+		return tool_fail("cannot encode", subj);
+	}
+	if (in->gauge && nv_undo_row_gauge(r->res.bytes, r->res.len, in->gauge, o->m) < 0)
+		return tool_fail("cannot encode", subj);
+	if (write_payload(out, &r->res) < 0)
+		return tool_fail("cannot write", aout_is_stdout(out) ? "standard output" : out);
+	report(o, r, prof, nv_now() - t0);
+	return EXIT_OK;
+}
+
+/* open the device the mode asks for; the kernels' build log follows a failure */
+static int open_device(const opts *o, const nv_enc_opts *eo, nvdev *d)
+{
+	if (nvdev_open(d, &o->dev, eo) < 0) {
+		tool_fail("cannot use the device", nvcl_mode_name(o->dev.mode));
+		if (d->c.build_log)
+			fprintf(stderr, "%s", d->c.build_log);
+		return -1;
+	}
+	if (d->ch.note[0])
+		fprintf(stderr, "%s: note: %s\n", tool_name, d->ch.note);
+	return 0;
+}
+
 static int encode(const opts *o, nv_prof *prof)
 {
 	inputs in;
 	nv_enc_opts eo;
-	nv_enc_result res;
-	const char *subj = o->target ? o->target : o->w;
+	nvdev d;
+	nvdev_result res[64];
+	nv_mat w[64] = { { 0 } };
+	const nv_mat *wp[64];
+	const char *names[64];
+	size_t k = o->nw > 1 ? o->nw : 1;
 	double t0 = nv_now();
-	int rc;
+	int st = EXIT_OK;
 
 	nv_flops_reset();
-	if (load_inputs(o, &in, prof) < 0) {
+	if (load_inputs(o, &in, prof) < 0 || load_more(o, w) < 0) {
 		inputs_free(&in);
+		for (size_t i = 1; i < k; i++)
+			nv_mat_free(&w[i]);
 		return EXIT_FAIL;
+	}
+	w[0] = in.w;
+	for (size_t i = 0; i < k; i++) {
+		wp[i] = &w[i];
+		names[i] = o->target ? o->target : o->ws[i];
 	}
 	nv_enc_opts_default(&eo);
 	eo.bpw = o->bpw;
@@ -366,26 +472,22 @@ static int encode(const opts *o, nv_prof *prof)
 	eo.method = o->method;
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;
-	rc = nv_encode(&in.w, in.have_hc ? &in.hc : NULL, in.hfit.d ? &in.hfit : NULL,
-		       in.hsel.d ? &in.hsel : NULL, &eo, &res);
-	if (rc == 0 && in.gauge && nv_undo_row_gauge(res.bytes, res.len, in.gauge, o->m) < 0)
-		rc = -1;
+	if (open_device(o, &eo, &d) < 0) {
+		st = EXIT_FAIL;
+	} else {
+		nvdev_encode(&d, wp, names, k, in.have_hc ? &in.hc : NULL, in.hfit.d ? &in.hfit : NULL,
+			     in.hsel.d ? &in.hsel : NULL, &eo, res);
+		for (size_t i = 0; i < k; i++) {
+			int s = finish_one(o, i, names[i], &res[i], &in, prof, t0);
+			st = st == EXIT_FAIL || s == EXIT_OK ? st : s;
+			nvdev_result_free(&res[i]);
+		}
+	}
+	nvdev_close(&d);
+	for (size_t i = 1; i < k; i++)
+		nv_mat_free(&w[i]);
 	inputs_free(&in);
-	if (rc == 1) {
-		tool_fail("blr refused", subj);
-		return EXIT_REFUSED;
-	}
-	if (rc < 0) {
-		nv_enc_result_free(&res);
-		return tool_fail("cannot encode", subj);
-	}
-	rc = write_payload(o, &res);
-	if (rc == 0)
-		report(o, &res, prof, nv_now() - t0);
-	nv_enc_result_free(&res);
-	if (rc < 0)
-		return tool_fail("cannot write", aout_is_stdout(o->out) ? "standard output" : o->out);
-	return EXIT_OK;
+	return st;
 }
 
 int main(int argc, char **argv)

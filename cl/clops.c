@@ -234,6 +234,7 @@ void nvcl_gemm_ld(nvcl_q *q, int ta, int tb, size_t M, size_t N, size_t K, float
 			  tb ? CLBlastTransposeYes : CLBlastTransposeNo, M, N, K, alpha, A, offa,
 			  lda, B, offb, ldb, beta, C, offc, ldc, &q->q, NULL);
 	pthread_mutex_unlock(&blast_lock);
+	q->flops += 2.0 * (double)M * (double)N * (double)K;
 	if (st != CLBlastSuccess)
 		nvcl_q_fail(q, "clBLAST sgemm (%zu × %zu × %zu) on '%s': %s", M, N, K,
 			    q->c->dev_name, nvcl_blast_strerror(st));

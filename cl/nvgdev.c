@@ -65,6 +65,7 @@ static void from_device(const nvcl_job *job, nvcl_result *cr, nvdev_result *r)
 
 	memset(e, 0, sizeof(*e));
 	r->secs = cr->secs;
+	r->flops = cr->flops;
 	strcpy(r->where, "gpu");
 	snprintf(r->prof, sizeof(r->prof), "%s", cr->prof);
 	r->st = cr->status == NVCL_OK ? 0 : cr->status == NVCL_REFUSED ? 1 : -1;
@@ -142,7 +143,6 @@ static void compare(const char *name, nvdev_result *gpu, nvdev_result *cpu)
 		snprintf(cpu->cmp, sizeof(cpu->cmp), "[cmp] %s sel cpu %.4f gpu %s", name,
 			 cpu->res.sel_err, gpu->st == 1 ? "refused" : "failed");
 	}
-	snprintf(cpu->prof, sizeof(cpu->prof), "%s", gpu->prof);
 	if (gpu->st < 0 && cpu->st == 0) {
 		cpu->st = -1;
 		snprintf(cpu->err, sizeof(cpu->err), "on the device: %s", gpu->err);

@@ -41,6 +41,7 @@ typedef struct {
 	int st;             /* 0 encoded, 1 refused by the packer, -1 failed */
 	nv_enc_result res;  /* st 0: the payload to write and its report line */
 	double secs;        /* encode time (device, or CPU) */
+	double flops;       /* the device's matrix-product flops (0 on the CPU) */
 	char where[8];      /* "cpu" or "gpu": which encoder made res */
 	char cmp[192];      /* both: the [cmp] line, else "" */
 	char prof[1024];    /* the device profile line, or "" */

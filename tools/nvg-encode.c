@@ -377,8 +377,9 @@ static void report(const opts *o, const nvdev_result *r, nv_prof *prof, double s
 		fprintf(rep, "%s\n", r->cmp);
 	if (!prof)
 		return;
-	if (r->prof[0])
-		fprintf(stderr, "device profile: %s\n", r->prof);
+	if (r->prof[0] && strcmp(r->where, "gpu") == 0)
+		fprintf(stderr, "device profile: %s\ndevice total: %.3fs %.4g flop %.2f GFLOP/s\n",
+			r->prof, r->secs, r->flops, r->flops / fmax(r->secs, 1e-9) * 1e-9);
 	nv_prof_line(prof, line, sizeof(line));
 	fprintf(stderr, "profile: %s\n", line);
 	fprintf(stderr, "total: %.3fs %.4g flop %.2f GFLOP/s\n", secs, (double)nv_flops(),

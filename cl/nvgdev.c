@@ -9,6 +9,7 @@
 #include "err.h"
 #include "mem.h"
 #include "nvg_cl.h"
+#include "parse.h"
 
 int nvdev_open(nvdev *d, const nvdev_opts *o, const nv_enc_opts *eo)
 {
@@ -43,14 +44,19 @@ void nvdev_result_free(nvdev_result *r)
 	nv_enc_result_free(&r->res);
 }
 
-/* the CPU encoder for tensor i */
-static void cpu_one(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
-		    const nv_enc_opts *eo, nvdev_result *r)
+/* the CPU encoder for one tensor */
+static void cpu_one(const nvdev_tensor *t, const nv_hctx *hc, const nv_mat *hfit,
+		    const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *r)
 {
-	double t = nv_now();
-	int rc = nv_encode(w, hc, hfit, hsel, eo, &r->res);
+	nv_enc_opts o = *eo;
+	double s = nv_now();
+	int rc;
 
-	r->secs = nv_now() - t;
+	o.bpw = t->bpw;
+	o.kv = t->kv;
+	rc = nv_encode(t->w, hc, hfit, hsel, &o, &r->res);
+
+	r->secs = nv_now() - s;
 	strcpy(r->where, "cpu");
 	r->st = rc == 0 ? 0 : rc == 1 ? 1 : -1;
 	if (rc != 0)
@@ -93,9 +99,9 @@ static void from_device(const nvcl_job *job, nvcl_result *cr, nvdev_result *r)
 }
 
 /* the device encoder for every tensor, jobs in flight */
-static int device_all(nvdev *d, const nv_mat *const *w, const char *const *name, size_t k,
-		      const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
-		      const nv_enc_opts *eo, nvdev_result *out)
+static int device_all(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
+		      const nv_mat *hfit, const nv_mat *hsel, const nv_enc_opts *eo,
+		      nvdev_result *out)
 {
 	nvcl_hin in = { hc->n, hc->hf.d, hc->l.d, hc->sqd, hc->perm, hc->uc.d, hfit->d, hsel->d };
 	nvcl_job *jobs = nv_calloc(k, sizeof(*jobs));
@@ -107,13 +113,14 @@ static int device_all(nvdev *d, const nv_mat *const *w, const char *const *name,
 	if (!jobs || !cr || !wf)
 		goto out;
 	for (size_t i = 0; i < k; i++) {
-		size_t mn = w[i]->r * w[i]->c;
+		size_t mn = t[i].w->r * t[i].w->c;
 		wf[i] = nv_malloc(mn, sizeof(float));
 		if (!wf[i])
 			goto out;
 		for (size_t x = 0; x < mn; x++)
-			wf[i][x] = (float)w[i]->d[x];
-		jobs[i] = (nvcl_job){ name[i], wf[i], w[i]->r, w[i]->c, eo->bpw, eo->kv, eo->paths };
+			wf[i][x] = (float)t[i].w->d[x];
+		jobs[i] = (nvcl_job){ t[i].name, wf[i], t[i].w->r, t[i].w->c, t[i].bpw, t[i].kv,
+				      eo->paths };
 	}
 	dh = nvcl_hctx_upload(&d->c, &in);
 	if (!dh)
@@ -150,9 +157,9 @@ static void compare(const char *name, nvdev_result *gpu, nvdev_result *cpu)
 	nvdev_result_free(gpu);
 }
 
-int nvdev_encode(nvdev *d, const nv_mat *const *w, const char *const *name, size_t k,
-		 const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
-		 const nv_enc_opts *eo, nvdev_result *out)
+int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
+		 const nv_mat *hfit, const nv_mat *hsel, const nv_enc_opts *eo,
+		 nvdev_result *out)
 {
 	nvdev_result *gpu = NULL;
 	int failed = 0;
@@ -160,7 +167,7 @@ int nvdev_encode(nvdev *d, const nv_mat *const *w, const char *const *name, size
 	memset(out, 0, k * sizeof(*out));
 	if (d->ch.use_cl) {
 		gpu = d->ch.use_cpu ? nv_calloc(k, sizeof(*gpu)) : out;
-		if (!gpu || device_all(d, w, name, k, hc, hfit, hsel, eo, gpu) < 0) {
+		if (!gpu || device_all(d, t, k, hc, hfit, hsel, eo, gpu) < 0) {
 			for (size_t i = 0; i < k; i++) {
 				out[i].st = -1;
 				snprintf(out[i].err, sizeof(out[i].err), "%s", nv_err());
@@ -171,13 +178,63 @@ int nvdev_encode(nvdev *d, const nv_mat *const *w, const char *const *name, size
 		}
 	}
 	for (size_t i = 0; i < k && d->ch.use_cpu; i++) {
-		cpu_one(w[i], hc, hfit, hsel, eo, &out[i]);
+		cpu_one(&t[i], hc, hfit, hsel, eo, &out[i]);
 		if (gpu)
-			compare(name[i], &gpu[i], &out[i]);
+			compare(t[i].name, &gpu[i], &out[i]);
 	}
 	if (gpu != out)
 		free(gpu);
 	for (size_t i = 0; i < k; i++)
 		failed |= out[i].st < 0;
 	return failed ? -1 : 0;
+}
+
+/* spec i: first's inputs with its own source, shape and budget */
+static int more_spec(const nv_encin_spec *first, const char *src, const char *shape,
+		     nv_encin_spec *s, cmf_file *cf)
+{
+	*s = *first;
+	s->fit = s->sel = s->hctx = s->gauge = s->blocks = NULL;
+	s->nvg = 0;
+	s->kv = 0;
+	if (first->model) {
+		s->tname = src;
+		s->m = s->n = 0;
+	} else {
+		s->w = src;
+	}
+	if (shape && nv_parse_shape(shape, &s->m, &s->n) < 0) {
+		nv_preerr("invalid --shape '%s'", shape);
+		return -1;
+	}
+	if (first->model && nv_encin_model(s, cf) < 0)
+		return -1;
+	if (s->n != first->n) {
+		nv_seterr("%zu columns, but the shared input is %zu wide", s->n, first->n);
+		nv_preerr("cannot encode with the others '%s'", src);
+		return -1;
+	}
+	if (first->plan && nv_encin_plan(s) < 0)
+		return -1;
+	return 0;
+}
+
+int nvdev_load_more(const nv_encin_spec *first, const char *const *src,
+		    const char *const *shape, size_t k, nv_encin_spec *spec, nv_encin *in)
+{
+	for (size_t i = 1; i < k; i++) {
+		cmf_file cf;
+		int rc;
+
+		memset(&cf, 0, sizeof(cf));
+		memset(&in[i], 0, sizeof(in[i]));
+		rc = more_spec(first, src[i], shape[i], &spec[i], &cf);
+		if (rc == 0)
+			rc = nv_encin_load(&spec[i], &cf, &in[i], NULL);
+		if (first->model)
+			cmf_close(&cf);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
 }

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "clctx.h"
+#include "encin.h"
 #include "nvg.h"
 
 typedef struct {
@@ -35,6 +36,13 @@ typedef struct {
 	nvcl_choice ch;
 	nvdev_opts o;
 } nvdev;
+
+/* one tensor of a run */
+typedef struct {
+	const char *name; /* for messages and the [cmp] line */
+	const nv_mat *w;  /* (m × n) */
+	double bpw, kv;   /* its budget and kv multiplier */
+} nvdev_tensor;
 
 /* one tensor's outcome */
 typedef struct {
@@ -58,14 +66,24 @@ int nvdev_open(nvdev *d, const nvdev_opts *o, const nv_enc_opts *eo);
 void nvdev_close(nvdev *d);
 
 /*
- * encode k tensors w[i] (m_i × n) named name[i] that share the context hc
- * and the raw Grams hfit, hsel; out[i] for each.  Returns 0 when every
- * tensor was encoded or refused, -1 when one failed (its err says why) or
- * the context could not be uploaded (reason set).
+ * encode k tensors t[i] (m_i × n) that share the context hc and the raw
+ * Grams hfit, hsel, with the options eo (its bpw and kv replaced by each
+ * tensor's); out[i] for each.  Returns 0 when every tensor was encoded or
+ * refused, -1 when one failed (its err says why).
  */
-int nvdev_encode(nvdev *d, const nv_mat *const *w, const char *const *name, size_t k,
-		 const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
-		 const nv_enc_opts *eo, nvdev_result *out);
+int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
+		 const nv_mat *hfit, const nv_mat *hsel, const nv_enc_opts *eo,
+		 nvdev_result *out);
+
+/*
+ * tensors 1..k-1 of a several-tensor run: spec[i] is first's with the source
+ * src[i] (a raw file, or the tensor's name in first's model), the shape
+ * shape[i] (NULL: first's, or the model's) and its own budget (plan) and kv
+ * flag; the Grams, the context and the gauge stay first's.  in[i] gets W.
+ * -1 with reason ("what 'subject': reason").
+ */
+int nvdev_load_more(const nv_encin_spec *first, const char *const *src,
+		    const char *const *shape, size_t k, nv_encin_spec *spec, nv_encin *in);
 
 void nvdev_result_free(nvdev_result *r);
 

@@ -8,6 +8,7 @@
 #include "le.h"
 #include "mem.h"
 #include "names.h"
+#include "provenance.h"
 #include "vocab.h"
 
 #include <stdlib.h>
@@ -203,7 +204,11 @@ int cmf_op_truncate(const cmf_file *f, size_t n, const char *out)
 	for (size_t i = 0; i < f->ntensors; i++) {
 		size_t l;
 
-		if (nv_layer_of(f->t[i].name, &l) && l >= n)
+		const char *nm = f->t[i].name;
+
+		/* multi-token-prediction heads belong to the full model only (the seed drops them too) */
+		if ((nv_layer_of(nm, &l) && l >= n) || !strncmp(nm, "model.mtp.", 10) ||
+		    !strncmp(nm, "mtp.", 4))
 			continue;
 		if (copy_tensor(w, &f->t[i]) < 0)
 			goto out;
@@ -366,4 +371,45 @@ int cmf_op_report(const cmf_file *f, FILE *out)
 	fprintf(out, "all layer projections: %.4f bpw over %.0f weights\n",
 		b.all_weights > 0 ? b.all_bits / b.all_weights : 0.0, b.all_weights);
 	return 0;
+}
+
+/*
+ * added for pipelines/convert.mk: cmf_op_apply that also merges a
+ * conversion's provenance (a JSON object) into cmf.provenance
+ */
+int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const char *prov,
+		      const char *out)
+{
+	uint8_t **buf = nv_calloc(np ? np : 1, sizeof(*buf));
+	size_t *len = nv_calloc(np ? np : 1, sizeof(*len));
+	cmf_writer *w = cmf_writer_new();
+	char *merged = NULL;
+	int rc = -1;
+
+	if (!buf || !len || !w || load_patches(f, p, np, buf, len) < 0)
+		goto out;
+	if (!(merged = prov_merge(cmf_meta(f, "cmf.provenance"), prov)))
+		goto out;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *t = &f->t[i];
+		size_t k;
+
+		if (patch_for(p, np, t->name, &k)) {
+			if (cmf_writer_add_blr(w, t->name, buf[k], len[k], 0) < 0)
+				goto out;
+		} else if (copy_tensor(w, t) < 0) {
+			goto out;
+		}
+	}
+	if (cmf_writer_copy_meta(w, f) < 0 || cmf_writer_set_meta(w, "cmf.provenance", merged) < 0)
+		goto out;
+	rc = cmf_writer_commit(w, out);
+out:
+	for (size_t i = 0; buf && i < np; i++)
+		free(buf[i]);
+	free(buf);
+	free(len);
+	free(merged);
+	cmf_writer_free(w);
+	return rc;
 }

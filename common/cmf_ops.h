@@ -34,7 +34,14 @@ typedef struct {
  */
 int cmf_op_apply(const cmf_file *f, const cmf_patch *p, size_t np, const char *out);
 
-/* layers 0..n-1 and every non-layer tensor, cmf.arch's layer count set to n */
+/*
+ * added for pipelines/convert.mk: cmf_op_apply that also merges prov (a JSON
+ * object: the conversion's provenance) into cmf.provenance (provenance.h)
+ */
+int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const char *prov,
+		      const char *out);
+
+/* layers 0..n-1 and every non-layer tensor but the mtp.* heads, cmf.arch's layer count set to n */
 int cmf_op_truncate(const cmf_file *f, size_t n, const char *out);
 
 /*

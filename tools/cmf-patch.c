@@ -16,14 +16,14 @@ static const char synopsis[] =
 	"cmf-patch list MODEL\n"
 	"cmf-patch info MODEL\n"
 	"cmf-patch extract [-o OUT] MODEL NAME\n"
-	"cmf-patch apply -o OUT MODEL NAME=PAYLOAD ...\n"
+	"cmf-patch apply [--provenance FILE] -o OUT MODEL NAME=PAYLOAD ...\n"
 	"cmf-patch truncate --layers N -o OUT MODEL\n"
 	"cmf-patch export [--dtype f16|f32] -o OUT MODEL\n"
 	"cmf-patch report MODEL\n"
 	"cmf-patch verify MODEL\n"
 	"cmf-patch -h | --version\n";
 
-enum { OPT_FROM = 256, OPT_DTYPE, OPT_VOCAB, OPT_LAYERS };
+enum { OPT_FROM = 256, OPT_DTYPE, OPT_VOCAB, OPT_LAYERS, OPT_PROV };
 
 static const struct option long_opts[] = {
 	{ "from", required_argument, NULL, OPT_FROM },
@@ -31,12 +31,14 @@ static const struct option long_opts[] = {
 	{ "vocab", required_argument, NULL, OPT_VOCAB },
 	{ "layers", required_argument, NULL, OPT_LAYERS },
 	{ "output", required_argument, NULL, 'o' },
+	{ "provenance", required_argument, NULL, OPT_PROV }, /* apply: for convert.mk */
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
 
 typedef struct {
 	const char *out, *vocab;
+	const char *prov; /* apply --provenance FILE */
 	int from, dtype;
 	size_t layers;
 	int nargs;
@@ -55,6 +57,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 		switch (c) {
 		case 'o': o->out = optarg; break;
 		case OPT_VOCAB: o->vocab = optarg; break;
+		case OPT_PROV: o->prov = optarg; break;
 		case OPT_FROM:
 			if ((o->from = nv_from_parse(optarg)) < 0)
 				return tool_usage_error("--from '%s': want safetensors, gguf or llama2c", optarg);
@@ -120,6 +123,33 @@ static int cmd_import(const opts *o)
 	return EXIT_OK;
 }
 
+/* apply --provenance FILE: the conversion's JSON merged into cmf.provenance */
+static int apply_with_provenance(const cmf_file *f, const cmf_patch *p, size_t np,
+				 const opts *o)
+{
+	uint8_t *text;
+	size_t len;
+	char *s;
+	int rc = EXIT_OK;
+
+	if (nv_read_file(o->prov, &text, &len) < 0)
+		return tool_fail("reading provenance", o->prov);
+	if (!(s = nv_malloc(len + 1, 1))) {
+		free(text);
+		return tool_fail("reading provenance", o->prov);
+	}
+	memcpy(s, text, len);
+	s[len] = '\0';
+	if (strlen(s) != len || cmf_op_apply_prov(f, p, np, s, o->out) < 0) {
+		if (strlen(s) != len)
+			nv_seterr("a NUL byte in the provenance file");
+		rc = tool_fail("apply failed", o->args[0]);
+	}
+	free(s);
+	free(text);
+	return rc;
+}
+
 static int apply_patches(const cmf_file *f, const opts *o)
 {
 	size_t np = (size_t)o->nargs - 1;
@@ -140,7 +170,9 @@ static int apply_patches(const cmf_file *f, const opts *o)
 		p[i].name = names[i];
 		p[i].payload = eq + 1;
 	}
-	if (rc == EXIT_OK && cmf_op_apply(f, p, np, o->out) < 0)
+	if (rc == EXIT_OK && o->prov)
+		rc = apply_with_provenance(f, p, np, o);
+	else if (rc == EXIT_OK && cmf_op_apply(f, p, np, o->out) < 0)
 		rc = tool_fail("apply failed", o->args[0]);
 	for (size_t i = 0; names && i < np; i++)
 		free(names[i]);

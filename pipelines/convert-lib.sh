@@ -1,0 +1,297 @@
+#!/bin/bash
+# convert-lib.sh - the steps of pipelines/convert.mk that are not one tool call:
+# the tensor list, the generated layer rules, running a step into its log,
+# an encoder step (exit 3 = refused), the patch arguments, the report and
+# provenance, and the sweep's curves.  Every file is written to a temporary
+# name and renamed, so an interrupted step leaves nothing half-written.
+#
+#   convert-lib.sh body-linears SOURCE.LIST
+#   convert-lib.sh layers-mk TENSORS.TXT METHOD INFO.TXT
+#   convert-lib.sh step LOG -- CMD…
+#   convert-lib.sh encode LOG REP BLR|- MODEL NAME -- CMD…
+#                     (NAME extracted from MODEL as raw f32; CMD gets -w RAW -o BLR)
+#   convert-lib.sh patch-args OUT LAYER
+#   convert-lib.sh patches OUT
+#   convert-lib.sh report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE
+#   convert-lib.sh curves OUT 'B1 B2 …'
+set -eo pipefail
+
+T=${BIN:+${BIN%/}/}
+
+die() {
+	echo "convert: $*" >&2
+	exit 1
+}
+
+# the lead (input Gram) of a body linear's short name
+lead_of() {
+	case $1 in
+	q | k | v) echo q ;;
+	gate | up) echo gate ;;
+	qkv | z) echo qkv ;;
+	o | out | down) echo "$1" ;;
+	*) echo down ;;
+	esac
+}
+
+# cmf-patch list (name dtype shape bytes codec tag, tab-separated) →
+# "name layer m n short lead" for every body linear the encoder can take
+body_linears() {
+	awk -F '\t' '
+	$6 ~ /^L[0-9]+ / {
+		split($6, tag, " "); layer = substr(tag[1], 2); short = tag[2]
+		if (split($3, d, "x") != 2) next
+		if (d[1] + 0 < 8 || d[2] + 0 < 8) {
+			printf "convert: %s (%s) is too small for BLR (min(m,n) < 8): kept\n", $1, $3 > "/dev/stderr"
+			next
+		}
+		lead = short
+		if (short == "q" || short == "k" || short == "v") lead = "q"
+		else if (short == "gate" || short == "up") lead = "gate"
+		else if (short == "qkv" || short == "z") lead = "qkv"
+		else if (short != "o" && short != "out") lead = "down"
+		print $1, layer, d[1], d[2], short, lead
+	}' "$1"
+}
+
+# tensors.txt (name layer bpw|keep m n short lead) → the make variables of
+# every layer: ENC_L, KEEP_L, NAME_L_s, BPW_L_s, LEAD_L_s, NEXT_L, LAYERS,
+# NLAYERS, NEED_STATE (the states S_L some capture needs, directly or
+# through the chain of advances)
+layers_mk() {
+	local gqa
+	gqa=$(awk '$1 == "heads:" { h = $2 } $1 == "kv_heads:" { k = $2 } END { print (k != "" && h != "" && k + 0 < h + 0) ? 1 : 0 }' "$3")
+	awk -v method="$2" -v gqa="$gqa" '
+	{
+		l = $2 + 0; if (l + 1 > nl) nl = l + 1; has[l] = 1
+		if ($3 == "keep") { keep[l] = keep[l] " " $6; next }
+		enc[l] = enc[l] " " $6
+		printf "NAME_%d_%s := %s\nBPW_%d_%s := %s\nLEAD_%d_%s := %s\nSHAPE_%d_%s := %sx%s\n", l, $6, $1, l, $6, $3, l, $6, $7, l, $6, $4, $5
+		if (gqa && ($6 == "k" || $6 == "v")) printf "KV_%d_%s := --kv\n", l, $6
+	}
+	END {
+		last = -1
+		for (l = 0; l < nl; l++) if (enc[l] != "") last = l
+		printf "NLAYERS := %d\nLAYERS :=", nl
+		for (l = 0; l < nl; l++) if (has[l]) printf " %d", l
+		printf "\nNEED_STATE :="
+		if (method == "nvg") for (l = 1; l <= last; l++) printf " %d", l
+		printf "\n"
+		for (l = 0; l < nl; l++) if (has[l])
+			printf "ENC_%d :=%s\nKEEP_%d :=%s\nNEXT_%d := %d\n", l, enc[l], l, keep[l], l, l + 1
+	}' "$1"
+}
+
+# step LOG -- CMD…: stderr to LOG; on failure its tail on stderr
+step() {
+	local log=$1
+	shift 2
+	if ! "$@" 2>"$log"; then
+		tail -n 5 "$log" >&2
+		exit 1
+	fi
+}
+
+# encode LOG REP BLR MODEL NAME -- CMD…: the tensor extracted to a raw
+# file beside REP, the encoder's report line into REP; exit 3 (the packer
+# refused) writes "refused" and no payload; BLR "-" discards the payload
+encode() {
+	local log=$1 rep=$2 blr=$3 model=$4 name=$5 rc=0 out raw=$2.w
+	shift 6
+	out=$blr
+	[ "$blr" = - ] && out=$rep.blr
+	if ! "${T}cmf-patch" extract -o "$raw" "$model" "$name" 2>"$log"; then
+		tail -n 5 "$log" >&2
+		exit 1
+	fi
+	"$@" -w "$raw" -o "$out" >"$rep.tmp" 2>"$log" || rc=$?
+	rm -f "$raw"
+	if [ $rc = 3 ]; then
+		rm -f "$out"
+		echo refused >"$rep.tmp"
+		echo "convert: $name: blr refused, kept in its source dtype" >&2
+	elif [ $rc != 0 ]; then
+		rm -f "$rep.tmp"
+		tail -n 5 "$log" >&2
+		exit 1
+	fi
+	[ "$blr" = - ] && rm -f "$out"
+	mv "$rep.tmp" "$rep"
+}
+
+# the encoded tensors: "name layer bpw m n short lead" of those with a
+# payload (of layer $2 only when given)
+encoded() {
+	local out=$1 name layer bpw m n short lead
+	while read -r name layer bpw m n short lead; do
+		[ "$bpw" = keep ] && continue
+		[ -n "${2:-}" ] && [ "$layer" != "$2" ] && continue
+		[ -f "$out/L$layer/$short.rep" ] || die "no encoder report for $name ($out/L$layer/$short.rep)"
+		[ "$(cat "$out/L$layer/$short.rep")" = refused ] && continue
+		echo "$name $layer $bpw $m $n $short $lead"
+	done <"$out/tensors.txt"
+}
+
+# patch-args OUT L: --patch NAME=PAYLOAD for layer L's encoded tensors
+patch_args() {
+	local name layer bpw m n short lead
+	encoded "$1" "$2" | while read -r name layer bpw m n short lead; do
+		printf ' --patch %s=%s' "$name" "$1/L$layer/$short.blr"
+	done
+	echo
+}
+
+# patches OUT: NAME=PAYLOAD for every encoded tensor
+patches() {
+	local name layer bpw m n short lead
+	encoded "$1" | while read -r name layer bpw m n short lead; do
+		printf ' %s=%s' "$name" "$1/L$layer/$short.blr"
+	done
+	echo
+}
+
+# the value of "key v" in blr-pack info output
+info_field() {
+	awk -v k="$1" '$1 == k { print $2; exit }' "$2"
+}
+
+json_str() {
+	local s=${1//\\/\\\\}
+	s=${s//\"/\\\"}
+	printf '"%s"' "$s"
+}
+
+# one tensor's report line (and its bits) from its payload and the rank rule
+report_tensor() {
+	local out=$1 name=$2 layer=$3 bpw=$4 m=$5 n=$6 short=$7 mult=$8 info rank paths bits line clip sel
+	info=$out/L$layer/$short.info
+	"${T}blr-pack" info "$out/L$layer/$short.blr" >"$info"
+	rank=$(info_field rank "$info")
+	paths=$(info_field paths "$info")
+	bits=$(info_field bits "$info")
+	clip=$("${T}blr-pack" rank --shape "${m}x$n" --bpw "$bpw" --paths "$paths" --kv-factor "$mult" |
+		awk '{ for (i = 1; i < NF; i++) if ($i == "clip") print $(i + 1) }')
+	line=$(cat "$out/L$layer/$short.rep")
+	sel=$(echo "$line" | awk '{ for (i = 1; i < NF; i++) { if ($i == "stored") s = 1; if (s && $i == "sel") v = $(i + 1) } } END { print (v == "" ? "-" : v) }')
+	rm -f "$info"
+	echo "$name $layer ${m}x$n $bpw $bits $rank $paths ${clip:--} $sel | $line"
+}
+
+# report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE
+report() {
+	local out=$1 method=$2 bpw=$3 kv=$4 pathsopt=$5 plan=$6 calib=$7 fit=$8 sel=$9
+	local window=${10} rho=${11} device=${12} gqa=0 name layer b m n short lead mult st
+	local heads kvh
+	heads=$(awk '$1 == "heads:" { print $2 }' "$out/info.txt")
+	kvh=$(awk '$1 == "kv_heads:" { print $2 }' "$out/info.txt")
+	[ -n "$heads" ] && [ -n "$kvh" ] && [ "$kvh" -lt "$heads" ] && gqa=1
+	: >"$out/report.body"
+	while read -r name layer b m n short lead; do
+		mult=1
+		[ $gqa = 1 ] && { [ "$short" = k ] || [ "$short" = v ]; } && mult=$kv
+		if [ "$b" = keep ]; then
+			echo "$name $layer ${m}x$n keep - - - - - | kept by the plan" >>"$out/report.body"
+			continue
+		fi
+		st=$(cat "$out/L$layer/$short.rep")
+		if [ "$st" = refused ]; then
+			echo "$name $layer ${m}x$n $b - - - refused - | blr refused, kept in its source dtype" >>"$out/report.body"
+			continue
+		fi
+		report_tensor "$out" "$name" "$layer" "$b" "$m" "$n" "$short" "$mult" >>"$out/report.body"
+	done <"$out/tensors.txt"
+	summarise "$out" "$method" "$bpw" "$kv" "$pathsopt" "$plan" "$calib" "$fit" "$sel" "$window" "$rho" "$device"
+}
+
+# the totals, the clipped list, the report file and the provenance JSON
+summarise() {
+	local out=$1 rep=$1/model.cmf.blr.txt.tmp prov=$1/provenance.json.tmp calibjson=null planjson=null
+	{
+		echo "# nvgkit BLR conversion: method $2, target $3 bpw, paths $5, kv factor $4"
+		echo "# tensor layer shape requested_bpw delivered_bpw rank paths clip sel_error | encoder report"
+		awk '$5 != "-" { split($3, d, "x"); w = d[1] * d[2]; printf "%s %s %s %s %.6f %s %s %s %s", $1, $2, $3, $4, $5 / w, $6, $7, $8, $9
+			for (i = 10; i <= NF; i++) printf " %s", $i; printf "\n"; next } { print }' "$out/report.body"
+	} >"$rep"
+	# the totals over the payloads, and every layer projection of the source
+	# (bits of the payload when encoded, else 8 per byte of the source tensor)
+	awk -v rep="$rep" '
+	FNR == NR {
+		if ($5 == "-") { if ($4 == "keep") kept++; else if ($8 == "refused") refused++; next }
+		split($3, d, "x"); w = d[1] * d[2]
+		blr[$1] = $5; bw += w; bb += $5; rq += $4 * w
+		if ($8 != "-") { nclip++; if (nclip <= 8) clipped = clipped sprintf("#   %s (%s bpw → %.4f bpw, %s)\n", $1, $4, $5 / w, $8) }
+		next
+	}
+	{
+		split($0, f, "\t")
+		if (f[1] !~ /^model\.layers\./ || f[1] !~ /\.weight$/) next
+		if (split(f[3], s, "x") != 2) next
+		stem = f[1]; sub(/\.weight$/, "", stem); nparts = split(stem, parts, ".")
+		if (parts[nparts] !~ /proj/) next
+		w = s[1] * s[2]; aw += w; ab += (f[1] in blr) ? blr[f[1]] : 8 * f[4]
+	}
+	END {
+		if (nclip > 0) {
+			printf "# clipped: %d tensor(s) could not spend the requested budget (rank floor / shape cap):\n%s", nclip, clipped >> rep
+			if (nclip > 8) printf "#   ... and %d more\n", nclip - 8 >> rep
+		}
+		printf "# total blr body %.6f bpw over %d weights (requested %.6f bpw); all layer projections %.6f bpw over %d weights; %d kept, %d refused\n",
+			bw ? bb / bw : 0, bw, bw ? rq / bw : 0, aw ? ab / aw : 0, aw, kept, refused >> rep
+		printf "%.17g %d %.17g %.17g %d %d %d %d\n", bw ? bb / bw : 0, bw, bw ? rq / bw : 0, aw ? ab / aw : 0, aw, nclip, kept, refused > (rep ".totals")
+	}' "$out/report.body" "$out/source.list"
+	read -r body_bpw body_w req_bpw all_bpw all_w nclip nkept nrefused <"$rep.totals"
+	rm -f "$rep.totals"
+	if [ "$2" = nvg ]; then
+		calibjson=$(printf '{"file": %s, "fit_tokens": %s, "sel_tokens": %s, "window": %s, "rho": %s, "sequential": true}' \
+			"$(json_str "$(basename "$7")")" "$8" "$9" "${10}" "${11}")
+	fi
+	if [ -n "$6" ]; then
+		planjson=$(printf '{"file": %s, "rules": [%s]}' "$(json_str "$(basename "$6")")" \
+			"$(sed -e 's/#.*//' -e 's/[[:space:]]\+/ /g' -e 's/^ //; s/ $//' "$6" | grep -v '^$' |
+				sed -e 's/\\/\\\\/g; s/"/\\"/g; s/.*/"&"/' | paste -sd, - | sed 's/,/, /g')")
+	fi
+	{
+		printf '{"weight_quant": "blr", "blr": {"method": "%s", "target_bpw": %s, "plan": %s, ' "$2" "$3" "$planjson"
+		printf '"requested_bpw": %s, "clipped_tensors": %s, "kept_tensors": %s, "refused_tensors": [%s], ' \
+			"$req_bpw" "$nclip" "$nkept" "$(awk '$8 == "refused" { printf "%s\"%s\"", n++ ? ", " : "", $1 }' "$out/report.body")"
+		printf '"blr_body_bpw": %s, "blr_body_weights": %s, "layer_projection_bpw": %s, "layer_projection_weights": %s, ' \
+			"$body_bpw" "$body_w" "$all_bpw" "$all_w"
+		printf '"kv_factor": %s, "paths": "%s", "calibration": %s, "encoder_device": "%s"}}\n' \
+			"$4" "$5" "$calibjson" "$([ "$2" = nvg ] && echo "${12}" || echo cpu)"
+	} >"$prov"
+	rm -f "$out/report.body"
+	mv "$prov" "$out/provenance.json"
+	mv "$rep" "$out/model.cmf.blr.txt"
+}
+
+# curves OUT 'B…': "tensor layer weights bpw error" from the sweep's report
+# lines; the error is the square of the relative SEL error (nvg) or of the
+# relative Frobenius error (dual-svid): an energy, additive over tensors
+curves() {
+	local out=$1 name layer bpw m n short lead b line e
+	echo "tensor layer weights bpw error"
+	while read -r name layer bpw m n short lead; do
+		[ "$bpw" = keep ] && continue
+		for b in $2; do
+			line=$(cat "$out/sweep/L$layer.$short.$b.rep")
+			[ "$line" = refused ] && continue
+			e=$(echo "$line" | awk '{ for (i = 1; i < NF; i++) { if ($i == "stored") s = 1; if ((s && $i == "sel") || $i == "frob") v = $(i + 1) } } END { print v }')
+			[ -n "$e" ] || die "no error in the sweep report of $name at $b bpw: $line"
+			awk -v nm="$name" -v l="$layer" -v w=$((m * n)) -v b="$b" -v e="$e" 'BEGIN { printf "%s %s %d %s %.9g\n", nm, l, w, b, e * e }'
+		done
+	done <"$out/tensors.txt"
+}
+
+cmd=$1
+shift
+case $cmd in
+body-linears) body_linears "$@" ;;
+layers-mk) layers_mk "$@" ;;
+step) step "$@" ;;
+encode) encode "$@" ;;
+patch-args) patch_args "$@" ;;
+patches) patches "$@" ;;
+report) report "$@" ;;
+curves) curves "$@" ;;
+*) die "convert-lib.sh: unknown step '$cmd'" ;;
+esac

@@ -1,0 +1,225 @@
+# convert.mk - the sequential BLR conversion of a whole model, driven by make.
+#
+#   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
+#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [RHO=0.03] [KV_FACTOR=K] \
+#        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] -j N
+#
+# makes OUT/model.cmf and its report OUT/model.cmf.blr.txt.  Layer L is
+# calibrated on the hidden states S_L that the model produces with layers
+# < L already encoded (DESIGN.md, "Data flow"):
+#
+#   S_L ──gram-capture -l L──► L/g.<lead>.{fit,sel}.gram ──hctx-build──► L/<lead>.hctx
+#       ──nvg-encode (one per tensor, in parallel under -j)──► L/<short>.blr + .rep
+#       ──gram-capture -l L --patch …  --next-state──► S_{L+1}
+#
+# Every intermediate is a file written atomically, so a conversion killed at
+# any moment resumes with the same command and ends with the same bytes.
+# Other targets: `sweep` (OUT/curves.txt: every tensor encoded at each of
+# SWEEP_BPW, the input of plan-alloc), `layers` (the generated rules only),
+# `layer-L` (layer L's payloads and the state after it: one cluster job).
+# Tools come from BIN when it is set, else from PATH.  Logs are in OUT/logs.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+.DELETE_ON_ERROR:
+.SUFFIXES:
+MAKEFLAGS += --no-builtin-rules --no-print-directory
+
+PIPE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+
+METHOD     ?= nvg
+PATHS      ?= auto
+RHO        ?= 0.03
+KV_FACTOR  ?= 1
+FIT_TOKENS ?= 8192
+SEL_TOKENS ?= 2048
+WINDOW     ?= 512
+DEVICE     ?= cpu
+THREADS    ?= 1
+SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
+BIN        ?=
+
+Q := $(if $(filter 1,$(V)),,@)
+T := $(if $(BIN),$(patsubst %/,%,$(BIN))/)
+say = printf 'convert: %s\n' $(1) >&2
+
+# ---- the command line, checked before anything runs ----
+
+NOVARS_GOALS := help
+ifeq ($(filter-out $(NOVARS_GOALS),$(or $(MAKECMDGOALS),all)),)
+else
+missing := $(strip $(if $(MODEL),,MODEL) $(if $(OUT),,OUT) $(if $(BPW),,BPW) \
+	$(if $(filter nvg,$(METHOD)),$(if $(TOKENS)$(TEXT),,TOKENS-or-TEXT)))
+ifneq ($(missing),)
+$(error convert.mk: missing variables: $(missing) (make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B …))
+endif
+ifeq ($(filter nvg dual-svid,$(METHOD)),)
+$(error convert.mk: METHOD '$(METHOD)' is not nvg or dual-svid)
+endif
+ifeq ($(filter auto 1 2,$(PATHS)),)
+$(error convert.mk: PATHS '$(PATHS)' is not auto, 1 or 2)
+endif
+ifneq ($(and $(TOKENS),$(TEXT)),)
+$(error convert.mk: give TOKENS or TEXT, not both)
+endif
+CALIB := $(or $(TOKENS),$(TEXT))
+$(foreach v,MODEL PLAN CALIB,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
+$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
+$(foreach v,BPW RHO KV_FACTOR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
+ifneq ($(TOKENS),)
+ifeq ($(METHOD),nvg)
+have_tokens := $(shell echo $$(( $$(stat -L -c %s '$(TOKENS)') / 4 )))
+ifeq ($(shell [ $(have_tokens) -ge $$(( $(FIT_TOKENS) + $(SEL_TOKENS) )) ] && echo y),)
+$(error convert.mk: too few calibration tokens: '$(TOKENS)' has $(have_tokens), FIT_TOKENS + SEL_TOKENS need $(shell echo $$(( $(FIT_TOKENS) + $(SEL_TOKENS) ))))
+endif
+endif
+endif
+
+# ---- OUT belongs to one conversion: its parameters are stamped there ----
+
+fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
+PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
+	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) threads=$(THREADS) \
+	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))
+STAMP := $(OUT)/params
+ifneq ($(wildcard $(STAMP)),)
+ifneq ($(file <$(STAMP)),$(PARAMS))
+$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's); remove it or choose another OUT)
+endif
+else
+ifneq ($(shell ls -A '$(OUT)' 2>/dev/null),)
+$(error convert.mk: OUT '$(OUT)' is not empty and holds no conversion stamp; choose an empty or new directory)
+endif
+$(shell mkdir -p '$(OUT)/logs')
+$(file >$(STAMP),$(PARAMS))
+endif
+endif
+
+.PHONY: all layers sweep help
+all: $(OUT)/model.cmf $(OUT)/model.cmf.blr.txt
+
+help:
+	@sed -n '2,21p' $(lastword $(MAKEFILE_LIST))
+
+# ---- the tensors to encode, and the rules generated from them ----
+
+CALIB_ARG := $(if $(TOKENS),--tokens '$(TOKENS)',$(if $(TEXT),--text '$(TEXT)'))
+CAPTURE := --fit-tokens $(FIT_TOKENS) --sel-tokens $(SEL_TOKENS) --window $(WINDOW)
+
+# OUT/source.list: the source model's tensors (cmf-patch list); OUT/tensors.txt:
+# its body linears as "name layer bpw|keep m n short lead", the plan resolved
+$(OUT)/source.list: $(STAMP)
+	@$(call say,'listing $(MODEL)')
+	$(Q)$(LIB) step $(LOG)/list.log -- $(T)cmf-patch list '$(MODEL)' >$@.tmp
+	$(Q)mv $@.tmp $@
+
+$(OUT)/info.txt: $(STAMP)
+	$(Q)$(LIB) step $(LOG)/info.log -- $(T)cmf-patch info '$(MODEL)' >$@.tmp
+	$(Q)mv $@.tmp $@
+
+$(OUT)/tensors.txt: $(OUT)/source.list $(PIPE)/convert-lib.sh
+	$(Q)$(LIB) body-linears $(OUT)/source.list >$@.body
+	$(Q)if [ ! -s $@.body ]; then rm -f $@.body; echo "convert: '$(MODEL)' has no body linears to encode" >&2; exit 1; fi
+	$(Q)$(T)plan-alloc --resolve $(or $(PLAN),/dev/null) --bpw $(BPW) -o $@.tmp $@.body || { rm -f $@.body; exit 1; }
+	$(Q)rm -f $@.body
+	$(Q)mv $@.tmp $@
+
+$(OUT)/layers.mk: $(OUT)/tensors.txt $(OUT)/info.txt $(PIPE)/convert-lib.sh
+	$(Q)$(LIB) layers-mk $< $(METHOD) $(OUT)/info.txt >$@.tmp
+	$(Q)mv $@.tmp $@
+
+layers: $(OUT)/layers.mk
+
+ifneq ($(filter-out $(NOVARS_GOALS),$(or $(MAKECMDGOALS),all)),)
+include $(OUT)/layers.mk
+endif
+
+# layers.mk defines, per layer L: ENC_L (the shorts encoded), KEEP_L, and per
+# tensor NAME_L_s, BPW_L_s, LEAD_L_s; NLAYERS and LAYERS; NEED_STATE (the
+# layers whose input state is needed).
+
+LOG := $(OUT)/logs
+LIB := $(if $(BIN),env BIN='$(BIN)' )bash $(PIPE)/convert-lib.sh
+NVG_ENV := OPENBLAS_NUM_THREADS=$(THREADS)
+ENCODE_COMMON = --shape $(SHAPE_$(1)_$(2)) $(KV_$(1)_$(2)) --paths $(PATHS) \
+	--kv-factor $(KV_FACTOR) --threads $(THREADS)
+NVG_CTX = --hctx $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx --fit $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
+	--sel $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
+NVG_DEPS = $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
+	$(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
+ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg $(DEVICE_OPT) $(NVG_CTX),--method dual-svid)
+DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
+ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS))
+state_arg = $(if $(filter 0,$(1)),,--state $(OUT)/S$(1).state)
+state_dep = $(if $(filter 0,$(1)),,$(OUT)/S$(1).state)
+leads_of = $(sort $(foreach s,$(ENC_$(1)),$(LEAD_$(1)_$(s))))
+grams_of = $(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/g.$(d).fit.gram $(OUT)/L$(1)/g.$(d).sel.gram)
+
+# a layer's directory, and its tensors' encodings (nvg and dual-svid)
+define layer_rules
+$(OUT)/L$(1)/.dir:
+	$(Q)mkdir -p $(OUT)/L$(1) && touch $$@
+
+$(foreach s,$(ENC_$(1)),
+$(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir
+	@$(call say,'layer $(1) $(s): encode $(NAME_$(1)_$(s)) at $(BPW_$(1)_$(s)) bpw')
+	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s)) --bpw $(BPW_$(1)_$(s))
+)
+
+.PHONY: layer-$(1)
+layer-$(1): $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep) $(if $(filter $(NEXT_$(1)),$(NEED_STATE)),$(OUT)/S$(NEXT_$(1)).state)
+endef
+
+# nvg: capture layer L's inputs from S_L (float layer), their contexts
+define nvg_capture
+$(call grams_of,$(1)) &: $(call state_dep,$(1)) | $(OUT)/L$(1)/.dir
+	@$(call say,'layer $(1): capture $(call leads_of,$(1))')
+	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).capture.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) -o $(OUT)/L$(1)/g
+
+$(foreach d,$(call leads_of,$(1)),
+$(OUT)/L$(1)/$(d).hctx: $(OUT)/L$(1)/g.$(d).fit.gram
+	@$(call say,'layer $(1) $(d): input context')
+	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).$(d).hctx.log -- $(T)hctx-build --rho $(RHO) $$< -o $$@
+)
+endef
+
+# nvg: S_{L+1}, the states after layer L as encoded (refused tensors stay float)
+define nvg_advance
+$(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
+	@$(call say,'layer $(1): advance to S$(NEXT_$(1))')
+	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1)` --next-state $$@
+endef
+
+$(foreach l,$(LAYERS),$(eval $(call layer_rules,$(l))))
+ifeq ($(METHOD),nvg)
+$(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call nvg_capture,$(l)))))
+$(foreach l,$(LAYERS),$(if $(filter $(NEXT_$(l)),$(NEED_STATE)),$(eval $(call nvg_advance,$(l)))))
+endif
+
+REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
+
+# ---- the report, the provenance, the model ----
+$(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
+	@$(call say,'report')
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)'
+	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
+
+$(OUT)/model.cmf: $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json
+	@$(call say,'apply the payloads to $(MODEL)')
+	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply --provenance $(OUT)/provenance.json -o $@ '$(MODEL)' `$(LIB) patches $(OUT)`
+	@$(call say,'wrote $@ and $@.blr.txt')
+
+# ---- sweep: every tensor at every budget of SWEEP_BPW, on the conversion's Grams ----
+define sweep_rule
+$(OUT)/sweep/L$(1).$(2).$(3).rep: $(call ENC_DEPS,$(1),$(2)) | $(OUT)/L$(1)/.dir
+	@mkdir -p $(OUT)/sweep
+	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ - '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
+endef
+SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(OUT)/sweep/L$(l).$(s).$(b).rep)))
+$(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(eval $(call sweep_rule,$(l),$(s),$(b))))))
+
+sweep: $(OUT)/curves.txt
+$(OUT)/curves.txt: $(SWEEPS)
+	$(Q)$(LIB) curves $(OUT) '$(SWEEP_BPW)' >$@.tmp
+	$(Q)mv $@.tmp $@

@@ -1,0 +1,38 @@
+# lib-convert.sh - what the conversion tests (t05NN-convert*) share: the
+# stories260K model imported, calibration tokens from the TinyStories train
+# sample, and `conv`, convert.mk with small calibration settings.
+test_require_data stories260K.bin tok512.bin tinystories-train-sample.txt tinystories-sample.txt
+
+CONVERT_MK=$NVG_TOP/pipelines/convert.mk
+
+# FIT 1024 + SEL 512 tokens in windows of 128: small enough for CI, enough
+# windows (8 + 4) for Grams of width ≤ 172 to be positive definite after damping
+conv() {
+	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 "$@"
+}
+
+# s.cmf (five layers), s2.cmf (its first two), cal.u32 (1536 calibration tokens)
+convert_setup() {
+	cmf-patch import --from llama2c --vocab "$NVG_DATA/tok512.bin" -o s.cmf \
+		"$NVG_DATA/stories260K.bin" &&
+	cmf-patch truncate --layers 2 -o s2.cmf s.cmf &&
+	cmf-eval -m s.cmf --text "$NVG_DATA/tinystories-train-sample.txt" --tokenize train.u32 &&
+	head -c $((4 * 1536)) train.u32 >cal.u32
+}
+
+# the report's tensor lines (comments dropped)
+report_lines() {
+	grep -v '^#' "$1"
+}
+
+# the value of key in the cmf.provenance "blr" block of a model (read by
+# Python's json from the safetensors header: an independent reader)
+prov_value() {
+	"$NVG_PY" -c '
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    meta = json.loads(f.read(n))["__metadata__"]
+v = json.loads(meta["cmf.provenance"])["blr"][sys.argv[2]]
+print(json.dumps(v) if isinstance(v, (list, dict)) or v is None else v)' "$1" "$2"
+}

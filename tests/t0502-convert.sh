@@ -1,0 +1,121 @@
+#!/bin/bash
+# convert.mk on stories260K: nvg and dual-svid end to end, reports that add
+# up, the provenance, nvg's held-out perplexity below dual-svid's, the floor
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIR/lib-convert.sh"
+
+test_expect_success 'setup: stories260K imported, calibration tokens' '
+	convert_setup
+'
+
+test_expect_success 'nvg at 2.5 bpw converts all five layers' '
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=nvg BPW=2.5 -j2 2>err &&
+	test_grep "^convert: total blr body" err &&
+	cmf-patch verify nvg/model.cmf &&
+	cmf-patch list nvg/model.cmf >list &&
+	test "$(awk -F "\t" "\$5 == \"blr\"" list | wc -l)" -eq 35 &&
+	test "$(report_lines nvg/model.cmf.blr.txt | wc -l)" -eq 35 &&
+	test_no_tmp_files nvg
+'
+
+test_expect_success 'dual-svid at 2.5 bpw converts all five layers' '
+	conv MODEL=s.cmf OUT=svid BPW=2.5 METHOD=dual-svid -j2 2>err &&
+	cmf-patch verify svid/model.cmf &&
+	test "$(report_lines svid/model.cmf.blr.txt | wc -l)" -eq 35
+'
+
+# bits from the rank rule of DESIGN.md, p·(r(m+n) + 16(m+n+r)), recomputed
+# here from each line's shape, rank and paths; the totals must agree with
+# the report's own line, the provenance and cmf-patch report
+for m in nvg svid; do
+	test_expect_success "$m: the report adds up" '
+		report_lines '$m'/model.cmf.blr.txt >lines &&
+		awk "{ split(\$3, d, \"x\"); r = \$6; p = \$7; b = p * (r * (d[1] + d[2]) + 16 * (d[1] + d[2] + r));
+		       w = d[1] * d[2]; if (sprintf(\"%.6f\", b / w) != \$5) { print \"delivered \" \$5 \" != \" b / w; exit 1 }
+		       B += b; W += w; R += \$4 * w }
+		     END { printf \"%.6f %d %.6f\n\", B / W, W, R / W }" lines >expect &&
+		sed -n "s/^# total blr body \([0-9.]*\) bpw over \([0-9]*\) weights (requested \([0-9.]*\) bpw).*/\1 \2 \3/p" \
+			'$m'/model.cmf.blr.txt >actual &&
+		test_cmp expect actual &&
+		printf "%.6f %d %.6f\n" $(prov_value '$m'/model.cmf blr_body_bpw) \
+			$(prov_value '$m'/model.cmf blr_body_weights) \
+			$(prov_value '$m'/model.cmf requested_bpw) >prov &&
+		test_cmp expect prov &&
+		cmf-patch report '$m'/model.cmf >rep &&
+		test_grep "^blr body: $(awk "{ printf \"%.4f\", \$1 }" expect) bpw over 226560 weights" rep &&
+		test "$(prov_value '$m'/model.cmf layer_projection_weights)" = 226560
+	'
+done
+
+test_expect_success 'the report names the encoder, budget and rank of each tensor' '
+	report_lines nvg/model.cmf.blr.txt >lines &&
+	grep -c "^model.layers.[0-4]\.[a-z_]*\.[a-z_]*_proj.weight [0-4] [0-9]*x[0-9]* 2.5 [0-9.]* [0-9]* [12] - 0\.[0-9]* | pick P[12] r[0-9]* | sel: .* stored fit [0-9.]* sel [0-9.]*$" lines >n &&
+	test "$(cat n)" -eq 35 &&
+	test "$(prov_value nvg/model.cmf method)" = nvg &&
+	test "$(prov_value svid/model.cmf method)" = dual-svid &&
+	test "$(prov_value nvg/model.cmf clipped_tensors)" = 0
+'
+
+test_expect_success 'every rank is the one the rule gives for its request and paths' '
+	report_lines nvg/model.cmf.blr.txt >lines &&
+	while read -r name layer shape req got rank paths rest; do
+		blr-pack rank --shape $shape --bpw $req --paths $paths >r &&
+		test_grep "rank $rank " r || return 1
+	done <lines
+'
+
+test_expect_success 'nvg: held-out perplexity below dual-svid at the same bits' '
+	for m in nvg svid; do
+		cmf-eval -m $m/model.cmf --text "$NVG_DATA/tinystories-sample.txt" --limit 4096 \
+			--window 256 >$m.eval || return 1
+	done &&
+	n=$(awk "\$1 == \"ppl\" { print \$2 }" nvg.eval) &&
+	d=$(awk "\$1 == \"ppl\" { print \$2 }" svid.eval) &&
+	echo "nvg ppl $n, dual-svid ppl $d" &&
+	awk -v n=$n -v d=$d "BEGIN { exit !(n > 0 && n < d) }"
+'
+
+test_expect_success 'each step logged in OUT/logs' '
+	test -f nvg/logs/L0.capture.log &&
+	test -f nvg/logs/L4.down.log && test -f nvg/logs/L3.advance.log &&
+	test -f nvg/logs/apply.log && test -f nvg/logs/report.log
+'
+
+test_expect_success 'a budget below the floor: every tensor says floor' '
+	conv MODEL=s2.cmf OUT=floor BPW=0.3 METHOD=dual-svid 2>err &&
+	report_lines floor/model.cmf.blr.txt >lines &&
+	test "$(wc -l <lines)" -eq 14 &&
+	test "$(awk "\$8 == \"floor\"" lines | wc -l)" -eq 14 &&
+	test_grep "^# clipped: 14 tensor\(s\) could not spend the requested budget" floor/model.cmf.blr.txt &&
+	test "$(grep -c "^#   model.layers.*bpw, floor)$" floor/model.cmf.blr.txt)" -eq 8 &&
+	test_grep "^#   \.\.\. and 6 more$" floor/model.cmf.blr.txt &&
+	test_grep "^convert: clipped: 14 tensor" err &&
+	test "$(prov_value floor/model.cmf clipped_tensors)" = 14
+'
+
+test_expect_success 'a tensor the encoder refuses stays in its source dtype and is listed' '
+	mkdir wrap &&
+	for t in "$NVG_BIN"/*; do ln -s "$t" wrap/; done &&
+	rm wrap/nvg-encode &&
+	cat >wrap/nvg-encode <<-EOF &&
+	#!/bin/bash
+	case " \$* " in *"/L1/up.rep.w "*) echo "nvg-encode: blr refused" >&2; exit 3;; esac
+	exec "$NVG_BIN/nvg-encode" "\$@"
+	EOF
+	chmod +x wrap/nvg-encode &&
+	conv MODEL=s2.cmf OUT=refuse BPW=2.5 METHOD=dual-svid BIN="$PWD/wrap" 2>err &&
+	test_grep "^convert: model.layers.1.mlp.up_proj.weight: blr refused, kept in its source dtype" err &&
+	test_grep "^model.layers.1.mlp.up_proj.weight 1 172x64 2.5 - - - refused - \| blr refused" refuse/model.cmf.blr.txt &&
+	cmf-patch list refuse/model.cmf >list &&
+	test_grep "^model.layers.1.mlp.up_proj.weight	F32	172x64	44032	-	" list &&
+	test "$(awk -F "\t" "\$5 == \"blr\"" list | wc -l)" -eq 13 &&
+	cmf-patch extract -o a.raw s2.cmf model.layers.1.mlp.up_proj.weight &&
+	cmf-patch extract -o b.raw refuse/model.cmf model.layers.1.mlp.up_proj.weight &&
+	cmp a.raw b.raw &&
+	cmf-patch report refuse/model.cmf >rep &&
+	all=$(sed -n "s/^# total.*all layer projections \([0-9.]*\) bpw over 90624 weights; 0 kept, 1 refused$/\1/p" refuse/model.cmf.blr.txt) &&
+	test_grep "^all layer projections: $(printf %.4f $all) bpw over 90624 weights" rep &&
+	test "$(prov_value refuse/model.cmf refused_tensors)" = "[\"model.layers.1.mlp.up_proj.weight\"]"
+'
+
+test_done

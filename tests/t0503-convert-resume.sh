@@ -1,0 +1,111 @@
+#!/bin/bash
+# convert.mk: -j2 gives the bytes of -j1, a conversion killed at several
+# points resumes to the same bytes, and the Slurm script runs the same
+# targets, one job per layer, chained
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIR/lib-convert.sh"
+
+test_expect_success 'setup: stories260K (two layers), calibration tokens' '
+	convert_setup
+'
+
+test_expect_success 'the reference: -j1' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=j1 BPW=2.5 -j1 2>err &&
+	cmf-patch verify j1/model.cmf
+'
+
+test_expect_success '-j2 gives the same bytes' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=j2 BPW=2.5 -j2 2>err &&
+	cmp j1/model.cmf j2/model.cmf &&
+	test_cmp j1/model.cmf.blr.txt j2/model.cmf.blr.txt
+'
+
+# start a conversion in its own process group and kill the whole group
+# (make and the tool it runs) after $1 seconds
+kill_after() {
+	setsid make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 \
+		MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 >/dev/null 2>&1 &
+	pid=$!
+	sleep "$1"
+	kill -TERM -- -$pid 2>/dev/null
+	wait $pid
+	return 0
+}
+
+test_expect_success 'killed at several points, rerun: the same bytes' '
+	kills=0 &&
+	for t in 0.5 1 1 1 1 1 1 1 1 1; do
+		kill_after $t || return 1
+		test ! -e k/model.cmf || break
+		kills=$((kills + 1))
+	done &&
+	echo "interrupted $kills times" &&
+	test $kills -ge 2 &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 2>err &&
+	cmp j1/model.cmf k/model.cmf &&
+	test_cmp j1/model.cmf.blr.txt k/model.cmf.blr.txt &&
+	test_no_tmp_files k
+'
+
+test_expect_success 'a finished conversion reruns nothing' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=j1 BPW=2.5 -j2 >out 2>err &&
+	test_no_grep "encode|capture|advance" err &&
+	cmp j1/model.cmf j2/model.cmf
+'
+
+test_expect_success 'a lost intermediate is made again, to the same bytes' '
+	rm j2/L1/gate.rep j2/L1/gate.blr j2/S1.state &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=j2 BPW=2.5 -j2 2>err &&
+	test_grep "layer 1 gate: encode" err &&
+	cmp j1/model.cmf j2/model.cmf
+'
+
+test_expect_success 'slurm-convert.sh: one job per layer, chained, then the model' '
+	mkdir sb &&
+	cat >sb/sbatch <<-\EOF &&
+	#!/bin/bash
+	# a fake sbatch: records each call, answers a job id
+	n=$(( $(cat "$SB_LOG" 2>/dev/null | wc -l) + 100 ))
+	for a in "$@"; do printf "%s\n" "$a"; done >"$SB_DIR/call.$n"
+	echo "$*" >>"$SB_LOG"
+	echo "$n;cluster"
+	EOF
+	chmod +x sb/sbatch &&
+	SB_LOG=$PWD/sb.log SB_DIR=$PWD/sb PATH=$PWD/sb:$PATH \
+		bash "$NVG_TOP/pipelines/slurm-convert.sh" -j 2 -s "--time=10" \
+		FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf TOKENS=cal.u32 OUT=sl BPW=2.5 >ids &&
+	printf "100\n101\n102\n" >expect &&
+	test_cmp expect ids &&
+	test "$(wc -l <sb.log)" -eq 3 &&
+	test_grep "^--job-name=nvg-L0$" sb/call.100 && test_no_grep "dependency" sb/call.100 &&
+	test_grep "^--dependency=afterok:100$" sb/call.101 &&
+	test_grep "^--dependency=afterok:100:101$" sb/call.102 &&
+	test_grep "^--time=10$" sb/call.101 &&
+	test_grep "^--wrap=make -f .*convert.mk .*OUT=sl .* -j 2 layer-0$" sb/call.100 &&
+	test_grep "^--wrap=make -f .*convert.mk .* -j 2 layer-1$" sb/call.101 &&
+	test_grep "^--wrap=make -f .*convert.mk .* -j 2 all$" sb/call.102 &&
+	test_path_is_missing sl/L0/q.rep
+'
+
+test_expect_success 'the jobs run in order give the reference bytes, one layer each' '
+	sed -n "s/^--wrap=//p" sb/call.100 >job0 &&
+	bash job0 2>err0 &&
+	test -f sl/L0/down.rep && test -f sl/S1.state &&
+	test_path_is_missing sl/L1/q.rep sl/model.cmf &&
+	sed -n "s/^--wrap=//p" sb/call.101 >job1 && bash job1 2>err1 &&
+	test -f sl/L1/q.rep && test_path_is_missing sl/model.cmf &&
+	sed -n "s/^--wrap=//p" sb/call.102 >job2 && bash job2 2>err2 &&
+	cmp j1/model.cmf sl/model.cmf
+'
+
+test_expect_success 'slurm-convert.sh refuses a bad command line before submitting' '
+	test_expect_code 2 bash "$NVG_TOP/pipelines/slurm-convert.sh" MODEL=s2.cmf 2>err &&
+	test_grep "OUT is required" err &&
+	test_expect_code 2 bash "$NVG_TOP/pipelines/slurm-convert.sh" -j 0 OUT=x 2>err &&
+	SB_LOG=$PWD/sb2.log PATH=$PWD/sb:$PATH test_must_fail bash "$NVG_TOP/pipelines/slurm-convert.sh" \
+		MODEL=s2.cmf OUT=bad BPW=2.5 2>err &&
+	test_grep "missing variables: TOKENS-or-TEXT" err &&
+	test_path_is_missing sb2.log
+'
+
+test_done

@@ -1,0 +1,160 @@
+#!/bin/bash
+# convert.mk with a plan: tensor, layer and keep rules honoured exactly;
+# the sweep's curves through plan-alloc into a conversion; bad input
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIR/lib-convert.sh"
+
+test_expect_success 'setup: stories260K (three layers), calibration tokens' '
+	convert_setup &&
+	cmf-patch truncate --layers 3 -o s3.cmf s.cmf
+'
+
+test_expect_success 'a plan with tensor, layer and keep rules is honoured exactly' '
+	cat >p.plan <<-\EOF &&
+	# layer 0 richer, one of its tensors poorer
+	layer 0 3
+	tensor model.layers.0.mlp.down_proj.weight 2
+	tensor model.layers.1.self_attn.q_proj.weight 4   # above the default
+	keep tensor model.layers.1.mlp.up_proj.weight
+	keep layer 2
+	EOF
+	conv MODEL=s3.cmf TOKENS=cal.u32 OUT=pl BPW=2.5 PLAN=p.plan -j2 2>err &&
+	cat >expect <<-\EOF &&
+	model.layers.0.self_attn.q_proj.weight 3
+	model.layers.0.self_attn.k_proj.weight 3
+	model.layers.0.self_attn.v_proj.weight 3
+	model.layers.0.self_attn.o_proj.weight 3
+	model.layers.0.mlp.gate_proj.weight 3
+	model.layers.0.mlp.up_proj.weight 3
+	model.layers.0.mlp.down_proj.weight 2
+	model.layers.1.self_attn.q_proj.weight 4
+	model.layers.1.self_attn.k_proj.weight 2.5
+	model.layers.1.self_attn.v_proj.weight 2.5
+	model.layers.1.self_attn.o_proj.weight 2.5
+	model.layers.1.mlp.gate_proj.weight 2.5
+	model.layers.1.mlp.up_proj.weight keep
+	model.layers.1.mlp.down_proj.weight 2.5
+	model.layers.2.self_attn.q_proj.weight keep
+	model.layers.2.self_attn.k_proj.weight keep
+	model.layers.2.self_attn.v_proj.weight keep
+	model.layers.2.self_attn.o_proj.weight keep
+	model.layers.2.mlp.gate_proj.weight keep
+	model.layers.2.mlp.up_proj.weight keep
+	model.layers.2.mlp.down_proj.weight keep
+	EOF
+	report_lines pl/model.cmf.blr.txt | awk "{ print \$1, \$4 }" >actual &&
+	test_cmp expect actual
+'
+
+test_expect_success 'each encoded tensor has the rank its own request gives' '
+	report_lines pl/model.cmf.blr.txt | grep -v " keep " >lines &&
+	test "$(wc -l <lines)" -eq 13 &&
+	while read -r name layer shape req got rank paths rest; do
+		blr-pack rank --shape $shape --bpw $req --paths $paths >r &&
+		test_grep "rank $rank " r || return 1
+	done <lines
+'
+
+test_expect_success 'kept tensors are never encoded and keep their bytes' '
+	cmf-patch list pl/model.cmf >list &&
+	test "$(awk -F "\t" "\$5 == \"blr\"" list | wc -l)" -eq 13 &&
+	for t in model.layers.1.mlp.up_proj.weight model.layers.2.self_attn.q_proj.weight \
+		 model.layers.2.mlp.down_proj.weight; do
+		test_grep "^$t	F32	" list &&
+		cmf-patch extract -o a.raw s3.cmf $t && cmf-patch extract -o b.raw pl/model.cmf $t &&
+		cmp a.raw b.raw || return 1
+	done &&
+	test_path_is_missing pl/L1/up.rep pl/L2 pl/S2.state pl/logs/L1.up.log &&
+	test "$(prov_value pl/model.cmf kept_tensors)" = 8 &&
+	test_grep "8 kept, 0 refused" pl/model.cmf.blr.txt
+'
+
+test_expect_success 'the sweep writes error curves for plan-alloc' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw BPW=2.5 SWEEP_BPW="2 3" sweep -j2 2>err &&
+	head -n 1 sw/curves.txt >h && echo "tensor layer weights bpw error" >expect && test_cmp expect h &&
+	test "$(wc -l <sw/curves.txt)" -eq 29 &&
+	awk "NR > 1 && !(\$4 == 2 || \$4 == 3) { exit 1 } NR > 1 && !(\$5 > 0 && \$5 < 1) { exit 1 }" sw/curves.txt &&
+	test_grep "^model.layers.1.mlp.down_proj.weight 1 11008 3 0\.[0-9]" sw/curves.txt
+'
+
+test_expect_success 'a plan from plan-alloc is converted as allocated, within its budget' '
+	plan-alloc -q --bpw 2.5 -o sw.plan sw/curves.txt &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw2 BPW=2.5 PLAN=sw.plan -j2 2>err &&
+	grep "^tensor " sw.plan | awk "{ print \$2, \$3 }" | sort >expect &&
+	report_lines sw2/model.cmf.blr.txt | awk "{ print \$1, \$4 }" | sort >actual &&
+	test_cmp expect actual &&
+	report_lines sw2/model.cmf.blr.txt | awk "{ split(\$3, d, \"x\"); w = d[1] * d[2]; R += \$4 * w; W += w }
+		END { exit !(R / W <= 2.5 * (1 + 1e-9)) }"
+'
+
+test_expect_success 'missing variables are named' '
+	test_expect_code 2 conv OUT=x 2>err &&
+	test_grep "missing variables: MODEL BPW TOKENS-or-TEXT" err &&
+	test_expect_code 2 conv MODEL=s2.cmf BPW=1 TOKENS=cal.u32 2>err &&
+	test_grep "missing variables: OUT" err &&
+	test_path_is_missing x
+'
+
+test_expect_success 'too few calibration tokens' '
+	head -c 400 cal.u32 >few.u32 &&
+	test_expect_code 2 conv MODEL=s2.cmf TOKENS=few.u32 OUT=few BPW=2.5 2>err &&
+	test_grep "too few calibration tokens: .few.u32. has 100, FIT_TOKENS \+ SEL_TOKENS need 1536" err &&
+	test_path_is_missing few &&
+	echo "Once upon a time there was a cat." >short.txt &&
+	test_must_fail conv MODEL=s2.cmf TEXT=short.txt OUT=fewt BPW=2.5 2>err &&
+	test_grep "FIT 1024 \+ SEL 512 need 1536" err &&
+	test_path_is_missing fewt/model.cmf
+'
+
+test_expect_success 'a plan naming a layer or tensor the model lacks' '
+	printf "layer 0 2\nlayer 5 1\n" >bad.plan &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bp BPW=2.5 PLAN=bad.plan 2>err &&
+	test_grep "plan: line 2: layer 5 has no tensor to encode" err &&
+	printf "tensor model.layers.1.mlp.up_proj.weigth 2\n" >bad2.plan &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bp2 BPW=2.5 PLAN=bad2.plan 2>err &&
+	test_grep "tensor .model.layers.1.mlp.up_proj.weigth. is not one to encode" err &&
+	printf "keep tensor model.embed_tokens.weight\n" >bad3.plan &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bp3 BPW=2.5 PLAN=bad3.plan 2>err &&
+	test_grep "is not one to encode" err &&
+	printf "layer 0 x\n" >bad4.plan &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bp4 BPW=2.5 PLAN=bad4.plan 2>err &&
+	test_grep "line 1: .x. is not a number" err &&
+	test_path_is_missing bp/model.cmf bp2/model.cmf bp3/model.cmf bp4/model.cmf bp/L0
+'
+
+test_expect_success 'OUT holding another conversion is refused, never mixed' '
+	conv MODEL=s2.cmf OUT=o BPW=2.5 METHOD=dual-svid 2>err &&
+	cp o/model.cmf before.cmf &&
+	test_expect_code 2 conv MODEL=s2.cmf OUT=o BPW=3 METHOD=dual-svid 2>err &&
+	test_grep "OUT .o. holds another conversion.s files" err &&
+	test_expect_code 2 conv MODEL=s2.cmf OUT=o BPW=2.5 METHOD=nvg TOKENS=cal.u32 2>err &&
+	test_grep "holds another conversion" err &&
+	cmp before.cmf o/model.cmf &&
+	mkdir busy && echo x >busy/file &&
+	test_expect_code 2 conv MODEL=s2.cmf OUT=busy BPW=2.5 METHOD=dual-svid 2>err &&
+	test_grep "OUT .busy. is not empty and holds no conversion stamp" err
+'
+
+test_expect_success 'a model without body linears' '
+	"$NVG_PY" -c "
+import numpy as np
+from safetensors.numpy import save_file
+save_file({\"model.embed_tokens.weight\": np.zeros((4, 8), np.float32)}, \"nobody.cmf\", metadata={\"format\": \"cmf\"})" &&
+	test_must_fail conv MODEL=nobody.cmf OUT=nb BPW=2.5 METHOD=dual-svid 2>err &&
+	test_grep "nobody.cmf. has no body linears to encode" err &&
+	test_path_is_missing nb/model.cmf
+'
+
+test_expect_success 'bad values' '
+	test_expect_code 2 conv MODEL=s2.cmf OUT=bv BPW=2.5 METHOD=svd 2>err &&
+	test_grep "METHOD .svd. is not nvg or dual-svid" err &&
+	test_expect_code 2 conv MODEL=s2.cmf OUT=bv BPW=x METHOD=dual-svid 2>err &&
+	test_grep "BPW .x. is not a number" err &&
+	test_expect_code 2 conv MODEL=s2.cmf OUT=bv BPW=1 PATHS=3 METHOD=dual-svid 2>err &&
+	test_expect_code 2 conv MODEL=nosuch.cmf OUT=bv BPW=1 METHOD=dual-svid 2>err &&
+	test_grep "MODEL .nosuch.cmf. does not exist" err &&
+	test_expect_code 2 conv MODEL=s2.cmf OUT=bv BPW=1 TOKENS=cal.u32 TEXT=short.txt 2>err &&
+	test_path_is_missing bv
+'
+
+test_done

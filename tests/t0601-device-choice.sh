@@ -108,7 +108,7 @@ test_expect_success 'dual-svid and the device: opencl refuses, auto takes the CP
 
 test_expect_success 'several tensors: one -o each' '
 	test_expect_code 2 nvg-encode $ENC -w w.raw -o a.blr 2>err &&
-	test_grep "several -w need one -o each" err &&
+	test_grep "several tensors need one -o each" err &&
 	test_path_is_missing a.blr
 '
 

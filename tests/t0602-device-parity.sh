@@ -97,7 +97,7 @@ test_expect_success 'several tensors on the CPU: the same as one at a time' '
 test_expect_success 'a shape whose width is not the input width is refused' '
 	C="--hctx s2/fit.hctx --fit s2/fit.gram --sel s2/sel.gram --bpw 1" &&
 	test_expect_code 1 nvg-encode $C -w q.raw --shape 192x128 -o a9.blr -w k.raw --shape 128x64 -o b9.blr 2>err &&
-	test_one_line_error err && test_grep "invalid --shape .128x64.: 64 columns" err &&
+	test_one_line_error err && test_grep "cannot encode with the others .k.raw.: 64 columns, but the shared input is 128 wide" err &&
 	test_path_is_missing a9.blr b9.blr
 '
 

@@ -73,4 +73,19 @@ test_expect_success 'q, k and v in flight together: the payloads of one at a tim
 	test "$(wc -l <all.line)" = 3
 '
 
+test_expect_success 'tensors of a model (-m, -t): each its own kv budget, in flight' '
+	C="-m s.cmf --hctx q.hctx --fit L0.q.fit.gram --sel L0.q.sel.gram --bpw 1 --kv-factor 2" &&
+	L=model.layers.0.self_attn &&
+	nvg-encode $C -t $L.q_proj.weight -o mq1.blr >mq1.line &&
+	nvg-encode $C -t $L.k_proj.weight -o mk1.blr >mk1.line &&
+	nvg-encode $C --device opencl --jobs 2 -t $L.q_proj.weight -o mq2.blr \
+		-t $L.k_proj.weight -o mk2.blr >m2.line &&
+	nvg-encode $C --device opencl -t $L.k_proj.weight -o mk3.blr >mk3.line &&
+	cmp mk2.blr mk3.blr &&
+	cat mq1.line mk3.line >expect && test_cmp expect m2.line &&
+	test_cmp mk1.line mk3.line &&
+	nvg-encode $C --kv-factor 1 -t $L.k_proj.weight -o mk4.blr >mk4.line &&
+	test_must_fail test_cmp mk1.line mk4.line
+'
+
 test_done

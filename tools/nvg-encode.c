@@ -346,8 +346,10 @@ static int load_all(opts *o, const cmf_file *cf, nv_encin *in, nvdev_tensor *t, 
 	for (size_t i = 1; i < k && o->nshape == 1; i++)
 		shapes[i] = o->shapes[0];
 	if (nv_encin_load(&o->s, cf, &in[0], prof) < 0 ||
-	    (k > 1 && nvdev_load_more(&o->s, o->ts, shapes, k, sp, in) < 0))
-		return tool_failf("%s", nv_err());
+	    (k > 1 && nvdev_load_more(&o->s, o->ts, shapes, k, sp, in) < 0)) {
+		tool_failf("%s", nv_err());
+		return -1;
+	}
 	if (in[0].gauge)
 		fprintf(stderr, "%s: row gauge%s over %zu blocks: scale %.3f..%.3f\n", tool_name,
 			o->s.shuffle ? " (shuffled)" : "", in[0].gauge_blocks, in[0].gauge_lo,

@@ -13,6 +13,7 @@
 # (smollm2 | stories260K), DEMO_OUT (build/demo), XDG_CACHE_HOME (the
 # download cache is ${XDG_CACHE_HOME:-~/.cache}/nvgkit).
 # Progress on stderr; the table and the total time on stdout.
+# --prepare-only: fetch, import and tokenize, print the paths, convert nothing.
 set -eo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -102,6 +103,13 @@ if [ ! -s "$calib" ]; then
 	head -c $((4 * (fit + sel))) "$calib.all" >"$calib.tmp"
 	rm -f "$calib.all"
 	mv "$calib.tmp" "$calib"
+fi
+
+# (the benchmark, tests/bench/convert.sh, uses the model and tokens only)
+if [ "${1:-}" = --prepare-only ]; then
+	echo "demo: source $src" >&2
+	echo "demo: calibration $calib" >&2
+	exit 0
 fi
 
 # the two conversions at the same budget, then each against the source

@@ -6,6 +6,7 @@
 #include "mem.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,42 +296,51 @@ int blr_verify_shape(const uint8_t *buf, size_t len, size_t m, size_t n)
 	return 0;
 }
 
+/* the scales of a path as f64 (count) */
+static void decode_scales(const uint8_t *v, size_t count, double *out)
+{
+	for (size_t i = 0; i < count; i++)
+		out[i] = nv_f16_to_f32(le_u16(v + 2 * i));
+}
+
+/* row i of a packed sign matrix times w: out[k] = ±w[k] (r) */
+static void signed_row(const uint8_t *bits, size_t i, size_t r, const double *w, double s,
+		       double *out)
+{
+	const uint8_t *row = bits + i * r / 8; /* r is a multiple of 8: rows start on bytes */
+
+	for (size_t k = 0; k < r; k++)
+		out[k] = (row[k >> 3] >> (k & 7)) & 1 ? s * w[k] : -s * w[k];
+}
+
 /*
- * A (rows × 2r) = [diag(h_p)·S_U,p·diag(ℓ_p)]_p for rows [i0, i0+rows): the
- * paths side by side, so that Ŵ = A·Bᵀ is a single product.
+ * A (rows × pr) = [diag(h_p)·S_U,p·diag(ℓ_p)]_p for rows [i0, i0+rows): the
+ * paths side by side, so that Ŵ = A·Bᵀ is a single product.  l (p × r) holds
+ * the decoded ℓ of every path.
  */
-static void left_factor(const blr_header *hd, const blr_view *v, size_t i0, size_t rows,
-			double *a)
+static void left_factor(const blr_header *hd, const blr_view *v, const double *l, size_t i0,
+			size_t rows, double *a)
 {
 	size_t r = hd->r, kk = (size_t)hd->paths * r;
 
-	for (size_t p = 0; p < hd->paths; p++) {
-		for (size_t i = 0; i < rows; i++) {
-			double h = nv_f16_to_f32(le_u16(v[p].h + 2 * (i0 + i)));
-
-			for (size_t k = 0; k < r; k++)
-				a[i * kk + p * r + k] = h * blr_sign(v[p].su, i0 + i, k, r) *
-							nv_f16_to_f32(le_u16(v[p].l + 2 * k));
-		}
-	}
+	for (size_t p = 0; p < hd->paths; p++)
+		for (size_t i = 0; i < rows; i++)
+			signed_row(v[p].su, i0 + i, r, l + p * r,
+				   nv_f16_to_f32(le_u16(v[p].h + 2 * (i0 + i))), a + i * kk + p * r);
 }
 
-/* B (n × 2r) = [diag(g_p)·S_V,p]_p */
-static void right_factor(const blr_header *hd, const blr_view *v, double *b)
+/* B (n × pr) = [diag(g_p)·S_V,p]_p; ones (r) is all 1 */
+static void right_factor(const blr_header *hd, const blr_view *v, const double *ones, double *b)
 {
 	size_t r = hd->r, kk = (size_t)hd->paths * r;
 
-	for (size_t p = 0; p < hd->paths; p++) {
-		for (size_t j = 0; j < hd->n; j++) {
-			double g = nv_f16_to_f32(le_u16(v[p].g + 2 * j));
-
-			for (size_t k = 0; k < r; k++)
-				b[j * kk + p * r + k] = g * blr_sign(v[p].sv, j, k, r);
-		}
-	}
+	for (size_t p = 0; p < hd->paths; p++)
+		for (size_t j = 0; j < hd->n; j++)
+			signed_row(v[p].sv, j, r, ones, nv_f16_to_f32(le_u16(v[p].g + 2 * j)),
+				   b + j * kk + p * r);
 }
 
-#define DEQ_ROWS 64 /* rows of Ŵ per product: bounds the f64 scratch */
+#define DEQ_ROWS 256 /* rows of Ŵ per product: bounds the f64 scratch */
 
 /*
  * Ŵ in f64, rounded once to f32.  Every product h·ℓ·g of three f16 values is
@@ -340,26 +350,37 @@ int blr_dequantize(const uint8_t *buf, size_t len, float *w)
 {
 	blr_header hd;
 	blr_view v[2];
-	size_t n, kk, rows;
-	double *a, *b, *c;
+	size_t n, r, kk, rows;
+	double *a, *b, *c, *l;
 
 	if (blr_parse(buf, len, &hd, v) < 0)
 		return -1;
 	n = hd.n;
-	kk = (size_t)hd.paths * hd.r;
+	r = hd.r;
+	kk = (size_t)hd.paths * r;
+	if (n > INT_MAX) {
+		nv_seterr("d_in %zu is beyond what BLAS takes (%d)", n, INT_MAX);
+		return -1;
+	}
 	a = nv_malloc(DEQ_ROWS * kk, sizeof(double));
 	b = nv_malloc(n, kk * sizeof(double));
 	c = nv_malloc(DEQ_ROWS, n * sizeof(double));
-	if (!a || !b || !c) {
+	l = nv_malloc(3 * r, sizeof(double));
+	if (!a || !b || !c || !l) {
 		free(a);
 		free(b);
 		free(c);
+		free(l);
 		return -1;
 	}
-	right_factor(&hd, v, b);
+	for (size_t p = 0; p < hd.paths; p++)
+		decode_scales(v[p].l, r, l + p * r);
+	for (size_t k = 0; k < r; k++)
+		l[2 * r + k] = 1.0;
+	right_factor(&hd, v, l + 2 * r, b);
 	for (size_t i0 = 0; i0 < hd.m; i0 += rows) {
 		rows = hd.m - i0 < DEQ_ROWS ? hd.m - i0 : DEQ_ROWS;
-		left_factor(&hd, v, i0, rows, a);
+		left_factor(&hd, v, l, i0, rows, a);
 		/* C (rows × n) = A (rows × kk) · Bᵀ (kk × n) */
 		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)kk,
 			    1.0, a, (int)kk, b, (int)kk, 0.0, c, (int)n);
@@ -369,6 +390,50 @@ int blr_dequantize(const uint8_t *buf, size_t len, float *w)
 	free(a);
 	free(b);
 	free(c);
+	free(l);
+	return 0;
+}
+
+int blr_factors(const uint8_t *buf, size_t len, float *a, float *b)
+{
+	blr_header hd;
+	blr_view v[2];
+	size_t r, kk, rows;
+	double *l, *ad, *bd;
+
+	if (blr_parse(buf, len, &hd, v) < 0)
+		return -1;
+	r = hd.r;
+	kk = (size_t)hd.paths * r;
+	l = nv_malloc(3 * r, sizeof(double));
+	ad = nv_malloc(DEQ_ROWS * kk, sizeof(double));
+	bd = nv_malloc(kk, sizeof(double));
+	if (!l || !ad || !bd) {
+		free(l);
+		free(ad);
+		free(bd);
+		return -1;
+	}
+	for (size_t p = 0; p < hd.paths; p++)
+		decode_scales(v[p].l, r, l + p * r);
+	for (size_t k = 0; k < r; k++)
+		l[2 * r + k] = 1.0;
+	/* both products are exact in f64 and fit f32 exactly: the casts do not round */
+	for (size_t i0 = 0; i0 < hd.m; i0 += rows) {
+		rows = hd.m - i0 < DEQ_ROWS ? hd.m - i0 : DEQ_ROWS;
+		left_factor(&hd, v, l, i0, rows, ad);
+		for (size_t i = 0; i < rows * kk; i++)
+			a[i0 * kk + i] = (float)ad[i];
+	}
+	for (size_t j = 0; j < hd.n; j++)
+		for (size_t p = 0; p < hd.paths; p++) {
+			signed_row(v[p].sv, j, r, l + 2 * r, nv_f16_to_f32(le_u16(v[p].g + 2 * j)), bd);
+			for (size_t k = 0; k < r; k++)
+				b[j * kk + p * r + k] = (float)bd[k];
+		}
+	free(l);
+	free(ad);
+	free(bd);
 	return 0;
 }
 

@@ -50,13 +50,17 @@ typedef struct {
 
 typedef enum { BLR_CLIP_NONE = 0, BLR_CLIP_FLOOR, BLR_CLIP_CAP } blr_clip;
 
-/* payload bytes for a shape, rank and path count (0 on overflow) */
+/* payload bytes for a shape, rank and path count (0 on overflow, r not a multiple of 8, p not 1 or 2) */
 size_t blr_payload_size(size_t m, size_t n, size_t r, size_t p);
 
 /* budget bits, header excluded: p·(r(m+n) + 16(m+n+r)) */
 double blr_bits(size_t m, size_t n, size_t r, size_t p);
 
-/* the rank for a request of bpw bits per weight (kv multiplier k); -1 when min(m,n) < 8 */
+/*
+ * the rank for a request of bpw bits per weight (kv multiplier k) with p
+ * paths, and which bound clipped it; -1 with reason set when min(m,n) < 8,
+ * p is not 1 or 2, or bpw (≥ 0) or k (> 0) is not finite
+ */
 int blr_rank(size_t m, size_t n, double bpw, size_t p, double k, size_t *r, blr_clip *clip);
 
 /* bits per weight between adjacent ranks: p·8·(m+n+16)/(m·n) */
@@ -68,7 +72,10 @@ double blr_min_bpw(size_t m, size_t n, size_t p);
 /* "", "floor", "cap" */
 const char *blr_clip_name(blr_clip c);
 
-/* write a payload of blr_payload_size() bytes; -1 on a bad shape/rank/paths */
+/*
+ * write a payload of blr_payload_size() bytes; -1 with reason set on a bad
+ * shape, rank or path count, a sign other than ±1, or a non-finite scale
+ */
 int blr_build(size_t m, size_t n, size_t r, size_t p, const blr_path_in *paths, uint8_t *out);
 
 /* parse and validate a payload (size, magic, flags, paths, rank, finite scales) */
@@ -77,8 +84,21 @@ int blr_parse(const uint8_t *buf, size_t len, blr_header *hd, blr_view views[2])
 /* the same, and the shape must be m × n */
 int blr_verify_shape(const uint8_t *buf, size_t len, size_t m, size_t n);
 
-/* Ŵ (m × n) as f32, from a validated payload */
+/*
+ * Ŵ (m × n) as f32 (w holds m·n floats), from a payload it validates: each
+ * entry summed in f64, where every product of three f16 scales is exact, and
+ * rounded once to f32.  Scratch: (256 + n)·p·r + 256·n doubles.
+ */
 int blr_dequantize(const uint8_t *buf, size_t len, float *w);
+
+/*
+ * the factors of Ŵ = A·Bᵀ as f32, exactly (a product of two f16 is exact in
+ * f32), from a payload it validates, the paths side by side (pr = p·r):
+ *   a (m × pr): a[i, p·r+k] = h_p[i]·S_U,p[i,k]·ℓ_p[k]
+ *   b (n × pr): b[j, p·r+k] = g_p[j]·S_V,p[j,k]
+ * so that y = Ŵx is a·(bᵀx): (m+n)·pr multiplies instead of m·n.
+ */
+int blr_factors(const uint8_t *buf, size_t len, float *a, float *b);
 
 /* the sign bit (i,k) of a packed m×r array as ±1 */
 static inline int blr_sign(const uint8_t *bits, size_t i, size_t k, size_t r)

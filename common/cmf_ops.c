@@ -204,7 +204,11 @@ int cmf_op_truncate(const cmf_file *f, size_t n, const char *out)
 	for (size_t i = 0; i < f->ntensors; i++) {
 		size_t l;
 
-		if (nv_layer_of(f->t[i].name, &l) && l >= n)
+		const char *nm = f->t[i].name;
+
+		/* multi-token-prediction heads belong to the full model only (the seed drops them too) */
+		if ((nv_layer_of(nm, &l) && l >= n) || !strncmp(nm, "model.mtp.", 10) ||
+		    !strncmp(nm, "mtp.", 4))
 			continue;
 		if (copy_tensor(w, &f->t[i]) < 0)
 			goto out;

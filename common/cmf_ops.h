@@ -41,7 +41,7 @@ int cmf_op_apply(const cmf_file *f, const cmf_patch *p, size_t np, const char *o
 int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const char *prov,
 		      const char *out);
 
-/* layers 0..n-1 and every non-layer tensor, cmf.arch's layer count set to n */
+/* layers 0..n-1 and every non-layer tensor but the mtp.* heads, cmf.arch's layer count set to n */
 int cmf_op_truncate(const cmf_file *f, size_t n, const char *out);
 
 /*

@@ -660,6 +660,12 @@ int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t w
 	int rc = -1;
 
 	memset(r, 0, sizeof *r);
+	for (size_t i = 0; i < n; i++)
+		if (tok[i] >= m->vocab) {
+			nv_seterr("token id %u at position %zu is beyond the vocabulary (0..%zu)",
+				  tok[i], i, m->vocab - 1);
+			return -1;
+		}
 	if (base && base->vocab != m->vocab) {
 		nv_seterr("the base model's vocabulary has %zu tokens, the model's %zu", base->vocab,
 			  m->vocab);

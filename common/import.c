@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void imp_model_init(imp_model *m)
 {
@@ -144,8 +145,12 @@ static int sniff(const char *path)
 	uint8_t b[9];
 	FILE *f;
 
+	struct stat st;
+
 	if (n >= 5 && strcmp(path + n - 5, ".json") == 0)
 		return NV_FROM_SAFETENSORS;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return NV_FROM_SAFETENSORS; /* a Hugging Face model directory */
 	if (!(f = fopen(path, "rb")))
 		return nv_seterr("cannot open '%s'", path), -1;
 	n = fread(b, 1, sizeof(b), f);
@@ -194,6 +199,8 @@ int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, imp_model 
 	else
 		rc = nv_import_safetensors(nsrc, src, o->dtype, m);
 	imp_model_sort(m);
+	if (rc == 0)
+		rc = imp_model_check(m);
 	if (rc == 0 && !(m->provenance = provenance(kinds[from], src[0])))
 		rc = -1;
 	if (rc < 0)
@@ -276,4 +283,59 @@ void imp_model_sort(imp_model *m)
 {
 	if (m->n > 1)
 		qsort(m->t, m->n, sizeof(*m->t), tensor_order);
+}
+
+/* ---------------------------------------------------------------- shapes against the arch */
+
+/* the shape a llama-family tensor must have (rows, cols; rows 0 for 1-d); 0 when the name is not one */
+static int expected_shape(const cmf_arch *a, const char *name, size_t *rows, size_t *cols)
+{
+	size_t h = (size_t)a->hidden, q = (size_t)a->heads * (size_t)a->head_dim;
+	size_t kv = (size_t)a->kv_heads * (size_t)a->head_dim, f = (size_t)a->intermediate, l;
+	const struct {
+		const char *tail;
+		size_t rows, cols;
+	} t[] = {
+		{ "input_layernorm.weight", 0, h },  { "post_attention_layernorm.weight", 0, h },
+		{ "self_attn.q_proj.weight", q, h }, { "self_attn.k_proj.weight", kv, h },
+		{ "self_attn.v_proj.weight", kv, h }, { "self_attn.o_proj.weight", h, q },
+		{ "mlp.gate_proj.weight", f, h },    { "mlp.up_proj.weight", f, h },
+		{ "mlp.down_proj.weight", h, f },
+	};
+
+	*rows = 0;
+	if (!strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight"))
+		return *rows = (size_t)a->vocab, *cols = h, 1;
+	if (!strcmp(name, "model.norm.weight"))
+		return *cols = h, 1;
+	if (!nv_layer_of(name, &l))
+		return 0;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (!strcmp(strchr(name + strlen("model.layers."), '.') + 1, t[i].tail))
+			return *rows = t[i].rows, *cols = t[i].cols, 1;
+	return 0;
+}
+
+int imp_model_check(const imp_model *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const nv_itensor *t = &m->t[i];
+		size_t rows, cols, l;
+		int want2;
+
+		if (nv_layer_of(t->name, &l) && l >= (size_t)m->arch.layers)
+			return nv_seterr("tensor '%s' is beyond the %d layers of the arch", t->name,
+					 m->arch.layers), -1;
+		if (!expected_shape(&m->arch, t->name, &rows, &cols))
+			continue;
+		want2 = rows != 0;
+		if (t->ndim != (want2 ? 2u : 1u) || (want2 && t->shape[0] != rows) ||
+		    t->shape[want2] != cols)
+			return nv_seterr("tensor '%s' has shape %zux%zu, the arch says %zux%zu", t->name,
+					 t->shape[0], t->ndim > 1 ? t->shape[1] : (size_t)1,
+					 want2 ? rows : cols, want2 ? cols : (size_t)1), -1;
+	}
+	if (!m->arch.tied && !imp_model_find((imp_model *)m, "lm_head.weight"))
+		return nv_seterr("the arch has an untied head but there is no lm_head.weight"), -1;
+	return 0;
 }

@@ -66,6 +66,8 @@ int imp_model_add_f32(imp_model *m, const char *name, size_t ndim, const size_t 
 /* add a tensor of any CMF dtype; data borrowed (owned = NULL) or taken (owned = data) */
 int imp_model_add_raw(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
 		     const size_t *shape, const void *data, void *owned, size_t nbytes);
+/* every llama-family tensor present has the shape the arch gives (1-d norms); no layer beyond the arch */
+int imp_model_check(const imp_model *m);
 /* tensors in the canonical order: embeddings, layers (HF order within), norm, head, the rest */
 void imp_model_sort(imp_model *m);
 /* the tensor called name, or NULL */

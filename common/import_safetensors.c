@@ -6,7 +6,9 @@
 
 #include <cJSON.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* dir of path (with its slash) + name, fresh */
 static char *beside(const char *path, const char *name)
@@ -154,12 +156,33 @@ static int import_files(size_t n, char *const *files, int dtype, imp_model *m)
 	return 0;
 }
 
+/* a model directory: its index when it has one, else its model.safetensors */
+static int import_dir(const char *dir, int dtype, imp_model *m)
+{
+	size_t dl = strlen(dir);
+	char *p = nv_malloc(dl + sizeof("/model.safetensors.index.json"), 1);
+	struct stat st;
+	int rc;
+
+	if (!p)
+		return -1;
+	sprintf(p, "%s%smodel.safetensors.index.json", dir, dl && dir[dl - 1] == '/' ? "" : "/");
+	if (stat(p, &st) != 0)
+		strcpy(strrchr(p, '/') + 1, "model.safetensors");
+	rc = nv_import_safetensors(1, &p, dtype, m);
+	free(p);
+	return rc;
+}
+
 int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m)
 {
 	size_t n0 = strlen(src[0]), nfiles;
+	struct stat st;
 	char **files;
 	int rc;
 
+	if (nsrc == 1 && stat(src[0], &st) == 0 && S_ISDIR(st.st_mode))
+		return import_dir(src[0], dtype, m);
 	if (read_config(src[0], &m->arch) < 0)
 		return -1;
 	if (nsrc == 1 && n0 >= 5 && strcmp(src[0] + n0 - 5, ".json") == 0) {

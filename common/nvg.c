@@ -104,7 +104,7 @@ void nv_path_free(nv_path *q)
 	memset(q, 0, sizeof(*q));
 }
 
-void nv_model_free(nv_model *md)
+void nv_bm_free(nv_bm *md)
 {
 	for (size_t p = 0; p < 2; p++)
 		if (md->p[p].h)
@@ -112,7 +112,7 @@ void nv_model_free(nv_model *md)
 	md->np = 0;
 }
 
-int nv_model_copy(nv_model *dst, const nv_model *src)
+int nv_bm_copy(nv_bm *dst, const nv_bm *src)
 {
 	size_t m = src->m, n = src->n, r = src->r;
 
@@ -124,7 +124,7 @@ int nv_model_copy(nv_model *dst, const nv_model *src)
 		const nv_path *s = &src->p[p];
 		nv_path *d = &dst->p[p];
 		if (nv_path_alloc(d, m, n, r) < 0) {
-			nv_model_free(dst);
+			nv_bm_free(dst);
 			return -1;
 		}
 		dst->np = p + 1;
@@ -150,22 +150,22 @@ static int scaled_signs(const nv_mat *s, const double *rs, const double *cs, nv_
 	return 0;
 }
 
-int nv_path_hsl(const nv_model *md, size_t p, nv_mat *o)
+int nv_path_hsl(const nv_bm *md, size_t p, nv_mat *o)
 {
 	return scaled_signs(&md->p[p].su, md->p[p].h, md->p[p].l, o);
 }
 
-int nv_path_hs(const nv_model *md, size_t p, nv_mat *o)
+int nv_path_hs(const nv_bm *md, size_t p, nv_mat *o)
 {
 	return scaled_signs(&md->p[p].su, md->p[p].h, NULL, o);
 }
 
-int nv_path_gs(const nv_model *md, size_t p, nv_mat *o)
+int nv_path_gs(const nv_bm *md, size_t p, nv_mat *o)
 {
 	return scaled_signs(&md->p[p].sv, md->p[p].g, NULL, o);
 }
 
-int nv_model_recon(const nv_model *md, int skip, nv_mat *out)
+int nv_bm_recon(const nv_bm *md, int skip, nv_mat *out)
 {
 	if (nv_mat_zeros(out, md->m, md->n) < 0)
 		return -1;
@@ -227,7 +227,7 @@ static void factors_free(factors *f)
 	}
 }
 
-static int factors_of(const nv_model *md, const nv_mat *h, factors *f)
+static int factors_of(const nv_bm *md, const nv_mat *h, factors *f)
 {
 	memset(f, 0, sizeof(*f));
 	for (size_t p = 0; p < md->np; p++)
@@ -252,7 +252,7 @@ static int dot_prod(const nv_mat *a, const nv_mat *p, int tp, const nv_mat *q, i
 	return 0;
 }
 
-int nv_herr(const nv_metric *mt, const nv_model *md, double *out)
+int nv_herr(const nv_metric *mt, const nv_bm *md, double *out)
 {
 	factors f;
 	double e = mt->whw;
@@ -286,7 +286,7 @@ fail:
 	return -1;
 }
 
-int nv_rel(const nv_metric *mt, const nv_model *md, double *out)
+int nv_rel(const nv_metric *mt, const nv_bm *md, double *out)
 {
 	double e;
 
@@ -311,6 +311,9 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 		nv_seterr("W has %zu columns but the context is %zu wide", w->c, hc->n);
 		return -1;
 	}
+	c->wlat = nv_calloc(1, sizeof(*c->wlat));
+	if (!c->wlat)
+		return -1;
 	PT(prof, "wh", rc = nv_metric_init(&c->fit, w, &hc->hf));
 	return rc;
 }
@@ -318,97 +321,122 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 void nv_tctx_free(nv_tctx *c)
 {
 	nv_metric_free(&c->fit);
+	if (c->wlat)
+		nv_lat_basis_free(c->wlat);
+	free(c->wlat);
+	c->wlat = NULL;
 }
 
 /* ---------------------------------------------------------------- latents */
 
-/* the top-r eigenpairs of the Gram of tl (rows when byrows), σ = √max(λ, 0) */
-static int top_eig(const nv_mat *tl, int byrows, size_t r, nv_prof *prof, double *sig,
-		   nv_mat *vec)
+void nv_lat_basis_free(nv_lat_basis *b)
 {
-	nv_mat g, e;
-	double *lam;
+	nv_mat_free(&b->tl);
+	nv_mat_free(&b->vec);
+	free(b->sig);
+	memset(b, 0, sizeof(*b));
+}
+
+/* the eigendecomposition of the Gram of t·L: rows (m × m) when m ≤ n, else
+ * columns (n × n); σ = √max(λ, 0), descending */
+int nv_lat_basis_build(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_lat_basis *b)
+{
+	nv_mat g = {0};
+	double *lam = NULL;
 	int rc;
 
-	PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, tl, !byrows, &g));
+	memset(b, 0, sizeof(*b));
+	b->byrows = t->r <= t->c;
+	if (l)
+		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, l, 0, &b->tl));
+	else
+		rc = nv_mat_copy(&b->tl, t);
+	if (rc < 0)
+		goto fail;
+	PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, &b->tl, !b->byrows, &g));
+	if (rc < 0 || !(lam = nv_malloc(g.r, sizeof(double))) ||
+	    !(b->sig = nv_malloc(g.r, sizeof(double))))
+		goto fail;
+	PT(prof, "lat.eig", rc = nv_sym_eig(&g, lam, &b->vec));
+	if (rc < 0)
+		goto fail;
+	for (size_t k = 0; k < g.r; k++)
+		b->sig[k] = sqrt(fmax(lam[k], 0.0));
+	free(lam);
+	nv_mat_free(&g);
+	return 0;
+fail:
+	free(lam);
+	nv_mat_free(&g);
+	nv_lat_basis_free(b);
+	return -1;
+}
+
+/* U_r (m × r): the top-r left singular vectors of t·L */
+static int lat_ur(const nv_lat_basis *b, size_t r, double floor, nv_prof *prof, nv_mat *ur)
+{
+	nv_mat top;
+	int rc;
+
+	if (nv_mat_zeros(&top, b->vec.r, r) < 0)
+		return -1;
+	for (size_t i = 0; i < b->vec.r; i++)
+		memcpy(nv_row(&top, i), nv_row(&b->vec, i), r * sizeof(double));
+	if (b->byrows) {
+		*ur = top;
+		return 0;
+	}
+	/* U_r = t·L·V_r·Σ_r⁻¹ */
+	PT(prof, "lat.gemm", rc = nv_gemm_new(&b->tl, 0, &top, 0, ur));
+	nv_mat_free(&top);
 	if (rc < 0)
 		return -1;
-	lam = nv_malloc(g.r, sizeof(double));
-	if (!lam) {
-		nv_mat_free(&g);
+	for (size_t i = 0; i < ur->r; i++)
+		for (size_t k = 0; k < r; k++)
+			ur->d[i * r + k] /= fmax(b->sig[k], floor);
+	return 0;
+}
+
+int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
+		    nv_mat *up, nv_mat *vp)
+{
+	size_t m = t->r, n = t->c;
+	double floor = fmax(b->sig[0], 1e-300) * 1e-15;
+	nv_mat ur;
+	int rc;
+
+	up->d = vp->d = NULL;
+	if (lat_ur(b, r, floor, prof, &ur) < 0)
+		return -1;
+	rc = nv_mat_copy(up, &ur);
+	if (rc == 0)
+		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
+	nv_mat_free(&ur);
+	if (rc < 0) {
+		nv_mat_free(up);
 		return -1;
 	}
-	PT(prof, "lat.eig", rc = nv_sym_eig(&g, lam, &e));
-	nv_mat_free(&g);
-	if (rc < 0 || nv_mat_zeros(vec, e.r, r) < 0) {
-		free(lam);
-		nv_mat_free(&e);
-		return -1;
-	}
-	for (size_t k = 0; k < r; k++)
-		sig[k] = sqrt(fmax(lam[k], 0.0));
-	for (size_t i = 0; i < e.r; i++)
-		memcpy(nv_row(vec, i), nv_row(&e, i), r * sizeof(double));
-	free(lam);
-	nv_mat_free(&e);
+	/* up = U_r Σ^{1/2}, vp = tᵀ U_r Σ^{-1/2} */
+	for (size_t i = 0; i < m; i++)
+		for (size_t k = 0; k < r; k++)
+			up->d[i * r + k] *= sqrt(b->sig[k]);
+	for (size_t j = 0; j < n; j++)
+		for (size_t k = 0; k < r; k++)
+			vp->d[j * r + k] /= sqrt(fmax(b->sig[k], floor));
 	return 0;
 }
 
 int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat *up,
 	       nv_mat *vp)
 {
-	size_t m = t->r, n = t->c;
-	nv_mat tlm = {0}, ur = {0}, vr = {0};
-	const nv_mat *tl = t;
-	double *sig = nv_malloc(r, sizeof(double)), floor;
-	int rc = -1;
+	nv_lat_basis b;
+	int rc;
 
 	up->d = vp->d = NULL;
-	if (!sig)
+	if (nv_lat_basis_build(t, l, prof, &b) < 0)
 		return -1;
-	if (l) {
-		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, l, 0, &tlm));
-		if (rc < 0)
-			goto out;
-		tl = &tlm;
-	}
-	rc = -1;
-	if (m <= n) {
-		if (top_eig(tl, 1, r, prof, sig, &ur) < 0)
-			goto out;
-	} else {
-		if (top_eig(tl, 0, r, prof, sig, &vr) < 0)
-			goto out;
-		PT(prof, "lat.gemm", rc = nv_gemm_new(tl, 0, &vr, 0, &ur));
-		if (rc < 0)
-			goto out;
-		floor = fmax(sig[0], 1e-300) * 1e-15;
-		for (size_t i = 0; i < m; i++)
-			for (size_t k = 0; k < r; k++)
-				ur.d[i * r + k] /= fmax(sig[k], floor);
-	}
-	floor = fmax(sig[0], 1e-300) * 1e-15;
-	if (nv_mat_copy(up, &ur) < 0)
-		goto out;
-	for (size_t i = 0; i < m; i++)
-		for (size_t k = 0; k < r; k++)
-			up->d[i * r + k] *= sqrt(sig[k]);
-	PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
-	if (rc < 0)
-		goto out;
-	for (size_t j = 0; j < n; j++)
-		for (size_t k = 0; k < r; k++)
-			vp->d[j * r + k] /= sqrt(fmax(sig[k], floor));
-	rc = 0;
-out:
-	if (rc < 0) {
-		nv_mat_free(up);
-		nv_mat_free(vp);
-	}
-	free(sig);
-	nv_mat_free(&tlm);
-	nv_mat_free(&ur);
-	nv_mat_free(&vr);
+	rc = nv_latents_from(&b, t, r, prof, up, vp);
+	nv_lat_basis_free(&b);
 	return rc;
 }
 
@@ -502,7 +530,7 @@ out:
 /* -------------------------------------------------------------------- ALS */
 
 /* [X_0 | X_1] of the paths' matrices (rows × np·r) */
-static int hstack(const nv_model *md, int (*part)(const nv_model *, size_t, nv_mat *),
+static int hstack(const nv_bm *md, int (*part)(const nv_bm *, size_t, nv_mat *),
 		  size_t rows, nv_mat *o)
 {
 	size_t r = md->r, pr = md->np * r;
@@ -522,21 +550,23 @@ static int hstack(const nv_model *md, int (*part)(const nv_model *, size_t, nv_m
 	return 0;
 }
 
-/* what the ℓ step leaves for the h step: BHB (pr × pr), WHB (m × pr) */
+/* what the ℓ step leaves for the h and g steps: H·B (n × pr), BHB (pr × pr),
+ * WHB (m × pr); H·B_q stays valid until path q's g is solved */
 typedef struct {
-	nv_mat bhb, whb;
+	nv_mat hb, bhb, whb;
 } als_state;
 
 /* ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs] */
-static int als_l(nv_model *md, const nv_tctx *c, als_state *st)
+static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 {
 	size_t m = md->m, r = md->r, pr = md->np * r;
-	nv_mat b = {0}, hb = {0}, a = {0}, ata = {0};
+	nv_mat b = {0}, a = {0}, ata = {0};
 	double *rhs = NULL, *lam = NULL;
 	int rc = -1;
 
-	if (hstack(md, nv_path_gs, md->n, &b) < 0 || nv_gemm_new(&c->hc->hf, 0, &b, 0, &hb) < 0 ||
-	    nv_gemm_new(&b, 1, &hb, 0, &st->bhb) < 0 ||
+	if (hstack(md, nv_path_gs, md->n, &b) < 0 ||
+	    nv_gemm_new(&c->hc->hf, 0, &b, 0, &st->hb) < 0 ||
+	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 ||
 	    nv_gemm_new(&c->fit.wh, 0, &b, 0, &st->whb) < 0 ||
 	    hstack(md, nv_path_hs, m, &a) < 0 || nv_syrk_new(1.0, &a, 1, &ata) < 0)
 		goto out;
@@ -558,14 +588,13 @@ out:
 	free(rhs);
 	free(lam);
 	nv_mat_free(&b);
-	nv_mat_free(&hb);
 	nv_mat_free(&a);
 	nv_mat_free(&ata);
 	return rc;
 }
 
 /* the 2 × 2 (or 1 × 1) row systems of the h step */
-static void als_h_solve(nv_model *md, const double *gm, const double *rh)
+static void als_h_solve(nv_bm *md, const double *gm, const double *rh)
 {
 	size_t np = md->np;
 
@@ -588,7 +617,7 @@ static void als_h_solve(nv_model *md, const double *gm, const double *rh)
 
 /* h (per row, joint over paths), with M_p = S_U,p·diag(ℓ_p):
  * G_i[a][c] = M_a,i · (BᵀHB)_ac · M_c,iᵀ,  R_i[a] = (W H B)_i,a · M_a,i */
-static int als_h(nv_model *md, const als_state *st)
+static int als_h(nv_bm *md, const als_state *st)
 {
 	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
 	nv_mat ms[2] = {{0}}, kac = {0}, mk = {0};
@@ -630,24 +659,45 @@ out:
 	return rc;
 }
 
+/* H·B_q (n × r): columns q·r.. of the ℓ step's H·B while path q's g has not
+ * moved since (q > p in this sweep), else computed afresh */
+static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, size_t q,
+		 nv_mat *hbq)
+{
+	size_t n = md->n, r = md->r;
+	nv_mat bq;
+	int rc;
+
+	if (q > p) {
+		if (nv_mat_zeros(hbq, n, r) < 0)
+			return -1;
+		for (size_t j = 0; j < n; j++)
+			memcpy(nv_row(hbq, j), nv_row(&st->hb, j) + q * r, r * sizeof(double));
+		return 0;
+	}
+	if (nv_path_gs(md, q, &bq) < 0)
+		return -1;
+	rc = nv_gemm_new(&c->hc->hf, 0, &bq, 0, hbq);
+	nv_mat_free(&bq);
+	return rc;
+}
+
 /* X = (W H − Σ_{q≠p} Ŵ_q H)ᵀ·M (n × r) for M (m × r), without an m × n product */
-static int target_h_t_times(const nv_model *md, const nv_tctx *c, size_t p, const nv_mat *mm,
-			    nv_mat *x)
+static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
+			    const nv_mat *mm, nv_mat *x)
 {
 	if (nv_gemm_new(&c->fit.wh, 1, mm, 0, x) < 0)
 		return -1;
 	for (size_t q = 0; q < md->np; q++) {
-		nv_mat aq = {0}, bq = {0}, hbq = {0}, aqm = {0};
+		nv_mat aq = {0}, hbq = {0}, aqm = {0};
 		int rc;
 		if (q == p)
 			continue;
-		rc = nv_path_hsl(md, q, &aq) < 0 || nv_path_gs(md, q, &bq) < 0 ||
-		     nv_gemm_new(&c->hc->hf, 0, &bq, 0, &hbq) < 0 ||
+		rc = nv_path_hsl(md, q, &aq) < 0 || hb_of(md, c, st, p, q, &hbq) < 0 ||
 		     nv_gemm_new(&aq, 1, mm, 0, &aqm) < 0;
 		if (!rc)
 			nv_gemm(-1.0, &hbq, 0, &aqm, 0, 1.0, x);
 		nv_mat_free(&aq);
-		nv_mat_free(&bq);
 		nv_mat_free(&hbq);
 		nv_mat_free(&aqm);
 		if (rc) {
@@ -659,7 +709,7 @@ static int target_h_t_times(const nv_model *md, const nv_tctx *c, size_t p, cons
 }
 
 /* g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p) */
-static int als_g(nv_model *md, const nv_tctx *c, size_t p)
+static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
 {
 	size_t n = md->n, r = md->r;
 	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
@@ -669,7 +719,7 @@ static int als_g(nv_model *md, const nv_tctx *c, size_t p)
 
 	if (!rhs || !g || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
 	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_new(&svk, 0, sv, 1, &ctc) < 0 ||
-	    target_h_t_times(md, c, p, &mm, &x) < 0)
+	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
 		goto out;
 	for (size_t i = 0; i < n * n; i++)
 		ctc.d[i] *= c->hc->hf.d[i];
@@ -689,10 +739,10 @@ out:
 	return rc;
 }
 
-int nv_als(nv_model *md, const nv_tctx *c, int sweeps)
+int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 {
 	for (int s = 0; s < sweeps; s++) {
-		als_state st = {{0}, {0}};
+		als_state st = {{0}, {0}, {0}};
 		double t = nv_now();
 		int rc = als_l(md, c, &st);
 		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
@@ -700,15 +750,15 @@ int nv_als(nv_model *md, const nv_tctx *c, int sweeps)
 		if (rc == 0)
 			rc = als_h(md, &st);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
+		t = nv_now();
+		for (size_t p = 0; p < md->np && rc == 0; p++)
+			rc = als_g(md, c, &st, p);
+		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
+		nv_mat_free(&st.hb);
 		nv_mat_free(&st.bhb);
 		nv_mat_free(&st.whb);
 		if (rc < 0)
 			return -1;
-		t = nv_now();
-		for (size_t p = 0; p < md->np; p++)
-			if (als_g(md, c, p) < 0)
-				return -1;
-		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
 	}
 	return 0;
 }
@@ -792,7 +842,7 @@ static uint64_t flip_parallel(flip_job *proto, size_t m, int threads)
 	return total;
 }
 
-static int flip_u_inner(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
 	size_t m = md->m, r = md->r;
 	nv_mat b = {0}, hb = {0}, k = {0}, whb = {0}, q = {0}, qs = {0};
@@ -844,7 +894,7 @@ out:
 	return rc;
 }
 
-int nv_flip_u(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
 	double t = nv_now();
 	uint64_t f = 0;

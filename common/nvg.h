@@ -77,20 +77,20 @@ typedef struct {
 typedef struct {
 	size_t m, n, r, np; /* np paths in use (1 or 2) */
 	nv_path p[2];
-} nv_model;
+} nv_bm;
 
 /* allocate path p (zeros) of an m × n rank-r model */
 int nv_path_alloc(nv_path *q, size_t m, size_t n, size_t r);
 void nv_path_free(nv_path *q);
-int nv_model_copy(nv_model *dst, const nv_model *src);
-void nv_model_free(nv_model *md);
+int nv_bm_copy(nv_bm *dst, const nv_bm *src);
+void nv_bm_free(nv_bm *md);
 
 /* diag(h)·S_U·diag(ℓ) (m × r), diag(h)·S_U (m × r), diag(g)·S_V (n × r) */
-int nv_path_hsl(const nv_model *md, size_t p, nv_mat *o);
-int nv_path_hs(const nv_model *md, size_t p, nv_mat *o);
-int nv_path_gs(const nv_model *md, size_t p, nv_mat *o);
+int nv_path_hsl(const nv_bm *md, size_t p, nv_mat *o);
+int nv_path_hs(const nv_bm *md, size_t p, nv_mat *o);
+int nv_path_gs(const nv_bm *md, size_t p, nv_mat *o);
 /* Σ_{p ≠ skip} Ŵ_p (m × n), fresh; skip = -1 for all paths */
-int nv_model_recon(const nv_model *md, int skip, nv_mat *out);
+int nv_bm_recon(const nv_bm *md, int skip, nv_mat *out);
 
 /* ---- the H metric ---- */
 
@@ -108,13 +108,21 @@ void nv_metric_free(nv_metric *mt);
 /* tr(E H Eᵀ) of Ŵ = the model, from its factors:
  * tr(W H Wᵀ) − 2 Σ_p ⟨A_p, W H B_p⟩ + Σ_pq ⟨A_pᵀA_q, B_pᵀ H B_q⟩,
  * A_p = diag(h)S_U diag(ℓ), B_p = diag(g)S_V */
-int nv_herr(const nv_metric *mt, const nv_model *md, double *out);
+int nv_herr(const nv_metric *mt, const nv_bm *md, double *out);
 /* √(tr(E H Eᵀ) / tr(W H Wᵀ)) */
-int nv_rel(const nv_metric *mt, const nv_model *md, double *out);
+int nv_rel(const nv_metric *mt, const nv_bm *md, double *out);
 /* the direct formula tr(E H Eᵀ) for an explicit E (m × n) */
 int nv_herr_direct(const nv_mat *e, const nv_mat *h, double *out);
 
 /* ---- one tensor's fitting context ---- */
+
+/* the eigendecomposition behind rank-r latents of t (any r) */
+typedef struct {
+	int byrows;     /* 1: m ≤ n, vec holds left vectors (m × m); 0: right (n × n) */
+	nv_mat tl;      /* (m × n) t·L (t when no metric) */
+	nv_mat vec;     /* eigenvectors, columns in descending order */
+	double *sig;    /* singular values of t·L, descending */
+} nv_lat_basis;
 
 typedef struct {
 	const nv_mat *w;     /* (m × n) the matrix encoded */
@@ -122,6 +130,7 @@ typedef struct {
 	nv_metric fit;       /* the damped metric hf; fit.wh = W·hf */
 	nv_prof *prof;       /* NULL: no profile */
 	int threads;         /* workers of the row-parallel stages (≥ 1) */
+	nv_lat_basis *wlat;  /* whitened basis of W, filled by the first init that needs it */
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
@@ -134,27 +143,33 @@ void nv_tctx_free(nv_tctx *c);
  * up = U_r Σ^{1/2}, vp = tᵀ U_r Σ^{-1/2}, U_r, Σ from the SVD of t·L */
 int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat *up,
 	       nv_mat *vp);
+/* the same in two steps, so that latents of one t at several ranks share
+ * one eigendecomposition: nv_lat_basis_build then nv_latents_from (t the same) */
+int nv_lat_basis_build(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_lat_basis *b);
+int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
+		    nv_mat *up, nv_mat *vp);
+void nv_lat_basis_free(nv_lat_basis *b);
 /* the orthogonal R bringing the row-normalised [up; vp]·R closest to the
  * hypercube with rows weighted by w²; returns up·R, vp·R */
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo);
 /* exact block least squares: ℓ (joint over paths), h (per row, joint over
  * paths), g (per path), `sweeps` times; never raises the fit error */
-int nv_als(nv_model *md, const nv_tctx *c, int sweeps);
+int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
-int nv_flip_u(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips);
+int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* column-sequential sign search on S_V of path pi; *flips may be NULL */
-int nv_gptq_v(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips);
+int nv_gptq_v(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* the discrete refinement, in place */
-int nv_refine(nv_model *md, const nv_tctx *c, int sweeps);
+int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps);
 /* whitened topology + ITQ + ALS; the second path on the residual */
-int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_model *md);
+int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);
 
 /* rebalance by the RMS of h and g, round the scales to f16, zero dead ℓ,
  * pack.  0: *bytes (malloc'd, *len) and *stored (the model with the stored
  * scales, may be NULL); 1: refused (non-finite scale, |h| or |g| > 65000),
  * reason set; -1 error */
-int nv_pack(const nv_model *md, uint8_t **bytes, size_t *len, nv_model *stored);
+int nv_pack(const nv_bm *md, uint8_t **bytes, size_t *len, nv_bm *stored);
 
 /* ---- the driver ---- */
 

@@ -54,7 +54,7 @@ static int rank_for(const nv_enc_opts *o, size_t m, size_t n, size_t np, size_t 
 
 /* the candidates of one encode */
 typedef struct {
-	nv_model md[2];
+	nv_bm md[2];
 	size_t np[2];
 	blr_clip clip[2];
 	size_t k;
@@ -64,7 +64,7 @@ typedef struct {
 static void cands_free(cands *cs)
 {
 	for (size_t i = 0; i < cs->k; i++)
-		nv_model_free(&cs->md[i]);
+		nv_bm_free(&cs->md[i]);
 }
 
 static void note(cands *cs, const char *name, double e)
@@ -78,7 +78,7 @@ static void note(cands *cs, const char *name, double e)
 static int add_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o,
 		    size_t np)
 {
-	nv_model *md = &cs->md[cs->k];
+	nv_bm *md = &cs->md[cs->k];
 	size_t r;
 	blr_clip clip;
 
@@ -120,7 +120,7 @@ static int pick(cands *cs, const nv_metric *sel, nv_prof *prof, size_t *best)
 }
 
 /* stored errors on the raw Grams, then the report line */
-static int finish(const nv_mat *w, const nv_mat *hfit, const nv_metric *sel, const nv_model *st,
+static int finish(const nv_mat *w, const nv_mat *hfit, const nv_metric *sel, const nv_bm *st,
 		  const cands *cs, size_t bi, nv_prof *prof, nv_enc_result *res)
 {
 	nv_metric fit;
@@ -166,7 +166,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 	nv_tctx c;
 	nv_metric sel = {0};
 	cands cs = {0};
-	nv_model st = {0};
+	nv_bm st = {0};
 	size_t bi = 0;
 	double t;
 	int rc = -1;
@@ -188,7 +188,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 		rc = -1;
 	}
 out:
-	nv_model_free(&st);
+	nv_bm_free(&st);
 	cands_free(&cs);
 	nv_metric_free(&sel);
 	nv_tctx_free(&c);

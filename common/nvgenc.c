@@ -159,7 +159,7 @@ static void gptq_free(gptq_state *st)
 }
 
 /* target W − Σ_{q≠pi} Ŵ_q, permuted and transposed; path pi's S_V and g in act order */
-static int gptq_setup(gptq_state *st, const nv_model *md, const nv_tctx *c, size_t pi)
+static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t pi)
 {
 	size_t m = md->m, n = md->n, r = md->r;
 	const uint32_t *perm = c->hc->perm;
@@ -174,7 +174,7 @@ static int gptq_setup(gptq_state *st, const nv_model *md, const nv_tctx *c, size
 	if (!st->g || nv_path_hsl(md, pi, &st->mm) < 0 || nv_syrk_new(1.0, &st->mm, 1, &st->k) < 0 ||
 	    nv_mat_zeros(&st->wpt, n, m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
 		return -1;
-	if (md->np > 1 && nv_model_recon(md, (int)pi, &rest) < 0)
+	if (md->np > 1 && nv_bm_recon(md, (int)pi, &rest) < 0)
 		return -1;
 	for (size_t i = 0; i < m; i++) {
 		const double *w = nv_row(c->w, i), *o = rest.d ? nv_row(&rest, i) : NULL;
@@ -189,7 +189,7 @@ static int gptq_setup(gptq_state *st, const nv_model *md, const nv_tctx *c, size
 	return 0;
 }
 
-static int gptq_v_inner(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+static int gptq_v_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
 	gptq_state st;
 	const uint32_t *perm = c->hc->perm;
@@ -212,7 +212,7 @@ fail:
 	return -1;
 }
 
-int nv_gptq_v(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+int nv_gptq_v(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
 	double t = nv_now();
 	uint64_t f = 0;
@@ -227,7 +227,7 @@ int nv_gptq_v(nv_model *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 
 /* ----------------------------------------------------------------- refine */
 
-static int fit_err(const nv_tctx *c, const nv_model *md, double *e)
+static int fit_err(const nv_tctx *c, const nv_bm *md, double *e)
 {
 	double t = nv_now();
 	int rc = nv_herr(&c->fit, md, e);
@@ -236,7 +236,7 @@ static int fit_err(const nv_tctx *c, const nv_model *md, double *e)
 	return rc;
 }
 
-int nv_refine(nv_model *md, const nv_tctx *c, int sweeps)
+int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
 {
 	double cur, e;
 
@@ -245,9 +245,9 @@ int nv_refine(nv_model *md, const nv_tctx *c, int sweeps)
 	for (int s = 0; s < sweeps; s++)
 		for (size_t pi = 0; pi < md->np; pi++)
 			for (int kind = 0; kind < 2; kind++) {
-				nv_model trial;
+				nv_bm trial;
 				int rc;
-				if (nv_model_copy(&trial, md) < 0)
+				if (nv_bm_copy(&trial, md) < 0)
 					return -1;
 				rc = kind == 0 ? nv_flip_u(&trial, c, pi, NULL)
 					       : nv_gptq_v(&trial, c, pi, NULL);
@@ -256,15 +256,15 @@ int nv_refine(nv_model *md, const nv_tctx *c, int sweeps)
 				if (rc == 0)
 					rc = fit_err(c, &trial, &e);
 				if (rc < 0) {
-					nv_model_free(&trial);
+					nv_bm_free(&trial);
 					return -1;
 				}
 				if (e < cur) {
-					nv_model_free(md);
+					nv_bm_free(md);
 					*md = trial;
 					cur = e;
 				} else {
-					nv_model_free(&trial);
+					nv_bm_free(&trial);
 				}
 			}
 	return 0;
@@ -280,8 +280,17 @@ static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 	double *wu = nv_malloc(m, sizeof(double)), *wv = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
-	if (!wu || !wv || nv_latents(t, r, &c->hc->l, c->prof, &up, &vp) < 0)
+	if (!wu || !wv)
 		goto out;
+	if (t == c->w) {
+		/* W's whitened basis serves every candidate rank */
+		if (!c->wlat->sig && nv_lat_basis_build(t, &c->hc->l, c->prof, c->wlat) < 0)
+			goto out;
+		if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
+			goto out;
+	} else if (nv_latents(t, r, &c->hc->l, c->prof, &up, &vp) < 0) {
+		goto out;
+	}
 	for (size_t i = 0; i < m; i++)
 		wu[i] = cblas_dnrm2((int)r, nv_row(&up, i), 1);
 	for (size_t j = 0; j < n; j++)
@@ -303,7 +312,7 @@ out:
 	return rc;
 }
 
-int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_model *md)
+int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md)
 {
 	nv_mat res = {0};
 	double t;
@@ -319,7 +328,7 @@ int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_model *md)
 		goto fail;
 	if (np == 2) {
 		t = nv_now();
-		if (nv_model_recon(md, -1, &res) < 0)
+		if (nv_bm_recon(md, -1, &res) < 0)
 			goto fail;
 		for (size_t i = 0; i < res.r * res.c; i++)
 			res.d[i] = c->w->d[i] - res.d[i];
@@ -334,7 +343,7 @@ int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_model *md)
 	return 0;
 fail:
 	nv_mat_free(&res);
-	nv_model_free(md);
+	nv_bm_free(md);
 	return -1;
 }
 
@@ -431,7 +440,7 @@ static int packed_of(const nv_path *q, size_t m, size_t n, size_t r, packed_path
 	return 0;
 }
 
-static int pack_bytes(const nv_model *st, uint8_t **bytes, size_t *len)
+static int pack_bytes(const nv_bm *st, uint8_t **bytes, size_t *len)
 {
 	packed_path pp[2] = {{0}};
 	blr_path_in in[2];
@@ -463,17 +472,17 @@ out:
 	return rc;
 }
 
-int nv_pack(const nv_model *md, uint8_t **bytes, size_t *len, nv_model *stored)
+int nv_pack(const nv_bm *md, uint8_t **bytes, size_t *len, nv_bm *stored)
 {
-	nv_model st;
+	nv_bm st;
 	int rc;
 
-	if (nv_model_copy(&st, md) < 0)
+	if (nv_bm_copy(&st, md) < 0)
 		return -1;
 	for (size_t p = 0; p < st.np; p++) {
 		rc = pack_path(&st.p[p], st.m, st.n, st.r, p);
 		if (rc) {
-			nv_model_free(&st);
+			nv_bm_free(&st);
 			return rc;
 		}
 	}
@@ -481,6 +490,6 @@ int nv_pack(const nv_model *md, uint8_t **bytes, size_t *len, nv_model *stored)
 	if (rc == 0 && stored)
 		*stored = st;
 	else
-		nv_model_free(&st);
+		nv_bm_free(&st);
 	return rc;
 }

@@ -6,9 +6,11 @@
  *   offset 8   u64  count    tokens accumulated
  *   offset 16  f32  G[n*n]   row-major mean Gram (1/count)·Σ x xᵀ
  *
- * Size exactly 16 + 4n².  Readers check the size, finiteness, symmetry
- * (|G_ij − G_ji| ≤ NVGG_SYM_TOL · max(|G_ii|, |G_jj|, tiny)) and a
- * non-negative diagonal.
+ * Size exactly 16 + 4n².  Readers check the magic, n ≥ 1, count ≥ 1 (a Gram
+ * of no tokens has no mean), the size, finiteness, symmetry
+ * (|G_ij − G_ji| ≤ NVGG_SYM_TOL · max(G_ii, G_jj, 1e-30)) and a non-negative
+ * diagonal.  Failures set a reason (err.h) naming the field, its value and
+ * what was allowed; the caller adds the file name.
  */
 #ifndef NV_NVGG_H
 #define NV_NVGG_H
@@ -25,7 +27,7 @@ typedef struct {
 	float *g; /* (n × n) row-major, owned */
 } nvgg;
 
-/* validate and decode a whole file's bytes; name is used in messages */
+/* validate and decode a whole file's bytes (len bytes) into out (g owned) */
 int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out);
 
 /* read and validate path ("-" = stdin) */
@@ -34,7 +36,11 @@ int nvgg_read(const char *path, nvgg *out);
 /* write atomically ("-" = stdout, refused on a terminal) */
 int nvgg_write(const char *path, const nvgg *g);
 
-/* out = count-weighted mean of k Grams of one width (exact in f64, stored f32) */
+/*
+ * out = count-weighted mean of k Grams of one width, Σ count_s·G_s / Σ count_s
+ * in f64, stored f32; out->count = Σ count_s.  Refuses k = 0, differing
+ * widths, a zero count or a count total beyond u64.
+ */
 int nvgg_merge(const nvgg *in, size_t k, nvgg *out);
 
 /* the Gram as f64 (n × n), freshly allocated */

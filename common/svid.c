@@ -88,7 +88,7 @@ out:
 	return rc;
 }
 
-int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_model *md)
+int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md)
 {
 	nv_mat up = {0}, vp = {0}, res = {0};
 
@@ -102,7 +102,7 @@ int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_model *md)
 	nv_mat_free(&up);
 	nv_mat_free(&vp);
 	if (np == 2) {
-		if (nv_model_recon(md, -1, &res) < 0)
+		if (nv_bm_recon(md, -1, &res) < 0)
 			goto fail;
 		for (size_t i = 0; i < res.r * res.c; i++)
 			res.d[i] = w->d[i] - res.d[i];
@@ -119,17 +119,17 @@ fail:
 	nv_mat_free(&up);
 	nv_mat_free(&vp);
 	nv_mat_free(&res);
-	nv_model_free(md);
+	nv_bm_free(md);
 	return -1;
 }
 
 /* ‖W − Ŵ‖_F / ‖W‖_F */
-static int frob_rel(const nv_mat *w, const nv_model *md, double *out)
+static int frob_rel(const nv_mat *w, const nv_bm *md, double *out)
 {
 	nv_mat rec;
 	double e = 0.0, t = 0.0;
 
-	if (nv_model_recon(md, -1, &rec) < 0)
+	if (nv_bm_recon(md, -1, &rec) < 0)
 		return -1;
 	for (size_t i = 0; i < rec.r * rec.c; i++) {
 		double d = w->d[i] - rec.d[i];
@@ -144,7 +144,7 @@ static int frob_rel(const nv_mat *w, const nv_model *md, double *out)
 int nv_encode_dual_svid(const nv_mat *w, const nv_enc_opts *o, nv_enc_result *res)
 {
 	size_t m = w->r, n = w->c, np = o->paths == 1 ? 1 : 2, r;
-	nv_model md, st;
+	nv_bm md, st;
 	blr_clip clip = BLR_CLIP_NONE;
 	int rc;
 
@@ -159,11 +159,11 @@ int nv_encode_dual_svid(const nv_mat *w, const nv_enc_opts *o, nv_enc_result *re
 	if (nv_build_dual_svid(w, r, np, &md) < 0)
 		return -1;
 	rc = nv_pack(&md, &res->bytes, &res->len, &st);
-	nv_model_free(&md);
+	nv_bm_free(&md);
 	if (rc)
 		return rc;
 	rc = frob_rel(w, &st, &res->frob);
-	nv_model_free(&st);
+	nv_bm_free(&st);
 	if (rc < 0) {
 		nv_enc_result_free(res);
 		return -1;

@@ -21,7 +21,7 @@ void nv_rank1_pos(const nv_mat *mabs, double *left, double *right);
 int nv_svid_path(const nv_mat *up, const nv_mat *vp, nv_path *q);
 
 /* the dual-SVID model at rank r with np paths */
-int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_model *md);
+int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md);
 
 /* encode with dual-SVID (o->paths 0 means 2); report "P2 r… frob …" */
 int nv_encode_dual_svid(const nv_mat *w, const nv_enc_opts *o, nv_enc_result *res);

@@ -364,7 +364,8 @@ static int push_pair(const tok_vocab *v, heap *hp, const sym *s, int a, int b, c
 }
 
 /* the initial symbols: one per code point, or its bytes' fallback pieces */
-static int spm_symbols(const tok_vocab *v, const char *t, size_t len, sym *s, size_t *ns)
+static int spm_symbols(const tok_vocab *v, const char *t, size_t len, size_t shift, sym *s,
+		       size_t *ns)
 {
 	size_t n = 0;
 
@@ -381,9 +382,13 @@ static int spm_symbols(const tok_vocab *v, const char *t, size_t len, sym *s, si
 			for (size_t j = 0; j < k; j++) {
 				int b = v->byte_fallback[(uint8_t)t[i + j]];
 
+				if (b < 0 && i + j < shift) {
+					nv_seterr("the dummy-prefix space has no token");
+					return -1;
+				}
 				if (b < 0) {
 					nv_seterr("byte 0x%02x at offset %zu has no token and no byte "
-						  "fallback", (uint8_t)t[i + j], i + j);
+						  "fallback", (uint8_t)t[i + j], i + j - shift);
 					return -1;
 				}
 				s[n++] = (sym){ b, -1, -1, 0 };
@@ -436,15 +441,15 @@ static size_t max_piece(const tok_vocab *v)
 	return m;
 }
 
-static int spm_encode(const tok_vocab *v, const char *text, size_t len, uint32_t *out,
-		      size_t *n)
+static int spm_encode(const tok_vocab *v, const char *text, size_t len, size_t shift,
+		      uint32_t *out, size_t *n)
 {
 	sym *s = nv_malloc(len + 1, sizeof *s);
 	char *buf = nv_malloc(2 * max_piece(v) + 1, 1);
 	size_t ns = 0;
 	int rc = -1;
 
-	if (!s || !buf || spm_symbols(v, text, len, s, &ns) < 0 || spm_merge(v, s, ns, buf) < 0)
+	if (!s || !buf || spm_symbols(v, text, len, shift, s, &ns) < 0 || spm_merge(v, s, ns, buf) < 0)
 		goto out;
 	for (int i = ns ? 0 : -1; i >= 0; i = s[i].next)
 		out[(*n)++] = (uint32_t)s[i].id;
@@ -668,8 +673,8 @@ static int to_cps(const char *text, size_t len, cps *t)
 	return 0;
 }
 
-static int gpt2_encode(const tok_vocab *v, const char *text, size_t len, uint32_t *out,
-		       size_t *n)
+static int gpt2_encode(const tok_vocab *v, const char *text, size_t len, size_t shift,
+		       uint32_t *out, size_t *n)
 {
 	cps t = { 0 };
 	char *buf = nv_malloc(4 * len + 4, 1);
@@ -685,7 +690,7 @@ static int gpt2_encode(const tok_vocab *v, const char *text, size_t len, uint32_
 		for (; rc == 0 && i < end; i += k) {
 			k = gpt2_match(&t, i, end);
 			rc = gpt2_bpe(v, text + t.off[i], t.off[i + k] - t.off[i], out, n, buf,
-				      t.off[i]);
+				      t.off[i] > shift ? t.off[i] - shift : 0);
 		}
 	}
 	if (!buf)
@@ -701,6 +706,7 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, uint32_t **ids,
 {
 	char *t = NULL;
 	uint32_t *out;
+	size_t shift = 0;
 	int rc;
 
 	*ids = NULL;
@@ -718,8 +724,10 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, uint32_t **ids,
 		memcpy(t + 1, text, len);
 		text = t;
 		len++;
+		shift = 1;
 	}
-	rc = v->kind == TOK_SPM ? spm_encode(v, text, len, out, n) : gpt2_encode(v, text, len, out, n);
+	rc = v->kind == TOK_SPM ? spm_encode(v, text, len, shift, out, n)
+				: gpt2_encode(v, text, len, shift, out, n);
 	free(t);
 	if (rc < 0) {
 		free(out);

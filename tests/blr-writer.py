@@ -4,7 +4,8 @@ Written from the man page, not from common/blr.c: it packs payloads, computes
 what they dequantize to, what a row-gauge undo must give, and the rank rule in
 exact rational arithmetic.
 
-  write OUT M N R P SEED   payload OUT (exact scales), and OUT.numpy.f32: numpy's W
+  write OUT M N R P SEED [--no-numpy]
+                           payload OUT (exact scales), and OUT.numpy.f32: numpy's W
   gauge IN FACTORS OUT     the payload IN with every path's h divided by FACTORS (f32)
   svid W M N R OUT         a data-free one-path payload of a raw f32 matrix (demo)
   rank CASES EXPECT        the seed's grid: the cases, and the rule's answers
@@ -45,7 +46,7 @@ def random_f16(rng, size, lo, hi, signed):
     return v
 
 
-def write(out, m, n, r, p, seed):
+def write(out, m, n, r, p, seed, numpy_w=True):
     rng = np.random.default_rng(seed)
     paths = []
     for _ in range(p):
@@ -59,8 +60,9 @@ def write(out, m, n, r, p, seed):
         paths.append((h, g, l, su, sv))
     with open(out, "wb") as f:
         f.write(payload(m, n, r, paths))
-    with open(out + ".numpy.f32", "wb") as f:
-        f.write(dequantize(r, paths).tobytes())
+    if numpy_w:
+        with open(out + ".numpy.f32", "wb") as f:
+            f.write(dequantize(r, paths).tobytes())
 
 
 def gauge(src, factors, out):
@@ -126,7 +128,7 @@ def rank_grid(cases, expect):
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a[0] == "write":
-        write(a[1], *map(int, a[2:7]))
+        write(a[1], *map(int, a[2:7]), numpy_w="--no-numpy" not in a)
     elif a[0] == "gauge":
         gauge(a[1], a[2], a[3])
     elif a[0] == "svid":

@@ -89,12 +89,16 @@ test_expect_success 'gauge with factors of 1 leaves the payload as it was' '
 	cmp a.blr same.blr
 '
 
-test_expect_success 'gauge refuses to write over its input' '
+test_expect_success 'gauge refuses to write over its inputs' '
 	cp a.blr in.blr &&
 	test_expect_code 1 blr-pack gauge --undo d.f32 -o in.blr in.blr 2>err &&
 	test_one_line_error err &&
-	test_grep "it is the input" err &&
-	cmp a.blr in.blr
+	test_grep "^blr-pack: cannot write .in.blr.: it is an input$" err &&
+	cmp a.blr in.blr &&
+	cp d.f32 d2.f32 &&
+	test_expect_code 1 blr-pack gauge --undo d2.f32 -o d2.f32 a.blr 2>err &&
+	test_one_line_error err &&
+	cmp d.f32 d2.f32
 '
 
 test_done

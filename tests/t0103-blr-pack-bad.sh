@@ -101,6 +101,25 @@ test_expect_success 'gauge: a missing factor file' '
 	rm -f d.f32 && bad_gauge "No such file"
 '
 
+test_expect_success 'an output directory that does not exist' '
+	test_expect_code 1 blr-pack unpack -o no/such/dir/w.f32 good.blr 2>err &&
+	test_one_line_error err &&
+	test_grep "^blr-pack: cannot write .no/such/dir/w.f32.: cannot create .no/such/dir/w.f32.: No such file" err &&
+	test_path_is_missing no
+'
+
+test_expect_success 'a full device on standard output (unpack)' '
+	test_expect_code 1 blr-pack unpack good.blr >/dev/full 2>err &&
+	test_one_line_error err &&
+	test_grep "No space left on device" err
+'
+
+test_expect_success 'a full device on standard output (info)' '
+	test_expect_code 1 blr-pack info good.blr >/dev/full 2>err &&
+	test_one_line_error err &&
+	test_grep "^blr-pack: write to standard output failed: No space left on device" err
+'
+
 # binary output to a terminal: run under script(1), which gives the tool a pty
 on_tty() {
 	script -qec "$*" /dev/null >tty.out

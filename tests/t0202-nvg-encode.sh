@@ -9,6 +9,19 @@ field() { sed -En "s/(^|.* )$1 ([^ ]*).*/\2/p" "$2"; }
 close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 6e-5) }'; }
 sel_of() { sed -n "s/.* sel \([0-9.]*\)$/\1/p" "$1"; }
 
+test_expect_success '-h prints exactly the SYNOPSIS of nvg-encode(1)' '
+	mandoc -Tascii "$NVG_TOP/man/man1/nvg-encode.1" >page &&
+	sed -e "s/.\x08//g" page >plain &&
+	sed -n -e "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
+	sed -e "1d" -e "\$d" -e "/^ *\$/d" -e "s/^ *//" syn >expect &&
+	test -s expect &&
+	nvg-encode -h >actual 2>err &&
+	test_cmp expect actual &&
+	test ! -s err &&
+	nvg-encode --version >v &&
+	test_grep "^nvg-encode \(nvgkit\) [0-9]+\.[0-9]+\.[0-9]+$" v
+'
+
 test_expect_success 'setup: a synthetic 96x64 layer and its context' '
 	"$NVG_PY" "$REF/synth-layer.py" layer 96 64 1 . &&
 	hctx-build fit.gram -o fit.hctx

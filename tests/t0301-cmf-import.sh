@@ -83,6 +83,7 @@ json.dump(cfg, open("sh/config.json", "w"))
 a = rng.standard_normal((8, 16)).astype(np.float32)
 b = rng.standard_normal((16, 16)).astype(np.float16)
 c = rng.standard_normal((32, 16)).astype(np.float32)
+e = rng.standard_normal((8, 16)).astype(np.float16)
 np.save("st/a.npy", a); np.save("st/b.npy", b); np.save("st/c.npy", c)
 # bf16: the top halves of c's f32 bits (truncated, a value bf16 holds exactly)
 cb = (c.view(np.uint32) >> 16).astype(np.uint16)
@@ -90,7 +91,7 @@ np.save("st/cb.npy", (cb.astype(np.uint32) << 16).view(np.float32))
 save_file({"model.embed_tokens.weight": a, "model.layers.0.self_attn.q_proj.weight": b},
           "st/model.safetensors")
 serialize_file({"model.embed_tokens.weight": TensorSpec(dtype="float32", shape=[8, 16], data_ptr=a.ctypes.data, data_len=a.nbytes),
-                "lm_head.weight": TensorSpec(dtype="float16", shape=[16, 16], data_ptr=b.ctypes.data, data_len=b.nbytes)},
+                "lm_head.weight": TensorSpec(dtype="float16", shape=[8, 16], data_ptr=e.ctypes.data, data_len=e.nbytes)},
                "sh/model-00001-of-00002.safetensors", metadata={"format": "pt"})
 serialize_file({"model.layers.0.mlp.up_proj.weight": TensorSpec(dtype="bfloat16", shape=[32, 16], data_ptr=cb.ctypes.data, data_len=cb.nbytes)},
                "sh/model-00002-of-00002.safetensors", metadata=None)
@@ -182,12 +183,21 @@ test_expect_success 'sharded safetensors through model.safetensors.index.json (B
 	cmf-patch list sh.cmf >sh.list &&
 	test $(wc -l <sh.list) -eq 3 &&
 	test_grep "^model.layers.0.mlp.up_proj.weight	BF16	32x16	1024	-	L0 up$" sh.list &&
-	test_grep "^lm_head.weight	F16	16x16" sh.list &&
+	test_grep "^lm_head.weight	F16	8x16" sh.list &&
 	cmf-patch info sh.cmf >sh.info &&
 	test_grep "^tied: no$" sh.info &&
 	cmf-patch extract -o c.f32 sh.cmf model.layers.0.mlp.up_proj.weight &&
 	"$NVG_PY" npy_f32.py st/cb.npy c.want &&
 	cmp c.f32 c.want
+'
+
+test_expect_success 'a model directory imports through its index' '
+	cmf-patch import -o dir.cmf sh &&
+	cmf-patch list dir.cmf >dir.list &&
+	test_cmp sh.list dir.list &&
+	cmf-patch import -o dir1.cmf st/ &&
+	cmf-patch list dir1.cmf >dir1.list &&
+	test_cmp st.list dir1.list
 '
 
 test_expect_success '--dtype f16 converts with round to nearest even (numpy agrees)' '

@@ -150,6 +150,27 @@ test_expect_success 'truncate keeps layers 0..N-1 and updates the arch' '
 	cmf-patch verify t2.cmf
 '
 
+test_expect_success 'truncate drops multi-token-prediction heads' '
+	mkdir mt &&
+	"$NVG_PY" -c "
+import json, numpy as np
+from safetensors.numpy import save_file
+z = np.zeros
+save_file({\"model.embed_tokens.weight\": z((4, 8), np.float32),
+           \"model.layers.0.mlp.up_proj.weight\": z((16, 8), np.float32),
+           \"model.layers.1.mlp.up_proj.weight\": z((16, 8), np.float32),
+           \"model.mtp.0.proj.weight\": z((8, 8), np.float32)}, \"mt/model.safetensors\")
+json.dump({\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16,
+           \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"vocab_size\": 4}, open(\"mt/config.json\", \"w\"))
+" &&
+	cmf-patch import -o mt.cmf mt/model.safetensors &&
+	cmf-patch truncate --layers 1 -o mt1.cmf mt.cmf &&
+	cmf-patch list mt1.cmf >mt1.list &&
+	cut -f1 mt1.list >names &&
+	printf "%s\n" model.embed_tokens.weight model.layers.0.mlp.up_proj.weight >names.want &&
+	test_cmp names.want names
+'
+
 test_expect_success 'truncate beyond the layer count fails' '
 	test_expect_code 1 cmf-patch truncate --layers 6 -o t6.cmf src.cmf 2>err &&
 	test_one_line_error err &&

@@ -170,6 +170,19 @@ json.dump({\"model_type\": \"llama\", \"hidden_size\": 8, \"num_hidden_layers\":
 	test_grep "m/config.json: missing key .intermediate_size" err
 '
 
+test_expect_success 'config.json that disagrees with a tensor' '
+	mkdir w &&
+	"$NVG_PY" -c "
+import json, numpy as np
+from safetensors.numpy import save_file
+save_file({\"model.layers.0.self_attn.k_proj.weight\": np.zeros((8, 8), np.float32)}, \"w/model.safetensors\")
+json.dump({\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,
+           \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"vocab_size\": 4}, open(\"w/config.json\", \"w\"))
+" &&
+	fails_cleanly o.cmf cmf-patch import -o o.cmf w/model.safetensors &&
+	test_grep "k_proj.weight. has shape 8x8, the arch says 4x8" err
+'
+
 test_expect_success 'safetensors without config.json' '
 	mkdir n && cp m/model.safetensors n/ &&
 	fails_cleanly o.cmf cmf-patch import -o o.cmf n/model.safetensors &&
@@ -202,10 +215,14 @@ test_expect_success 'extract of an unknown name fails' '
 	test_grep "no tensor .no.such.tensor" err
 '
 
-test_expect_success '-h prints the synopsis, --version the version' '
-	cmf-patch -h >h &&
-	test_grep "^cmf-patch import " h &&
-	test $(wc -l <h) -eq 10 &&
+test_expect_success '-h prints exactly the SYNOPSIS of cmf-patch(1), --version the version' '
+	MANWIDTH=200 mandoc -Tascii -Owidth=200 "$NVG_TOP/man/man1/cmf-patch.1" >page &&
+	sed -e "s/.\x08//g" page >plain &&
+	sed -n -e "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
+	sed -e "1d" -e "\$d" -e "/^ *\$/d" -e "s/^ *//" syn >expect &&
+	test $(wc -l <expect) -eq 10 &&
+	cmf-patch -h >actual &&
+	test_cmp expect actual &&
 	cmf-patch --version >v &&
 	test_grep "^cmf-patch \\(nvgkit\\) " v
 '

@@ -181,8 +181,8 @@ static int cmd_gauge(const char *path, const opts *o)
 
 	if (!o->undo)
 		return tool_usage_error("gauge needs --undo factors");
-	if (same_file(path, dst))
-		return tool_failf("cannot write '%s': it is the input", dst);
+	if (same_file(path, dst) || same_file(o->undo, dst))
+		return tool_failf("cannot write '%s': it is an input", dst);
 	if (load(path, &m, &hd, v) < 0)
 		return EXIT_FAIL;
 	/* one f32 per row: exactly 4·d_out bytes, every value finite */

@@ -86,8 +86,8 @@ static int parse_args(int argc, char **argv, opts *o)
 				return tool_usage_error("bad --generate '%s': %s", optarg, nv_err());
 			o->gen = 1;
 			break;
-		case 'h': fputs(synopsis, stdout); return tool_finish(EXIT_OK) == 0 ? -2 : -3;
-		case 'V': tool_version(); return tool_finish(EXIT_OK) == 0 ? -2 : -3;
+		case 'h': fputs(synopsis, stdout); return -2;
+		case 'V': tool_version(); return -2;
 		default: return tool_usage_error("unknown option");
 		}
 	}
@@ -225,7 +225,7 @@ int main(int argc, char **argv)
 
 	tool_name = "cmf-eval";
 	if ((rc = parse_args(argc, argv, &o)) != 0)
-		return rc == -2 ? EXIT_OK : rc == -3 ? EXIT_FAIL : rc;
+		return rc == -2 ? tool_finish(EXIT_OK) : rc;
 	if (open_model(o.model, &f, &m))
 		return EXIT_FAIL;
 	if (load_tokens(&o, &f, &ids, &n))

@@ -109,8 +109,8 @@ static int parse_opt(int c, opts *o)
 	case 'M': o->merge = 1; return 0;
 	case 'q': o->progress = 0; return 0;
 	case 'v': o->progress = 1; return 0;
-	case 'h': fputs(synopsis, stdout); return tool_finish(EXIT_OK) == 0 ? -2 : -3;
-	case 'V': tool_version(); return tool_finish(EXIT_OK) == 0 ? -2 : -3;
+	case 'h': fputs(synopsis, stdout); return -2;
+	case 'V': tool_version(); return -2;
 	default: return tool_usage_error("unknown option");
 	}
 }
@@ -341,7 +341,7 @@ int main(int argc, char **argv)
 
 	tool_name = "gram-capture";
 	if ((rc = parse_args(argc, argv, &o)) != 0)
-		rc = rc == -2 ? EXIT_OK : rc == -3 ? EXIT_FAIL : rc;
+		rc = rc == -2 ? EXIT_OK : rc;
 	else if (o.merge)
 		rc = merge_mode(&o, argv + optind, argc - optind);
 	else if (o.model)

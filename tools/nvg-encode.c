@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "aout.h"
+#include "cmf.h"
+#include "encin.h"
 #include "err.h"
 #include "fileio.h"
 #include "hctx.h"
@@ -16,27 +18,30 @@
 #include "tool.h"
 
 static const char synopsis[] =
-	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram [--hctx CTX.hctx | --rho R]\n"
-	"           --bpw B [--kv] [--kv-factor K] [--paths auto|1|2] [--threads N] [--profile]\n"
-	"           [--target-raw M.raw] [--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
-	"           [-o OUT.blr]\n"
-	"nvg-encode --method dual-svid -w W.raw --shape MxN --bpw B [--kv] [--kv-factor K]\n"
-	"           [--paths auto|1|2] [--threads N] [-o OUT.blr]\n"
+	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
+	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
+	"[--paths auto|1|2] [--threads N] [--profile]\n"
+	"[--target-raw M.raw]\n"
+	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
+	"[-o OUT.blr]\n"
+	"nvg-encode -m MODEL.cmf -t NAME [--target-from OTHER.cmf] [--plan FILE]\n"
+	"[option ...]\n"
+	"nvg-encode --method dual-svid -w W.raw --shape MxN --bpw B [--kv]\n"
+	"[--kv-factor K] [--paths auto|1|2] [--threads N] [-o OUT.blr]\n"
 	"nvg-encode -h | --version\n";
 
 typedef struct {
-	const char *w, *target, *shape, *hctx, *fit, *sel, *out, *gauge, *blocks;
-	size_t m, n;
-	double bpw, kv_factor, rho;
-	int kv, paths, profile, have_bpw, have_rho;
+	nv_encin_spec s; /* what to read */
+	const char *shape, *out;
+	double kv_factor;
+	int paths, profile, have_rho;
 	nv_method method;
 	long threads;
-	unsigned long long shuffle;
 } opts;
 
 enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
-	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION
+	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN
 };
 
 static const struct option longopts[] = {
@@ -51,6 +56,9 @@ static const struct option longopts[] = {
 	{"row-gauge", required_argument, NULL, O_GAUGE},
 	{"head-blocks", required_argument, NULL, O_BLOCKS},
 	{"gauge-shuffle", required_argument, NULL, O_SHUFFLE},
+	{"target-from", required_argument, NULL, O_TFROM},
+	{"plan", required_argument, NULL, O_PLAN}, {"model", required_argument, NULL, 'm'},
+	{"tensor", required_argument, NULL, 't'},
 	{"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, O_VERSION}, {NULL, 0, NULL, 0}};
 
@@ -61,8 +69,8 @@ static int value_opt(int c, const char *a, opts *o)
 
 	switch (c) {
 	case O_BPW:
-		o->have_bpw = 1;
-		if (nv_parse_double_open(a, 0.0, 16.0, &o->bpw) < 0)
+		o->s.have_bpw = 1;
+		if (nv_parse_double_open(a, 0.0, 16.0, &o->s.bpw) < 0)
 			return tool_fail("invalid --bpw", a), -1;
 		return 0;
 	case O_KVF:
@@ -71,7 +79,7 @@ static int value_opt(int c, const char *a, opts *o)
 		return 0;
 	case O_RHO:
 		o->have_rho = 1;
-		if (nv_parse_double(a, 0.0, 1e6, &o->rho) < 0)
+		if (nv_parse_double(a, 0.0, 1e6, &o->s.rho) < 0)
 			return tool_fail("invalid --rho", a), -1;
 		return 0;
 	case O_THREADS:
@@ -81,7 +89,7 @@ static int value_opt(int c, const char *a, opts *o)
 	case O_SHUFFLE:
 		if (nv_parse_long(a, 1, 0x7fffffffL, &v) < 0)
 			return tool_fail("invalid --gauge-shuffle", a), -1;
-		o->shuffle = (unsigned long long)v;
+		o->s.shuffle = (unsigned long long)v;
 		return 0;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
@@ -102,7 +110,7 @@ static int value_opt(int c, const char *a, opts *o)
 			nv_seterr("expected invE");
 			return tool_fail("invalid --row-gauge", a), -1;
 		}
-		o->gauge = a;
+		o->s.gauge = a;
 		return 0;
 	}
 	return 1;
@@ -112,15 +120,19 @@ static int value_opt(int c, const char *a, opts *o)
 static int plain_opt(int c, const char *a, opts *o)
 {
 	switch (c) {
-	case 'w': o->w = a; break;
+	case 'w': o->s.w = a; break;
 	case 'o': o->out = a; break;
 	case O_SHAPE: o->shape = a; break;
-	case O_HCTX: o->hctx = a; break;
-	case O_FIT: o->fit = a; break;
-	case O_SEL: o->sel = a; break;
-	case O_TARGET: o->target = a; break;
-	case O_BLOCKS: o->blocks = a; break;
-	case O_KV: o->kv = 1; break;
+	case O_HCTX: o->s.hctx = a; break;
+	case O_FIT: o->s.fit = a; break;
+	case O_SEL: o->s.sel = a; break;
+	case O_TARGET: o->s.target = a; break;
+	case O_BLOCKS: o->s.blocks = a; break;
+	case 'm': o->s.model = a; break;
+	case 't': o->s.tname = a; break;
+	case O_TFROM: o->s.target_from = a; break;
+	case O_PLAN: o->s.plan = a; break;
+	case O_KV: o->s.kv = 1; break;
 	case O_PROFILE: o->profile = 1; break;
 	default: return 1;
 	}
@@ -130,23 +142,33 @@ static int plain_opt(int c, const char *a, opts *o)
 /* combinations that make no command; returns a usage status or 0 */
 static int check_usage(const opts *o)
 {
-	if (!o->shape)
+	if (o->s.model && !o->s.tname)
+		return tool_usage_error("-m MODEL.cmf needs -t NAME");
+	if (o->s.model && o->s.w)
+		return tool_usage_error("give one of -w W.raw and -m MODEL.cmf");
+	if (o->s.target_from && !o->s.model)
+		return tool_usage_error("--target-from needs -m MODEL.cmf -t NAME");
+	if (o->s.target_from && o->s.target)
+		return tool_usage_error("give one of --target-raw and --target-from");
+	if (!o->shape && !o->s.model)
 		return tool_usage_error("missing --shape MxN");
-	if (!o->w == !o->target)
+	if (!o->s.model && !o->s.w == !o->s.target)
 		return tool_usage_error("give exactly one of -w W.raw and --target-raw M.raw");
-	if (!o->have_bpw)
+	if (o->s.plan && !o->s.tname)
+		return tool_usage_error("--plan needs the tensor's name, -t NAME");
+	if (!o->s.have_bpw && !o->s.plan)
 		return tool_usage_error("missing --bpw B");
-	if (o->method == NV_METHOD_NVG && (!o->fit || !o->sel))
+	if (o->method == NV_METHOD_NVG && (!o->s.fit || !o->s.sel))
 		return tool_usage_error("nvg needs --fit FIT.gram and --sel SEL.gram");
-	if (o->hctx && o->have_rho)
+	if (o->s.hctx && o->have_rho)
 		return tool_usage_error("--rho applies when the context is built from --fit, "
 					"not with --hctx");
-	if (o->method == NV_METHOD_DUAL_SVID && (o->hctx || o->sel))
+	if (o->method == NV_METHOD_DUAL_SVID && (o->s.hctx || o->s.sel))
 		return tool_usage_error("dual-svid reads no context or SEL Gram");
-	if (!o->gauge != !o->blocks || (o->shuffle && !o->gauge))
+	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
 					"(--gauge-shuffle with them)");
-	if (o->gauge && !o->fit)
+	if (o->s.gauge && !o->s.fit)
 		return tool_usage_error("--row-gauge needs --fit FIT.gram");
 	return 0;
 }
@@ -159,9 +181,9 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	memset(o, 0, sizeof(*o));
 	o->out = "-";
 	o->kv_factor = 1.0;
-	o->rho = 0.03;
+	o->s.rho = 0.03;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hw:o:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hw:o:m:t:", longopts, NULL)) != -1) {
 		if (c == 'h' || c == O_VERSION) {
 			if (c == 'h')
 				fputs(synopsis, stdout);
@@ -181,140 +203,12 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 		return *st = tool_usage_error("unexpected argument '%s'", argv[optind]), 1;
 	if ((*st = check_usage(o)))
 		return 1;
-	if (nv_parse_shape(o->shape, &o->m, &o->n) < 0)
+	if (o->shape && nv_parse_shape(o->shape, &o->s.m, &o->s.n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
-	if (o->m < 8 || o->n < 8) {
+	if (o->shape && (o->s.m < 8 || o->s.n < 8)) {
 		nv_seterr("min(m,n) < 8 is not encodable");
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	}
-	return 0;
-}
-
-/* the inputs of one encode */
-typedef struct {
-	nv_mat w, hfit, hsel;
-	nv_hctx hc;
-	int have_hc;
-	uint32_t fit_crc;
-	uint64_t fit_count;
-	double *gauge; /* (m) row gauge, or NULL */
-} inputs;
-
-static void inputs_free(inputs *in)
-{
-	nv_mat_free(&in->w);
-	nv_mat_free(&in->hfit);
-	nv_mat_free(&in->hsel);
-	if (in->have_hc)
-		nv_hctx_free(&in->hc);
-	free(in->gauge);
-}
-
-/* an NVGG as f64 (n × n) whose width must be n */
-static int load_gram(const char *path, size_t n, nv_mat *g, uint32_t *crc, uint64_t *count)
-{
-	nvgg gg;
-	double *d;
-
-	if (nvgg_read(path, &gg) < 0)
-		return tool_fail("cannot read Gram", path), -1;
-	if (gg.n != n) {
-		nv_seterr("%u wide, but W has %zu columns", gg.n, n);
-		nvgg_free(&gg);
-		return tool_fail("Gram does not fit W", path), -1;
-	}
-	d = nvgg_to_f64(&gg);
-	if (crc)
-		*crc = nv_crc32(gg.g, (size_t)n * n * sizeof(float));
-	if (count)
-		*count = gg.count;
-	nvgg_free(&gg);
-	if (!d)
-		return tool_fail("cannot read Gram", path), -1;
-	g->r = g->c = n;
-	g->d = d;
-	return 0;
-}
-
-static int load_w(const opts *o, nv_mat *w)
-{
-	const char *path = o->target ? o->target : o->w;
-	float *f = nv_read_raw_f32(path, o->m, o->n);
-
-	if (!f || nv_mat_zeros(w, o->m, o->n) < 0) {
-		free(f);
-		return tool_fail("cannot read matrix", path), -1;
-	}
-	for (size_t i = 0; i < o->m * o->n; i++)
-		w->d[i] = f[i];
-	free(f);
-	return 0;
-}
-
-/* the FIT context: read (checked against W and --fit) or built from --fit */
-static int load_hctx(const opts *o, inputs *in, nv_prof *prof)
-{
-	double t = nv_now();
-
-	if (o->hctx) {
-		if (nv_hctx_read(o->hctx, &in->hc) < 0)
-			return tool_fail("cannot read context", o->hctx), -1;
-		in->have_hc = 1;
-		if (in->hc.n != o->n) {
-			nv_seterr("%zu wide, but W has %zu columns", in->hc.n, o->n);
-			return tool_fail("context does not fit W", o->hctx), -1;
-		}
-		if (in->hc.gram_crc != in->fit_crc) {
-			nv_seterr("built from another Gram than '%s'", o->fit);
-			return tool_fail("context does not fit the FIT Gram", o->hctx), -1;
-		}
-	} else {
-		if (nv_hctx_build(in->hfit.d, o->n, o->rho, &in->hc) < 0)
-			return tool_fail("cannot build context from", o->fit), -1;
-		in->have_hc = 1;
-	}
-	nv_prof_add(prof, "hctx", nv_now() - t, 0);
-	return 0;
-}
-
-/* scale head blocks of W's rows by the invE gauge; remembered for the undo */
-static int apply_gauge(const opts *o, inputs *in)
-{
-	size_t *starts, nb, m = in->w.r;
-	double lo = INFINITY, hi = 0;
-
-	if (nv_parse_head_blocks(o->blocks, m, &starts, &nb) < 0)
-		return tool_fail("invalid --head-blocks", o->blocks), -1;
-	in->gauge = malloc(m * sizeof(double));
-	if (!in->gauge || nv_row_gauge(&in->w, &in->hfit, starts, nb, o->shuffle, in->gauge) < 0) {
-		free(starts);
-		return tool_fail("cannot compute the row gauge for", o->blocks), -1;
-	}
-	free(starts);
-	for (size_t i = 0; i < m; i++) {
-		lo = fmin(lo, in->gauge[i]);
-		hi = fmax(hi, in->gauge[i]);
-		for (size_t j = 0; j < in->w.c; j++)
-			in->w.d[i * in->w.c + j] *= in->gauge[i];
-	}
-	fprintf(stderr, "%s: row gauge%s over %zu blocks: scale %.3f..%.3f\n", tool_name,
-		o->shuffle ? " (shuffled)" : "", nb, lo, hi);
-	return 0;
-}
-
-static int load_inputs(const opts *o, inputs *in, nv_prof *prof)
-{
-	memset(in, 0, sizeof(*in));
-	if (load_w(o, &in->w) < 0)
-		return -1;
-	if (o->fit && load_gram(o->fit, o->n, &in->hfit, &in->fit_crc, &in->fit_count) < 0)
-		return -1;
-	if (o->sel && load_gram(o->sel, o->n, &in->hsel, NULL, NULL) < 0)
-		return -1;
-	if (o->method == NV_METHOD_NVG && load_hctx(o, in, prof) < 0)
-		return -1;
-	if (o->gauge && apply_gauge(o, in) < 0)
-		return -1;
 	return 0;
 }
 
@@ -345,32 +239,36 @@ static void report(const opts *o, const nv_enc_result *res, nv_prof *prof, doubl
 		(double)nv_flops() / fmax(secs, 1e-9) * 1e-9);
 }
 
-static int encode(const opts *o, nv_prof *prof)
+static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 {
-	inputs in;
+	nv_encin in;
 	nv_enc_opts eo;
 	nv_enc_result res;
-	const char *subj = o->target ? o->target : o->w;
+	const char *subj = o->s.tname ? o->s.tname : o->s.target ? o->s.target : o->s.w;
 	double t0 = nv_now();
 	int rc;
 
 	nv_flops_reset();
-	if (load_inputs(o, &in, prof) < 0) {
-		inputs_free(&in);
-		return EXIT_FAIL;
+	o->s.nvg = o->method == NV_METHOD_NVG;
+	if (nv_encin_load(&o->s, cf, &in, prof) < 0) {
+		nv_encin_free(&in);
+		return tool_failf("%s", nv_err());
 	}
+	if (in.gauge)
+		fprintf(stderr, "%s: row gauge%s over %zu blocks: scale %.3f..%.3f\n", tool_name,
+			o->s.shuffle ? " (shuffled)" : "", in.gauge_blocks, in.gauge_lo, in.gauge_hi);
 	nv_enc_opts_default(&eo);
-	eo.bpw = o->bpw;
-	eo.kv = o->kv ? o->kv_factor : 1.0;
+	eo.bpw = o->s.bpw;
+	eo.kv = o->s.kv ? o->kv_factor : 1.0;
 	eo.paths = o->paths;
 	eo.method = o->method;
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;
 	rc = nv_encode(&in.w, in.have_hc ? &in.hc : NULL, in.hfit.d ? &in.hfit : NULL,
 		       in.hsel.d ? &in.hsel : NULL, &eo, &res);
-	if (rc == 0 && in.gauge && nv_undo_row_gauge(res.bytes, res.len, in.gauge, o->m) < 0)
+	if (rc == 0 && in.gauge && nv_undo_row_gauge(res.bytes, res.len, in.gauge, o->s.m) < 0)
 		rc = -1;
-	inputs_free(&in);
+	nv_encin_free(&in);
 	if (rc == 1) {
 		tool_fail("blr refused", subj);
 		return EXIT_REFUSED;
@@ -392,15 +290,23 @@ int main(int argc, char **argv)
 {
 	opts o;
 	nv_prof prof;
+	cmf_file cf;
 	int st;
 
 	tool_name = "nvg-encode";
 	if (parse_args(argc, argv, &o, &st))
 		return st;
+	memset(&cf, 0, sizeof(cf));
+	if ((o.s.model && nv_encin_model(&o.s, &cf) < 0) || (o.s.plan && nv_encin_plan(&o.s) < 0)) {
+		cmf_close(&cf);
+		return tool_finish(tool_failf("%s", nv_err()));
+	}
 	if (o.threads)
 		nv_set_threads((int)o.threads);
 	nv_prof_init(&prof);
-	st = encode(&o, o.profile ? &prof : NULL);
+	st = encode(&o, &cf, o.profile ? &prof : NULL);
 	nv_prof_free(&prof);
+	if (o.s.model)
+		cmf_close(&cf);
 	return tool_finish(st);
 }

@@ -69,6 +69,12 @@ static inline void tool_version(void)
 /* flush and close stdout, turning a failed write into exit status 1 (git.c) */
 static inline int tool_finish(int status)
 {
+	static int finished;
+
+	/* idempotent: a second call (an early return after -h) must not fclose twice */
+	if (finished)
+		return status;
+	finished = 1;
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		if (status == EXIT_OK)
 			fprintf(stderr, "%s: write to standard output failed: %s\n",

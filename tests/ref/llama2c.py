@@ -8,6 +8,8 @@ tokenizer .bin), nothing of nvgkit.  Used by the tests as the reference:
   llama2c.py logits MODEL.bin IDS.u32 OUT.f32      logits (T × vocab) of a window, pos from 0
   llama2c.py nll MODEL.bin IDS.u32 W               mean NLL over windows of W tokens
   llama2c.py generate MODEL.bin TOK.bin PROMPT STEPS   run.c's greedy generate (-t 0 -n STEPS)
+  llama2c.py hidden MODEL.bin IDS.u32 W L OUT.f32  states after layer L, windows of W
+  llama2c.py qgram MODEL.bin IDS.u32 W L OUT.f32   mean Gram of layer L's attention-norm output
 
 The forward follows run.c: one position at a time with a key/value cache,
 the interleaved RoPE pairs (i, i+1) on the raw .bin weights, f32 numpy.
@@ -58,16 +60,22 @@ def rmsnorm(x, w):
     return (x * np.float32(1.0 / np.sqrt(ss))) * w
 
 
-def forward(m, tokens):
-    """logits (T × vocab) of tokens at positions 0..T-1, run.c style."""
+def forward(m, tokens, stop=None):
+    """logits (T × vocab) of tokens at positions 0..T-1, run.c style; with
+    stop = l, the hidden states (T × dim) after layer l instead (-1: the
+    embeddings)."""
     nl, hs, nh, nkv = m["nl"], m["hs"], m["nh"], m["nkv"]
     kmul = nh // nkv
     T = len(tokens)
     kc = np.zeros((nl, T, m["kvd"]), np.float32)
     vc = np.zeros((nl, T, m["kvd"]), np.float32)
     out = np.zeros((T, m["vocab"]), np.float32)
+    hid = np.zeros((T, m["dim"]), np.float32)
     for pos, tok in enumerate(tokens):
         x = m["emb"][tok].copy()
+        if stop == -1:
+            hid[pos] = x
+            continue
         for l in range(nl):
             xb = rmsnorm(x, m["rms_att"][l])
             q = m["wq"][l] @ xb
@@ -100,9 +108,19 @@ def forward(m, tokens):
             h3 = m["w3"][l] @ xb
             hb = h1 * (np.float32(1.0) / (np.float32(1.0) + np.exp(-h1))) * h3
             x = x + m["w2"][l] @ hb
+            if l == stop:
+                hid[pos] = x
+                break
+        if stop is not None:
+            continue
         x = rmsnorm(x, m["rms_final"])
         out[pos] = m["wcls"] @ x
-    return out
+    return hid if stop is not None else out
+
+
+def windows(ids, w):
+    """the windows of w tokens (those of < 2 dropped): the fed tokens of each"""
+    return [ids[s:s + w][:-1] for s in range(0, len(ids), w) if len(ids[s:s + w]) >= 2]
 
 
 def load_tok(path, vocab):
@@ -137,18 +155,36 @@ def encode(pieces, scores, text):
         else:
             toks.extend(b + 3 for b in cp)
         i = j
-    body = toks[1:]
+    # run.c merges over the whole text; a newline has no piece and its
+    # byte-fallback piece "<0x0A>" is part of no other piece, so no merge
+    # crosses it: merging the lines one by one gives the same result in
+    # far less time (checked here, not assumed)
+    nl = lookup[b"<0x0A>"]
+    assert b"\n" not in lookup
+    assert not any(b"<0x0A>" in p for i, p in enumerate(pieces) if i != nl)
+    body, line = [], []
+    for t in toks[1:] + [nl]:
+        if t == nl:
+            body += merge(pieces, scores, lookup, line) + [nl]
+            line = []
+        else:
+            line.append(t)
+    body.pop()
+    return [1] + body
+
+
+def merge(pieces, scores, lookup, body):
+    """run.c's loop: merge the best-scoring adjacent pair (leftmost) until none."""
+    body = list(body)
     while True:
         best, bi, bid = -1e10, -1, -1
         for k in range(len(body) - 1):
-            s = pieces[body[k]] + pieces[body[k + 1]]
-            t = lookup.get(s, -1)
+            t = lookup.get(pieces[body[k]] + pieces[body[k + 1]], -1)
             if t != -1 and scores[t] > best:
                 best, bi, bid = scores[t], k, t
         if bi < 0:
-            break
+            return body
         body[bi:bi + 2] = [bid]
-    return [1] + body
 
 
 def decode(pieces, prev, tok):
@@ -186,6 +222,21 @@ def main():
             tot += float((lse - lg[np.arange(len(win) - 1), win[1:]]).sum())
             n += len(win) - 1
         print("%d %.9f" % (n, tot / n))
+    elif cmd == "hidden":
+        # hidden states after layer L of every window, rows in window order
+        m = load_model(sys.argv[2])
+        ids = np.fromfile(sys.argv[3], "<u4").tolist()
+        w, layer = int(sys.argv[4]), int(sys.argv[5])
+        rows = [forward(m, win, stop=layer) for win in windows(ids, w)]
+        np.concatenate(rows).astype("<f4").tofile(sys.argv[6])
+    elif cmd == "qgram":
+        # the mean Gram of layer L's attention-norm output over every window
+        m = load_model(sys.argv[2])
+        ids = np.fromfile(sys.argv[3], "<u4").tolist()
+        w, layer = int(sys.argv[4]), int(sys.argv[5])
+        h = np.concatenate([forward(m, win, stop=layer - 1) for win in windows(ids, w)])
+        a = np.stack([rmsnorm(x, m["rms_att"][layer]) for x in h]).astype(np.float64)
+        (a.T @ a / len(a)).astype("<f4").tofile(sys.argv[6])
     elif cmd == "generate":
         m = load_model(sys.argv[2])
         pieces, scores = load_tok(sys.argv[3], m["vocab"])

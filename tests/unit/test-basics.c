@@ -26,7 +26,20 @@ int main(void)
 	ok(nv_parse_shape("0x5", &m, &n) < 0, "zero dimension refused");
 	ok(nv_parse_shape("5", &m, &n) < 0, "shape without x refused");
 	ok(nv_parse_shape("4294967296x4294967296", &m, &n) < 0, "overflowing shape refused");
+	ok(nv_parse_shape("3×4", &m, &n) == 0 && m == 3 && n == 4, "shape 3×4 (the multiplication sign)");
+	ok(nv_parse_shape("3x4x5", &m, &n) < 0, "three dimensions refused");
+	ok(nv_parse_shape("x4", &m, &n) < 0, "a missing dimension refused");
+	ok(nv_parse_size("18446744073709551616", 0, SIZE_MAX, &m) < 0, "a size beyond SIZE_MAX refused");
 	ok(nv_mul(SIZE_MAX / 2 + 1, 2, &m) < 0 && strstr(nv_err(), "overflows"), "mul overflow named");
+	ok(nv_mul(SIZE_MAX / 2, 2, &m) == 0 && m == SIZE_MAX - 1, "the largest product that fits");
+	ok(nv_add(SIZE_MAX, 1, &m) < 0, "add overflow refused");
+	ok(nv_calloc(SIZE_MAX / 2, 4) == NULL, "overflowing calloc refused");
+	{
+		char *d = nv_strdup("rank");
+
+		ok(d && strcmp(d, "rank") == 0, "strdup");
+		free(d);
+	}
 	ok(nv_malloc(SIZE_MAX / 4, 8) == NULL, "overflowing allocation refused");
 	nv_seterr("bad value %d", 7);
 	nv_preerr("field %s", "rank");

@@ -221,6 +221,29 @@ static long double direct(const path_buf *pb, size_t p, size_t r, size_t n, size
 	return s;
 }
 
+/* blr_factors: every entry is the exact product of its scales and sign */
+static void factors(const uint8_t *buf, size_t len, const path_buf *pb, size_t m, size_t n,
+		    size_t r, size_t p)
+{
+	float *a = malloc(m * p * r * sizeof(float)), *b = malloc(n * p * r * sizeof(float));
+	int bad = 0;
+
+	ok(blr_factors(buf, len, a, b) == 0, "blr_factors");
+	for (size_t q = 0; q < p; q++)
+		for (size_t k = 0; k < r; k++) {
+			for (size_t i = 0; i < m; i++)
+				bad += (double)a[i * p * r + q * r + k] !=
+				       (double)nv_f16_to_f32(pb[q].h[i]) * pb[q].su[i * r + k] *
+					       nv_f16_to_f32(pb[q].l[k]);
+			for (size_t j = 0; j < n; j++)
+				bad += b[j * p * r + q * r + k] !=
+				       nv_f16_to_f32(pb[q].g[j]) * pb[q].sv[j * r + k];
+		}
+	is_int(bad, 0, "the factors A = [diag(h) S_U diag(ℓ)]_p and B = [diag(g) S_V]_p, exactly");
+	free(a);
+	free(b);
+}
+
 static void roundtrip(size_t m, size_t n, size_t r, size_t p, int exact, tap_rng *rng)
 {
 	path_buf pb[2];
@@ -253,6 +276,7 @@ static void roundtrip(size_t m, size_t n, size_t r, size_t p, int exact, tap_rng
 	}
 	is_int(bad, 0, "%s: dequantized Ŵ equals Σ diag(h) S_U diag(ℓ) S_Vᵀ diag(g) computed directly",
 	       exact ? "exact scales, identical floats" : "wide scales, within rounding");
+	factors(buf, len, pb, m, n, r, p);
 	for (size_t k = 0; k < p; k++)
 		free_path(&pb[k]);
 	free(w);
@@ -420,6 +444,52 @@ static void gauge(tap_rng *rng)
 	free(orig);
 }
 
+/*
+ * random damage to a valid payload (bytes set, mostly in the header, and
+ * cuts): each result is rejected, or parses, verifies against its own shape
+ * and dequantizes to finite values; each copy is exactly as long as its
+ * bytes, so a read past the end is an ASan error in `make SAN=1 check`
+ */
+static void mutations(tap_rng *rng)
+{
+	path_buf pb[2];
+	size_t len;
+	uint8_t *b = random_payload(24, 16, 16, 2, rng, 0, pb, &len);
+	float *w = malloc(24 * 16 * sizeof(float) * 4);
+	int broken = 0, accepted = 0;
+
+	for (int it = 0; it < 20000; it++) {
+		size_t l = len, k = 1 + rng_u64(rng) % 4;
+		uint8_t *c;
+		blr_header hd;
+		blr_view v[2];
+
+		if (rng_u64(rng) % 10 == 0)
+			l = rng_u64(rng) % (len + 1);
+		c = malloc(l ? l : 1);
+		memcpy(c, b, l);
+		for (size_t j = 0; j < k && l > 0; j++) {
+			size_t at = rng_u64(rng) % 2 ? rng_u64(rng) % (l < 16 ? l : 16) : rng_u64(rng) % l;
+
+			c[at] = (uint8_t)rng_u64(rng);
+		}
+		if (blr_parse(c, l, &hd, v) == 0) {
+			accepted++;
+			if (blr_verify_shape(c, l, hd.m, hd.n) < 0 || (size_t)hd.m * hd.n > 24 * 16 * 4 ||
+			    blr_dequantize(c, l, w) < 0)
+				broken++;
+			for (size_t i = 0; i < (size_t)hd.m * hd.n && !broken; i++)
+				broken += !isfinite(w[i]);
+		}
+		free(c);
+	}
+	is_int(broken, 0, "20,000 damaged payloads: each rejected, or valid and dequantized to finite values (%d accepted)", accepted);
+	for (int k = 0; k < 2; k++)
+		free_path(&pb[k]);
+	free(w);
+	free(b);
+}
+
 int main(void)
 {
 	tap_rng rng = { 1234 };
@@ -432,5 +502,6 @@ int main(void)
 	roundtrip(72, 130, 64, 2, 0, &rng);
 	roundtrip(8, 8, 8, 1, 0, &rng);
 	gauge(&rng);
+	mutations(&rng);
 	return done_testing();
 }

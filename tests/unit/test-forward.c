@@ -427,6 +427,31 @@ static void check_windows(void)
 	ok(fw_windows(10, 0, 1, &n, &rows) == NULL, "a window of 1 token is refused");
 }
 
+/* logsumexp and KL against their definitions in f64 on random rows */
+static void check_kl(void)
+{
+	tap_rng r = { 5 };
+	float p[50], q[50];
+	double zp = 0, zq = 0, kl = 0, lse;
+	size_t am, want = 0;
+
+	for (int i = 0; i < 50; i++) {
+		p[i] = (float)(3 * rng_normal(&r));
+		q[i] = (float)(p[i] + 0.3 * rng_normal(&r));
+		want = p[i] > p[want] ? (size_t)i : want;
+		zp += exp(p[i]);
+		zq += exp(q[i]);
+	}
+	for (int i = 0; i < 50; i++)
+		kl += exp(p[i]) / zp * (log(exp(p[i]) / zp) - log(exp(q[i]) / zq));
+	lse = fw_logsumexp(p, 50, &am);
+	/* f64 sums of 50 terms: 1e-12 */
+	ok(fabs(lse - log(zp)) < 1e-12 && am == want, "logsumexp and argmax");
+	ok(fabs(fw_kl(p, lse, q, fw_logsumexp(q, 50, NULL), 50) - kl) < 1e-12,
+	   "KL(p||q) as defined (%.6g)", kl);
+	ok(fw_kl(p, lse, p, lse, 50) == 0, "KL(p||p) is 0");
+}
+
 /* the helper: a llama2.c checkpoint straight into memory, logits of one window */
 static int helper(const char *bin, const char *ids, const char *out)
 {
@@ -517,11 +542,15 @@ int main(int argc, char **argv)
 	fw_scratch s;
 	uint32_t tok[11];
 	size_t T = 11, V = 37;
-	float *x = malloc(T * 16 * 4), *lg = malloc(T * V * 4), *lg2 = malloc(T * V * 4);
-	double *ref = malloc(T * V * sizeof *ref);
+	float *x, *lg, *lg2;
+	double *ref;
 
 	if (argc == 5 && strcmp(argv[1], "logits") == 0)
 		return helper(argv[2], argv[3], argv[4]);
+	x = malloc(T * 16 * 4);
+	lg = malloc(T * V * 4);
+	lg2 = malloc(T * V * 4);
+	ref = malloc(T * V * sizeof *ref);
 	build_tiny(&mm, &rw, &r);
 	for (size_t i = 0; i < T; i++)
 		tok[i] = (uint32_t)(rng_u64(&r) % V);
@@ -543,6 +572,7 @@ int main(int argc, char **argv)
 	fw_close(&m);
 	check_refusals(&mm);
 	check_windows();
+	check_kl();
 	free_model(&mm);
 	for (int l = 0; l < 2; l++) {
 		for (int i = 0; i < FW_NMAT; i++)

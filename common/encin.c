@@ -1,0 +1,218 @@
+/* encin.c - the inputs of one encode, read and checked (see encin.h) */
+#include "encin.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "fileio.h"
+#include "names.h"
+#include "nvgg.h"
+#include "plan.h"
+
+/* "what 'subject': reason" */
+static int fail(const char *what, const char *subject)
+{
+	nv_preerr("%s '%s'", what, subject);
+	return -1;
+}
+
+/* the tensor -t of the model -m: its shape (checked against --shape) and,
+ * for a k or v projection of a grouped-query model, the kv budget factor */
+int nv_encin_model(nv_encin_spec *o, cmf_file *cf)
+{
+	const cmf_tensor *t;
+	size_t layer;
+	const char *sh;
+
+	if (cmf_open(o->model, cf) < 0)
+		return fail("cannot open model", o->model);
+	if (!(t = cmf_find(cf, o->tname))) {
+		nv_seterr("no tensor '%s'", o->tname);
+		return fail("cannot find tensor in", o->model);
+	}
+	if (o->m && (t->rows != o->m || t->cols != o->n)) {
+		nv_seterr("the tensor is %zux%zu", t->rows, t->cols);
+		nv_preerr("invalid --shape '%zux%zu'", o->m, o->n);
+		return -1;
+	}
+	o->m = t->rows;
+	o->n = t->cols;
+	if (o->m < 8 || o->n < 8) {
+		nv_seterr("%zux%zu: min(m,n) < 8 is not encodable", o->m, o->n);
+		return fail("cannot encode tensor", o->tname);
+	}
+	if (nv_body_linear(o->tname, &layer, &sh) && (!strcmp(sh, "k") || !strcmp(sh, "v")) &&
+	    cf->has_arch && cf->arch.kv_heads < cf->arch.heads)
+		o->kv = 1;
+	return 0;
+}
+
+/* the budget from --plan: the tensor's rule, its layer's, else --bpw */
+int nv_encin_plan(nv_encin_spec *o)
+{
+	plan pl;
+	size_t layer = (size_t)-1;
+	double b;
+
+	if (plan_load(o->plan, &pl) < 0)
+		return fail("cannot read plan", o->plan);
+	nv_layer_of(o->tname, &layer);
+	if (plan_keeps(&pl, o->tname, layer)) {
+		plan_free(&pl);
+		nv_seterr("the plan keeps it in its source dtype");
+		return fail("nothing to encode for", o->tname);
+	}
+	b = plan_bpw_for(&pl, o->tname, layer, o->have_bpw ? o->bpw : NAN);
+	plan_free(&pl);
+	if (isnan(b)) {
+		nv_seterr("no rule of '%s' covers it and no --bpw was given", o->plan);
+		return fail("no budget for", o->tname);
+	}
+	o->bpw = b;
+	return 0;
+}
+
+void nv_encin_free(nv_encin *in)
+{
+	nv_mat_free(&in->w);
+	nv_mat_free(&in->hfit);
+	nv_mat_free(&in->hsel);
+	if (in->have_hc)
+		nv_hctx_free(&in->hc);
+	free(in->gauge);
+}
+
+/* an NVGG as f64 (n × n) whose width must be n */
+static int load_gram(const char *path, size_t n, nv_mat *g, uint32_t *crc, uint64_t *count)
+{
+	nvgg gg;
+	double *d;
+
+	if (nvgg_read(path, &gg) < 0)
+		return fail("cannot read Gram", path);
+	if (gg.n != n) {
+		nv_seterr("%u wide, but W has %zu columns", gg.n, n);
+		nvgg_free(&gg);
+		return fail("Gram does not fit W", path);
+	}
+	d = nvgg_to_f64(&gg);
+	if (crc)
+		*crc = nv_crc32(gg.g, (size_t)n * n * sizeof(float));
+	if (count)
+		*count = gg.count;
+	nvgg_free(&gg);
+	if (!d)
+		return fail("cannot read Gram", path);
+	g->r = g->c = n;
+	g->d = d;
+	return 0;
+}
+
+/* the tensor -t from a model file (the -m model or --target-from) */
+static float *model_w(const nv_encin_spec *o, const cmf_file *cf)
+{
+	cmf_file other;
+	const cmf_tensor *t;
+	float *f = NULL;
+
+	if (!o->target_from)
+		return cmf_tensor_f32_alloc(cmf_find(cf, o->tname));
+	if (cmf_open(o->target_from, &other) < 0)
+		return NULL;
+	t = cmf_find(&other, o->tname);
+	if (!t)
+		nv_seterr("no tensor '%s'", o->tname);
+	else if (t->rows != o->m || t->cols != o->n)
+		nv_seterr("tensor '%s' is %zux%zu, not %zux%zu", o->tname, t->rows, t->cols, o->m,
+			  o->n);
+	else
+		f = cmf_tensor_f32_alloc(t);
+	cmf_close(&other);
+	return f;
+}
+
+static int load_w(const nv_encin_spec *o, const cmf_file *cf, nv_mat *w)
+{
+	const char *path = o->target ? o->target : o->target_from ? o->target_from
+					      : o->model ? o->model : o->w;
+	float *f = o->target || !o->model ? nv_read_raw_f32(path, o->m, o->n) : model_w(o, cf);
+
+	if (!f || nv_mat_zeros(w, o->m, o->n) < 0) {
+		free(f);
+		return fail("cannot read matrix", path);
+	}
+	for (size_t i = 0; i < o->m * o->n; i++)
+		w->d[i] = f[i];
+	free(f);
+	return 0;
+}
+
+/* the FIT context: read (checked against W and --fit) or built from --fit */
+static int load_hctx(const nv_encin_spec *o, nv_encin *in, nv_prof *prof)
+{
+	double t = nv_now();
+
+	if (o->hctx) {
+		if (nv_hctx_read(o->hctx, &in->hc) < 0)
+			return fail("cannot read context", o->hctx);
+		in->have_hc = 1;
+		if (in->hc.n != o->n) {
+			nv_seterr("%zu wide, but W has %zu columns", in->hc.n, o->n);
+			return fail("context does not fit W", o->hctx);
+		}
+		if (in->hc.gram_crc != in->fit_crc) {
+			nv_seterr("built from another Gram than '%s'", o->fit);
+			return fail("context does not fit the FIT Gram", o->hctx);
+		}
+	} else {
+		if (nv_hctx_build(in->hfit.d, o->n, o->rho, &in->hc) < 0)
+			return fail("cannot build context from", o->fit);
+		in->have_hc = 1;
+	}
+	nv_prof_add(prof, "hctx", nv_now() - t, 0);
+	return 0;
+}
+
+/* scale head blocks of W's rows by the invE gauge; remembered for the undo */
+static int apply_gauge(const nv_encin_spec *o, nv_encin *in)
+{
+	size_t *starts, nb, m = in->w.r;
+	double lo = INFINITY, hi = 0;
+
+	if (nv_parse_head_blocks(o->blocks, m, &starts, &nb) < 0)
+		return fail("invalid --head-blocks", o->blocks);
+	in->gauge = malloc(m * sizeof(double));
+	if (!in->gauge || nv_row_gauge(&in->w, &in->hfit, starts, nb, o->shuffle, in->gauge) < 0) {
+		free(starts);
+		return fail("cannot compute the row gauge for", o->blocks);
+	}
+	free(starts);
+	for (size_t i = 0; i < m; i++) {
+		lo = fmin(lo, in->gauge[i]);
+		hi = fmax(hi, in->gauge[i]);
+		for (size_t j = 0; j < in->w.c; j++)
+			in->w.d[i * in->w.c + j] *= in->gauge[i];
+	}
+	in->gauge_blocks = nb;
+	in->gauge_lo = lo;
+	in->gauge_hi = hi;
+	return 0;
+}
+
+int nv_encin_load(const nv_encin_spec *o, const cmf_file *cf, nv_encin *in, nv_prof *prof)
+{
+	memset(in, 0, sizeof(*in));
+	if (load_w(o, cf, &in->w) < 0)
+		return -1;
+	if (o->fit && load_gram(o->fit, o->n, &in->hfit, &in->fit_crc, &in->fit_count) < 0)
+		return -1;
+	if (o->sel && load_gram(o->sel, o->n, &in->hsel, NULL, NULL) < 0)
+		return -1;
+	if (o->nvg && load_hctx(o, in, prof) < 0)
+		return -1;
+	if (o->gauge && apply_gauge(o, in) < 0)
+		return -1;
+	return 0;
+}

@@ -1,0 +1,58 @@
+/*
+ * encin.h - the inputs of one encode, as nvg-encode names them: the matrix
+ * (raw f32, a CMF tensor, a transport target), the FIT and SEL Grams, the
+ * FIT context (read and checked against the matrix and the FIT Gram, or
+ * built), the budget from a plan, and the per-head row gauge.
+ *
+ * Failures set the reason as "what 'subject': reason" (err.h), the form a
+ * tool prints after its name.
+ */
+#ifndef NV_ENCIN_H
+#define NV_ENCIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmf.h"
+#include "hctx.h"
+#include "linalg.h"
+#include "nvg.h"
+
+typedef struct {
+	const char *w;           /* raw f32 matrix, or NULL */
+	const char *target;      /* raw f32 transport target (replaces the matrix), or NULL */
+	const char *model, *tname, *target_from; /* CMF source, tensor name, target model */
+	const char *plan;        /* plan file, or NULL */
+	const char *fit, *sel, *hctx; /* NVGG Grams, context file (NULL: built from fit) */
+	const char *gauge, *blocks;   /* "invE" and the head blocks, or NULL */
+	unsigned long long shuffle;   /* gauge placebo seed, 0 none */
+	size_t m, n;             /* the shape (from --shape, or the model) */
+	double bpw, rho;
+	int have_bpw, kv;        /* kv: the tensor is a GQA k/v projection */
+	int nvg;                 /* the method needs the context */
+} nv_encin_spec;
+
+typedef struct {
+	nv_mat w, hfit, hsel;    /* (m × n), (n × n), (n × n); absent ones empty */
+	nv_hctx hc;
+	int have_hc;
+	uint32_t fit_crc;        /* CRC-32 of the FIT Gram's values */
+	uint64_t fit_count;
+	double *gauge;           /* (m) row gauge applied to w, or NULL */
+	size_t gauge_blocks;
+	double gauge_lo, gauge_hi;
+} nv_encin;
+
+/* open the model, find the tensor: shape (checked against a given one) and
+ * the GQA k/v flag; cf stays open for nv_encin_load */
+int nv_encin_model(nv_encin_spec *s, cmf_file *cf);
+
+/* the budget from s->plan: tensor rule, layer rule, else s->bpw; a kept or
+ * uncovered tensor is an error */
+int nv_encin_plan(nv_encin_spec *s);
+
+/* read and check everything; the "hctx" stage is timed into prof */
+int nv_encin_load(const nv_encin_spec *s, const cmf_file *cf, nv_encin *in, nv_prof *prof);
+void nv_encin_free(nv_encin *in);
+
+#endif

@@ -1,0 +1,76 @@
+#!/bin/bash
+# bench-encode.sh - wall time, per-stage profile, flops, GFLOP/s against the
+# machine's measured dgemm rate, and peak RSS of hctx-build, nvg-encode (nvg,
+# P auto) and dual-svid on synthetic layers.  Not a test: `make bench`.
+#
+#   RUNS=3 SHAPES="576x1536 1536x576 2048x2048" BPWS="0.55 1.0" THREADS=
+#
+# Times are medians over RUNS; flops are counted from the shapes of every
+# BLAS/LAPACK call (the same every run).  THREADS empty: OpenBLAS's default.
+set -eu
+
+NVG_TOP=${NVG_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+NVG_BIN=${NVG_BIN:-$NVG_TOP/bin}
+NVG_PY=${NVG_PY:-$NVG_TOP/build/venv/bin/python3}
+RUNS=${RUNS:-3}
+SHAPES=${SHAPES:-"576x1536 1536x576 2048x2048"}
+BPWS=${BPWS:-"0.55 1.0"}
+THREADS=${THREADS:-}
+CC=${CC:-cc}
+PKG_CONFIG=${PKG_CONFIG:-pkg-config}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-encode.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+thr=${THREADS:+--threads $THREADS}
+
+# shellcheck disable=SC2046
+"$CC" -O2 -o "$work/dgemm-rate" "$NVG_TOP/tests/bench/dgemm-rate.c" \
+	$("$PKG_CONFIG" --cflags --libs openblas)
+rate_line=$(${THREADS:+env OPENBLAS_NUM_THREADS=$THREADS} "$work/dgemm-rate" 2048 5)
+dgemm=$(echo "$rate_line" | sed -n 's/^dgemm [0-9]*: \([0-9.]*\) GFLOP.*/\1/p')
+echo "# bench-encode: $rate_line"
+echo "# OpenBLAS (OPENBLAS_VERBOSE=2): $(OPENBLAS_VERBOSE=2 "$work/dgemm-rate" 64 1 2>&1 | grep -i core | head -1)"
+echo "# medians of $RUNS run(s); GFLOP/s = counted flop / median nvg wall; ratio = that / dgemm"
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# timed OUT_PREFIX cmd...: wall seconds and peak RSS (KiB) to OUT_PREFIX.{wall,rss}
+timed() {
+	p=$1
+	shift
+	/usr/bin/time -f "%e %M" -o "$p.time" "$@"
+	cut -d' ' -f1 "$p.time" >>"$p.wall"
+	cut -d' ' -f2 "$p.time" >>"$p.rss"
+}
+
+printf '%-10s %5s | %8s %9s %8s | %10s %8s %6s | %7s | %s\n' shape bpw "hctx s" "nvg s" \
+	"dual s" "GFLOP" "GFLOP/s" ratio "RSS MiB" "nvg pick"
+for shape in $SHAPES; do
+	m=${shape%x*} n=${shape#*x}
+	d="$work/$shape"
+	mkdir -p "$d"
+	"$NVG_PY" "$NVG_TOP/tests/ref/synth-layer.py" layer "$m" "$n" 1 "$d" $((2 * n))
+	for r in $(seq "$RUNS"); do
+		# shellcheck disable=SC2086
+		timed "$d/hctx" "$NVG_BIN/hctx-build" $thr "$d/fit.gram" -o "$d/fit.hctx"
+	done
+	for b in $BPWS; do
+		e="$d/$b"
+		for r in $(seq "$RUNS"); do
+			# shellcheck disable=SC2086
+			timed "$e.nvg" "$NVG_BIN/nvg-encode" -w "$d/w.raw" --shape "$shape" \
+				--hctx "$d/fit.hctx" --fit "$d/fit.gram" --sel "$d/sel.gram" \
+				--bpw "$b" $thr --profile -o "$e.blr" >"$e.line" 2>"$e.prof"
+			# shellcheck disable=SC2086
+			timed "$e.dual" "$NVG_BIN/nvg-encode" --method dual-svid -w "$d/w.raw" \
+				--shape "$shape" --bpw "$b" $thr -o "$e.dual.blr" >/dev/null
+		done
+		tn=$(median <"$e.nvg.wall")
+		flop=$(sed -n 's/^total: [0-9.]*s \([0-9.e+]*\) flop.*/\1/p' "$e.prof")
+		awk -v s="$shape" -v b="$b" -v th="$(median <"$d/hctx.wall")" -v tn="$tn" \
+			-v td="$(median <"$e.dual.wall")" -v f="$flop" -v dg="$dgemm" \
+			-v rss="$(sort -g "$e.nvg.rss" | tail -1)" -v pick="$(cut -d'|' -f1 "$e.line")" \
+			'BEGIN { g = f / tn * 1e-9; printf "%-10s %5s | %8.2f %9.2f %8.2f | %10.1f %8.2f %5.0f%% | %7.1f | %s\n", s, b, th, tn, td, f * 1e-9, g, 100 * g / dg, rss / 1024, pick }'
+		sed -n 's/^profile: /    profile: /p' "$e.prof"
+	done
+done

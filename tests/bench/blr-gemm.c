@@ -1,0 +1,62 @@
+/* blr-gemm.c - dgemm and sgemm GFLOP/s on this machine, for bench-blr.sh to print
+ * beside its timings: blr-pack unpack is one dgemm of (m × pr)·(pr × n)
+ *   usage: blr-gemm M N K   (prints "dgemm MxNxK GF/s" and "sgemm ...", median of 5)
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	size_t m, n, k;
+	double t[5], *a, *b, *c;
+	float *fa, *fb, *fc;
+
+	if (argc != 4)
+		return 2;
+	m = strtoul(argv[1], NULL, 10);
+	n = strtoul(argv[2], NULL, 10);
+	k = strtoul(argv[3], NULL, 10);
+	a = calloc(m * k, 8), b = calloc(k * n, 8), c = calloc(m * n, 8);
+	fa = calloc(m * k, 4), fb = calloc(k * n, 4), fc = calloc(m * n, 4);
+	if (!a || !b || !c || !fa || !fb || !fc)
+		return 1;
+	for (size_t i = 0; i < m * k; i++)
+		a[i] = fa[i] = (float)(i % 7) - 3;
+	for (size_t i = 0; i < k * n; i++)
+		b[i] = fb[i] = (float)(i % 5) - 2;
+	for (int r = 0; r < 5; r++) {
+		double t0 = now();
+
+		/* C (m × n) = A (m × k) · Bᵀ (k × n), as blr_dequantize calls it */
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, a, k, b, k, 0, c, n);
+		t[r] = now() - t0;
+	}
+	qsort(t, 5, sizeof(double), cmp);
+	printf("dgemm %zux%zux%zu %.1f GF/s\n", m, n, k, 2.0 * m * n * k / t[2] * 1e-9);
+	for (int r = 0; r < 5; r++) {
+		double t0 = now();
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, fa, k, fb, k, 0, fc, n);
+		t[r] = now() - t0;
+	}
+	qsort(t, 5, sizeof(double), cmp);
+	printf("sgemm %zux%zux%zu %.1f GF/s\n", m, n, k, 2.0 * m * n * k / t[2] * 1e-9);
+	return 0;
+}

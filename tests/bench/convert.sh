@@ -60,7 +60,7 @@ convert() {
 	make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$dir" BPW="$b" \
 		METHOD="$m" ${plan:+PLAN="$plan"} FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" \
 		BIN="$wrap" -j "$jobs" 2>"$dir.log"
-	total=$(echo "$(date +%s.%N) - $t0" | bc)
+	total=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 	"$bin/cmf-eval" -q -m "$dir/model.cmf" --base "$src" --text "$data/tinystories-sample.txt" \
 		--limit "$eval_tokens" --window "$window" >"$dir.eval"
 	awk -v m="$m${plan:+ +plan}" -v b="$b" -v total="$total" '

@@ -85,4 +85,4 @@ bench() {
 }
 
 bench s.cmf s.u32 32768 stories260K
-bench sm.cmf sm.u32 2048 SmolLM2-135M
+bench sm.cmf sm.u32 1024 SmolLM2-135M

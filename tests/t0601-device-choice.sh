@@ -86,6 +86,19 @@ test_expect_success 'NVG_CL_DIR without kernels is named' '
 	test_one_line_error err && test_grep "NVG_CL_DIR .*empty. holds no readable nvg.cl" err
 '
 
+test_expect_success 'kernels found beside an installed executable (../share/nvgkit/cl)' '
+	mkdir -p inst/bin inst/share/nvgkit/cl bare/bin &&
+	cp "$NVG_BIN/nvg-encode" inst/bin/ && cp "$NVG_TOP/cl/nvg.cl" inst/share/nvgkit/cl/ &&
+	inst/bin/nvg-encode $ENC --device opencl -o inst.blr >/dev/null &&
+	nvg-encode $ENC --device opencl -o src.blr >/dev/null &&
+	cmp inst.blr src.blr &&
+	cp "$NVG_BIN/nvg-encode" bare/bin/ &&
+	test_expect_code 1 bare/bin/nvg-encode $ENC --device opencl -o x.blr 2>err &&
+	test_one_line_error err &&
+	test_grep "no nvg.cl beside the executable nor in .*/share/nvgkit/cl \(set NVG_CL_DIR\)" err &&
+	test_path_is_missing x.blr
+'
+
 test_expect_success 'a device too small: the tensor and the size asked for, no output' '
 	test_expect_code 1 env NVG_CL_MEM_LIMIT=200000 nvg-encode $ENC --device opencl -o x.blr 2>err &&
 	test_one_line_error err &&

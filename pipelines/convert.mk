@@ -163,7 +163,7 @@ $(OUT)/L$(1)/.dir:
 
 $(foreach s,$(ENC_$(1)),
 $(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir
-	@$(call say,'layer $(1) $(s): encode $(NAME_$(1)_$(s)) at $(BPW_$(1)_$(s)) bpw')
+	@$(call say,'layer $(1)/$(NLAYERS) $(s): encode $(NAME_$(1)_$(s)) at $(BPW_$(1)_$(s)) bpw')
 	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s)) --bpw $(BPW_$(1)_$(s))
 )
 
@@ -174,12 +174,12 @@ endef
 # nvg: capture layer L's inputs from S_L (float layer), their contexts
 define nvg_capture
 $(call grams_of,$(1)) &: $(call state_dep,$(1)) | $(OUT)/L$(1)/.dir
-	@$(call say,'layer $(1): capture $(call leads_of,$(1))')
+	@$(call say,'layer $(1)/$(NLAYERS): capture $(call leads_of,$(1))')
 	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).capture.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) -o $(OUT)/L$(1)/g
 
 $(foreach d,$(call leads_of,$(1)),
 $(OUT)/L$(1)/$(d).hctx: $(OUT)/L$(1)/g.$(d).fit.gram
-	@$(call say,'layer $(1) $(d): input context')
+	@$(call say,'layer $(1)/$(NLAYERS) $(d): input context')
 	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).$(d).hctx.log -- $(T)hctx-build --rho $(RHO) $$< -o $$@
 )
 endef
@@ -187,7 +187,7 @@ endef
 # nvg: S_{L+1}, the states after layer L as encoded (refused tensors stay float)
 define nvg_advance
 $(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
-	@$(call say,'layer $(1): advance to S$(NEXT_$(1))')
+	@$(call say,'layer $(1)/$(NLAYERS): advance to S$(NEXT_$(1))')
 	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1)` --next-state $$@
 endef
 

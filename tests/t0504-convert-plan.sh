@@ -87,6 +87,23 @@ test_expect_success 'a plan from plan-alloc is converted as allocated, within it
 		END { exit !(R / W <= 2.5 * (1 + 1e-9)) }"
 '
 
+test_expect_success 'cmf-patch apply --provenance merges the block, refuses a non-object' '
+	echo "{\"blr\": {\"method\": \"x\"}, \"weight_quant\": \"blr\"}" >prov.json &&
+	cmf-patch apply --provenance prov.json -o merged.cmf s3.cmf \
+		model.layers.0.self_attn.q_proj.weight=pl/L0/q.blr &&
+	test "$(prov_value merged.cmf method)" = x &&
+	"$NVG_PY" -c "
+import json, struct
+f = open(\"merged.cmf\", \"rb\"); n = struct.unpack(\"<Q\", f.read(8))[0]
+p = json.loads(json.loads(f.read(n))[\"__metadata__\"][\"cmf.provenance\"])
+assert p[\"import\"][\"from\"] == \"llama2c\" and p[\"weight_quant\"] == \"blr\", p" &&
+	echo "[1, 2]" >bad.json &&
+	test_expect_code 1 cmf-patch apply --provenance bad.json -o no.cmf s3.cmf \
+		model.layers.0.self_attn.q_proj.weight=pl/L0/q.blr 2>err &&
+	test_one_line_error err && test_grep "not a JSON object" err &&
+	test_path_is_missing no.cmf
+'
+
 test_expect_success 'missing variables are named' '
 	test_expect_code 2 conv OUT=x 2>err &&
 	test_grep "missing variables: MODEL BPW TOKENS-or-TEXT" err &&

@@ -106,6 +106,13 @@ test_expect_success 'a device too small: the tensor and the size asked for, no o
 	test_path_is_missing x.blr && test_no_tmp_files
 '
 
+test_expect_success 'a device without the local memory of the sign search is named' '
+	test_expect_code 1 env NVG_CL_LOCAL_LIMIT=1000 nvg-encode $ENC --device opencl -o x.blr 2>err &&
+	test_one_line_error err &&
+	test_grep "cannot encode .w.raw.: device .* lacks local memory: the sign search at rank [0-9]+ needs [0-9]+ bytes, it has 1000$" err &&
+	test_path_is_missing x.blr
+'
+
 test_expect_success 'a device too small for the context itself' '
 	test_expect_code 1 env NVG_CL_MEM_LIMIT=10000 nvg-encode $ENC --device opencl -o x.blr 2>err &&
 	test_one_line_error err &&

@@ -26,8 +26,8 @@ set -euo pipefail
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PKGS="ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers
 libclblast1 libclblast-dev libopenblas0 libopenblas0-pthread libopenblas-dev
-libopenblas-pthread-dev libblas3 liblapack3 liblapacke liblapacke-dev libgfortran5
-libcjson1 libcjson-dev zlib1g zlib1g-dev"
+libopenblas-pthread-dev libblas3 liblapack3 liblapacke liblapacke-dev libtmglib3
+libgfortran5 libquadmath0 libcjson1 libcjson-dev zlib1g zlib1g-dev"
 
 if [ "${1:-}" = "--fetch" ]; then
 	dir=${2:?"usage: device.sh --fetch DIR"}
@@ -73,6 +73,12 @@ CFL_ALL=${PKG_CFLAGS:-$(pkg-config --cflags openblas lapacke libcjson zlib OpenC
 cc -O2 -std=c11 -D_GNU_SOURCE -I"$TOP/common" -I"$TOP/cl" $CFL_ALL -o "$TOP/build/sgemm-cl" \
 	"$TOP/tests/bench/sgemm-cl.c" "$TOP/build/libnvgkit.a" $LIBS_ALL -lm -pthread
 BIN=$TOP/bin
+if [ "${SKIP_DEBS:-0}" != 1 ]; then
+	# every library of the tool must resolve, and the brought ones from the prefix
+	missing=$(ldd "$BIN/nvg-encode" | grep "not found" || true)
+	[ -z "$missing" ] || { say "device.sh: unresolved libraries: $missing"; exit 1; }
+	ldd "$BIN/nvg-encode" | grep -E "clblast|OpenCL|openblas|lapack|tmglib|gfortran" | sed 's/^[[:space:]]*/lib: /'
+fi
 
 # ---------------------------------------------------------------- the GPU's OpenCL driver
 if [ -z "${OCL_ICD_VENDORS:-}" ] && ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; then

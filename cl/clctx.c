@@ -263,7 +263,7 @@ static void fill_info(nvcl_ctx *c)
 	cl_device_type type = 0;
 	cl_ulong v = 0;
 	size_t wg = 0;
-	const char *lim = getenv("NVG_CL_MEM_LIMIT");
+	const char *lim = getenv("NVG_CL_MEM_LIMIT"), *llim = getenv("NVG_CL_LOCAL_LIMIT");
 
 	clGetPlatformInfo(c->platform, CL_PLATFORM_NAME, sizeof(c->plat_name), c->plat_name, NULL);
 	clGetDeviceInfo(c->device, CL_DEVICE_NAME, sizeof(c->dev_name), c->dev_name, NULL);
@@ -286,6 +286,25 @@ static void fill_info(nvcl_ctx *c)
 				c->max_alloc = l;
 		}
 	}
+	if (llim && *llim) {
+		size_t l;
+		if (nv_parse_size(llim, 1, SIZE_MAX, &l) == 0 && l < c->local_mem)
+			c->local_mem = l;
+	}
+}
+
+/* the OpenCL version the device reports ("OpenCL 3.0 PoCL ..."), at least 1.2 */
+static int check_version(nvcl_ctx *c)
+{
+	char v[128] = "";
+	int major = 0, minor = 0;
+
+	clGetDeviceInfo(c->device, CL_DEVICE_VERSION, sizeof(v) - 1, v, NULL);
+	if (sscanf(v, "OpenCL %d.%d", &major, &minor) != 2 || major * 10 + minor < 12) {
+		nv_seterr("device '%s' lacks OpenCL 1.2 (it reports '%s')", c->dev_name, v);
+		return -1;
+	}
+	return 0;
 }
 
 /* find a device: by index, else the first GPU of any platform (gpu_only: or none),
@@ -339,6 +358,8 @@ static int open_found(nvcl_ctx *c)
 {
 	cl_int st;
 
+	if (check_version(c) < 0)
+		return -1;
 	c->ctx = clCreateContext(NULL, 1, &c->device, NULL, NULL, &st);
 	if (st != CL_SUCCESS) {
 		nv_seterr("creating a context on '%s': %s", c->dev_name, nvcl_strerror(st));

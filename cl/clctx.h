@@ -17,8 +17,10 @@
  * build/unit/), else NVGKIT_DATADIR/cl.  A program that fails to build
  * leaves its compiler log in nvcl_ctx.build_log.
  *
- * NVG_CL_MEM_LIMIT (bytes) makes the device look smaller than it is, so
- * the out-of-memory path can be tested on any machine.
+ * NVG_CL_MEM_LIMIT and NVG_CL_LOCAL_LIMIT (bytes) make the device's global
+ * and local memory look smaller than they are, so the out-of-memory and
+ * missing-feature paths can be tested on any machine.  A device below
+ * OpenCL 1.2 is refused by name.
  *
  * Like common/, nothing here prints or exits: failures set the reason
  * (err.h) and return -1 or NULL.

@@ -4,6 +4,9 @@
 # method it does not run), each with one message and no output left behind
 . "$(dirname "$0")/test-lib.sh"
 
+# the OpenCL stack's own process-lifetime allocations are not ours (make SAN=1)
+export LSAN_OPTIONS="suppressions=$NVG_TOP/tests/lsan-opencl.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+
 REF="$NVG_TOP/tests/ref"
 ENC="-w w.raw --shape 96x64 --hctx fit.hctx --fit fit.gram --sel sel.gram --bpw 3"
 
@@ -83,11 +86,31 @@ test_expect_success 'NVG_CL_DIR without kernels is named' '
 	test_one_line_error err && test_grep "NVG_CL_DIR .*empty. holds no readable nvg.cl" err
 '
 
+test_expect_success 'kernels found beside an installed executable (../share/nvgkit/cl)' '
+	mkdir -p inst/bin inst/share/nvgkit/cl bare/bin &&
+	cp "$NVG_BIN/nvg-encode" inst/bin/ && cp "$NVG_TOP/cl/nvg.cl" inst/share/nvgkit/cl/ &&
+	inst/bin/nvg-encode $ENC --device opencl -o inst.blr >/dev/null &&
+	nvg-encode $ENC --device opencl -o src.blr >/dev/null &&
+	cmp inst.blr src.blr &&
+	cp "$NVG_BIN/nvg-encode" bare/bin/ &&
+	test_expect_code 1 bare/bin/nvg-encode $ENC --device opencl -o x.blr 2>err &&
+	test_one_line_error err &&
+	test_grep "no nvg.cl beside the executable nor in .*/share/nvgkit/cl \(set NVG_CL_DIR\)" err &&
+	test_path_is_missing x.blr
+'
+
 test_expect_success 'a device too small: the tensor and the size asked for, no output' '
 	test_expect_code 1 env NVG_CL_MEM_LIMIT=200000 nvg-encode $ENC --device opencl -o x.blr 2>err &&
 	test_one_line_error err &&
 	test_grep "^nvg-encode: cannot encode .w.raw.: device out of memory: 96x64 at rank [0-9]+ needs [0-9.]+ MiB, .* has 200000 bytes$" err &&
 	test_path_is_missing x.blr && test_no_tmp_files
+'
+
+test_expect_success 'a device without the local memory of the sign search is named' '
+	test_expect_code 1 env NVG_CL_LOCAL_LIMIT=1000 nvg-encode $ENC --device opencl -o x.blr 2>err &&
+	test_one_line_error err &&
+	test_grep "cannot encode .w.raw.: device .* lacks local memory: the sign search at rank [0-9]+ needs [0-9]+ bytes, it has 1000$" err &&
+	test_path_is_missing x.blr
 '
 
 test_expect_success 'a device too small for the context itself' '

@@ -4,6 +4,9 @@
 # the CPU encoder, and the q/k/v tensors of one input in flight together
 . "$(dirname "$0")/test-lib.sh"
 
+# the OpenCL stack's own process-lifetime allocations are not ours (make SAN=1)
+export LSAN_OPTIONS="suppressions=$NVG_TOP/tests/lsan-opencl.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+
 test_require_data stories260K.bin tok512.bin tinystories-train-sample.txt
 
 sel_of() { sed -n "s/.* sel \([0-9.]*\)$/\1/p" "$1"; }

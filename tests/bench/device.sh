@@ -26,8 +26,8 @@ set -euo pipefail
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 PKGS="ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers
 libclblast1 libclblast-dev libopenblas0 libopenblas0-pthread libopenblas-dev
-libopenblas-pthread-dev libblas3 liblapack3 liblapacke liblapacke-dev libgfortran5
-libcjson1 libcjson-dev zlib1g zlib1g-dev"
+libopenblas-pthread-dev libblas3 liblapack3 liblapacke liblapacke-dev libtmglib3
+libgfortran5 libquadmath0 libcjson1 libcjson-dev zlib1g zlib1g-dev"
 
 if [ "${1:-}" = "--fetch" ]; then
 	dir=${2:?"usage: device.sh --fetch DIR"}
@@ -73,6 +73,12 @@ CFL_ALL=${PKG_CFLAGS:-$(pkg-config --cflags openblas lapacke libcjson zlib OpenC
 cc -O2 -std=c11 -D_GNU_SOURCE -I"$TOP/common" -I"$TOP/cl" $CFL_ALL -o "$TOP/build/sgemm-cl" \
 	"$TOP/tests/bench/sgemm-cl.c" "$TOP/build/libnvgkit.a" $LIBS_ALL -lm -pthread
 BIN=$TOP/bin
+if [ "${SKIP_DEBS:-0}" != 1 ]; then
+	# every library of the tool must resolve, and the brought ones from the prefix
+	missing=$(ldd "$BIN/nvg-encode" | grep "not found" || true)
+	[ -z "$missing" ] || { say "device.sh: unresolved libraries: $missing"; exit 1; }
+	ldd "$BIN/nvg-encode" | grep -E "clblast|OpenCL|openblas|lapack|tmglib|gfortran" | sed 's/^[[:space:]]*/lib: /'
+fi
 
 # ---------------------------------------------------------------- the GPU's OpenCL driver
 if [ -z "${OCL_ICD_VENDORS:-}" ] && ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; then
@@ -110,12 +116,14 @@ C1=(-w "$W/p/w.raw" --shape 96x64 --hctx "$W/p/fit.hctx" --fit "$W/p/fit.gram" -
 say "parity (seed-style 96x64 at 3 bpw): $(sed -n 's/^\[cmp\] [^ ]* //p' "$W/p/both.line")"
 
 # ---------------------------------------------------------------- timings
-enc() { # dir shape device out -> seconds, report line in out.line, profile in out.err
+# the device's stage profile waits for the device after every stage: the
+# timed device runs go without it, and one more run gives the stages and flops
+enc() { # dir shape device out [--profile] -> seconds; report line in out.line, stderr in out.err
 	local s e
 	s=$(now)
 	OPENBLAS_NUM_THREADS=$NCPU "$BIN/nvg-encode" -w "$1/w.raw" --shape "$2" --hctx "$1/fit.hctx" \
 		--fit "$1/fit.gram" --sel "$1/sel.gram" --bpw "$BPW" --threads "$NCPU" \
-		--device "$3" --profile -o "$4.blr" >"$4.line" 2>"$4.err"
+		--device "$3" ${5:-} -o "$4.blr" >"$4.line" 2>"$4.err"
 	e=$(now)
 	awk -v s="$s" -v e="$e" 'BEGIN { printf "%.3f\n", e - s }'
 }
@@ -123,8 +131,9 @@ printf '\n%-10s %-8s %9s %9s %7s %8s %8s %8s %9s %6s\n' shape pick "cpu s" "gpu 
 for shape in $SHAPES; do
 	m=${shape%x*} n=${shape#*x} d="$W/$shape"
 	synth "$m" "$n" "$d" >/dev/null
-	tc=$(for i in $(seq "$CPU_RUNS"); do enc "$d" "$shape" cpu "$d/cpu"; done | median)
+	tc=$(for i in $(seq "$CPU_RUNS"); do enc "$d" "$shape" cpu "$d/cpu" --profile; done | median)
 	tg=$(for i in $(seq "$DEV_RUNS"); do enc "$d" "$shape" opencl "$d/gpu"; done | median)
+	enc "$d" "$shape" opencl "$d/gpu" --profile >/dev/null
 	fl=$(sed -n 's/^device total: [0-9.]*s \([0-9.e+]*\) flop.*/\1/p' "$d/gpu.err")
 	sc=$(sel_of "$d/cpu.line") sg=$(sel_of "$d/gpu.line")
 	awk -v sh="$shape" -v pk="$(pick_of "$d/gpu.line")" -v tc="$tc" -v tg="$tg" -v sc="$sc" \

@@ -16,6 +16,14 @@
 #include "err.h"
 #include "tap.h"
 
+/* under make SAN=1: PoCL's and clBLAST's process-lifetime allocations are
+ * theirs (tests/lsan-opencl.supp says the same for the tool tests) */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+	return "leak:libpocl.so\nleak:libclblast.so\nleak:libOpenCL.so\nleak:libLLVM\n";
+}
+
 static tap_rng rng = { 0x5eed };
 
 static float *rnd(size_t k)

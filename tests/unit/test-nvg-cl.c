@@ -17,6 +17,14 @@
 #include "nvg_cl.h"
 #include "tap.h"
 
+/* under make SAN=1: PoCL's and clBLAST's process-lifetime allocations are
+ * theirs (tests/lsan-opencl.supp says the same for the tool tests) */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+	return "leak:libpocl.so\nleak:libclblast.so\nleak:libOpenCL.so\nleak:libLLVM\n";
+}
+
 enum { M = 96, N = 64, T = 1024 };
 
 /* the seed's LCG in [-0.5, 0.5) */

@@ -1,0 +1,208 @@
+/*
+ * test-clhost.c - the host side of the device encoder (cl/clhost.c): the
+ * top eigenpairs, the polar factor, the ridged SPD solve, the inverse of an
+ * upper factor, the non-negative rank-1 fit and the packer's refusals, each
+ * against its defining property on fixed-seed inputs.
+ *
+ * Tolerances: f64 factorizations of well-conditioned matrices of order
+ * ≤ 24 are exact to ~1e-13; 1e-10 leaves room for conditioning.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blr.h"
+#include "clhost.h"
+#include "f16.h"
+#include "tap.h"
+
+static tap_rng rng = { 77 };
+
+static double maxabs_diff(const double *a, const double *b, size_t k)
+{
+	double e = 0;
+	for (size_t i = 0; i < k; i++)
+		e = fmax(e, fabs(a[i] - b[i]));
+	return e;
+}
+
+static void test_eig(void)
+{
+	enum { S = 12, K = 4 };
+	double b[S * S], g[S * S], g0[S * S], lam[K], vec[S * K], e = 0;
+
+	for (int i = 0; i < S * S; i++)
+		b[i] = rng_normal(&rng);
+	for (int i = 0; i < S; i++)
+		for (int j = 0; j < S; j++) {
+			double v = 0;
+			for (int k = 0; k < S; k++)
+				v += b[i * S + k] * b[j * S + k];
+			g[i * S + j] = g0[i * S + j] = v;
+		}
+	ok(clh_eig_top(g, S, K, lam, vec) == 0, "eig of a 12×12 Gram");
+	ok(lam[0] >= lam[1] && lam[1] >= lam[2] && lam[2] >= lam[3] && lam[3] > 0,
+	   "eigenvalues descending");
+	/* G v = λ v for each kept pair */
+	for (int c = 0; c < K; c++)
+		for (int i = 0; i < S; i++) {
+			double gv = 0;
+			for (int j = 0; j < S; j++)
+				gv += g0[i * S + j] * vec[j * K + c];
+			e = fmax(e, fabs(gv - lam[c] * vec[i * K + c]) / lam[0]);
+		}
+	ok(e < 1e-10, "G v = λ v (%.2g)", e);
+}
+
+static void test_polar(void)
+{
+	enum { R = 9 };
+	double m[R * R], m0[R * R], rot[R * R], p[R * R], e = 0, asym = 0;
+
+	for (int i = 0; i < R * R; i++)
+		m[i] = m0[i] = rng_normal(&rng);
+	ok(clh_polar(m, R, rot) == 0, "polar of a 9×9 matrix");
+	/* RᵀR = I, and Rᵀ M is symmetric positive semidefinite (M = R P) */
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < R; j++) {
+			double s = 0, q = 0;
+			for (int k = 0; k < R; k++) {
+				s += rot[k * R + i] * rot[k * R + j];
+				q += rot[k * R + i] * m0[k * R + j];
+			}
+			e = fmax(e, fabs(s - (i == j)));
+			p[i * R + j] = q;
+		}
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < R; j++)
+			asym = fmax(asym, fabs(p[i * R + j] - p[j * R + i]));
+	ok(e < 1e-12, "RᵀR = I (%.2g)", e);
+	ok(asym < 1e-10, "RᵀM is symmetric (%.2g)", asym);
+}
+
+static void test_solve(void)
+{
+	enum { K = 6 };
+	double a[K * K], b[K], x[K], ax[K];
+
+	for (int i = 0; i < K; i++) {
+		b[i] = rng_normal(&rng);
+		for (int j = 0; j < K; j++)
+			a[i * K + j] = (i == j ? 4.0 : 0.0) + 1.0 / (1.0 + i + j);
+	}
+	ok(clh_solve_spd(a, b, K, 0.0, x) == 0, "an SPD system solves");
+	for (int i = 0; i < K; i++) {
+		ax[i] = 0;
+		for (int j = 0; j < K; j++)
+			ax[i] += a[i * K + j] * x[j];
+	}
+	ok(maxabs_diff(ax, b, K) < 1e-12, "A x = b");
+	/* rank one and indefinite by a hair: the growing ridge makes it definite */
+	for (int i = 0; i < K; i++)
+		for (int j = 0; j < K; j++)
+			a[i * K + j] = 1.0 - (i == j ? 1e-14 : 0.0);
+	ok(clh_solve_spd(a, b, K, 1e-10, x) == 0, "a barely indefinite system gets a ridge");
+	memset(a, 0, sizeof(a));
+	a[0] = -1.0;
+	ok(clh_solve_spd(a, b, K, 1e-10, x) < 0, "a negative definite one is refused");
+}
+
+static void test_upper_inv(void)
+{
+	enum { N = 7, LD = 10 };
+	double u[N * LD], inv[N * N], e = 0;
+
+	memset(u, 0, sizeof(u));
+	for (int i = 0; i < N; i++)
+		for (int j = i; j < N; j++)
+			u[i * LD + j] = i == j ? 1.0 + rng_unif(&rng) : rng_normal(&rng);
+	ok(clh_upper_inv_t(u, LD, N, inv) == 0, "inverse of an upper factor (ld 10)");
+	/* inv = (U⁻¹)ᵀ: Σ_k U[i,k] inv[j,k] = (U U⁻¹)[i,j] = δ_ij */
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < N; j++) {
+			double s = 0;
+			for (int k = 0; k < N; k++)
+				s += u[i * LD + k] * inv[j * N + k];
+			e = fmax(e, fabs(s - (i == j)));
+		}
+	ok(e < 1e-12, "U · (U⁻¹) = I (%.2g)", e);
+	ok(inv[0 * N + 3] == 0.0, "the transpose is lower triangular");
+}
+
+static void test_rank1(void)
+{
+	enum { R = 10, C = 5 };
+	double u[R], v[C], a[R * C], l[R], rt[C], e = 0;
+
+	for (int i = 0; i < R; i++)
+		u[i] = 0.5 + rng_unif(&rng);
+	for (int j = 0; j < C; j++)
+		v[j] = 0.5 + rng_unif(&rng);
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			a[i * C + j] = u[i] * v[j];
+	clh_rank1_pos(a, R, C, l, rt);
+	for (int i = 0; i < R; i++)
+		for (int j = 0; j < C; j++)
+			e = fmax(e, fabs(l[i] * rt[j] - a[i * C + j]));
+	ok(e < 1e-9, "an exact positive rank-1 matrix is recovered (%.2g)", e);
+}
+
+static void test_pack(void)
+{
+	enum { M = 16, N = 8, R = 8 };
+	double h[M], g[N], l[R];
+	int8_t su[M * R], sv[N * R];
+	uint8_t *out = NULL;
+	size_t len = 0;
+	float deq[M * N];
+
+	for (int i = 0; i < M; i++)
+		h[i] = 1.0 + 0.1 * i;
+	for (int j = 0; j < N; j++)
+		g[j] = 2.0 - 0.1 * j;
+	for (int k = 0; k < R; k++)
+		l[k] = 1.0 / (1 + k);
+	for (int i = 0; i < M * R; i++)
+		su[i] = rng_u64(&rng) & 1 ? 1 : -1;
+	for (int i = 0; i < N * R; i++)
+		sv[i] = rng_u64(&rng) & 1 ? 1 : -1;
+	l[7] = 1e-9; /* below f16: a dead component, zeroed */
+	clh_path p = { h, l, g, su, sv };
+	ok(clh_pack(M, N, R, 1, &p, &out, &len) == 0 && len == blr_payload_size(M, N, R, 1),
+	   "a path packs");
+	ok(out && blr_verify_shape(out, len, M, N) == 0 && blr_dequantize(out, len, deq) == 0,
+	   "the payload validates and dequantizes");
+	ok(l[7] == 0.0, "a rank scale below f16 is zeroed");
+	/* the stored scales (rounded in place) give the dequantized matrix */
+	double e = 0;
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			double w = 0;
+			for (int k = 0; k < R; k++)
+				w += h[i] * su[i * R + k] * l[k] * sv[j * R + k] * g[j];
+			e = fmax(e, fabs(w - deq[i * N + j]));
+		}
+	ok(e < 1e-5, "the rounded scales in place are the stored ones (%.2g)", e);
+	free(out);
+	h[3] = INFINITY;
+	ok(clh_pack(M, N, R, 1, &p, &out, &len) == 1 && out == NULL, "a non-finite scale: refused");
+	/* rebalancing moves the size of h and g into ℓ: 1e200·1e200 overflows */
+	for (int i = 0; i < M; i++)
+		h[i] = 1e200;
+	for (int j = 0; j < N; j++)
+		g[j] = 1e200;
+	ok(clh_pack(M, N, R, 1, &p, &out, &len) == 1 && out == NULL,
+	   "a rank scale that overflows after rebalancing: refused");
+}
+
+int main(void)
+{
+	test_eig();
+	test_polar();
+	test_solve();
+	test_upper_inv();
+	test_rank1();
+	test_pack();
+	return done_testing();
+}

@@ -180,6 +180,17 @@ test_expect_success '--resolve refuses a rule that names nothing' '
 	test_path_is_missing no.out
 '
 
+test_expect_success 'the example plan resolves against a 30-layer model' '
+	awk "BEGIN { split(\"self_attn.q self_attn.k self_attn.v self_attn.o mlp.gate mlp.up mlp.down\", t, \" \")
+		for (l = 0; l < 30; l++) for (i = 1; i <= 7; i++) printf \"model.layers.%d.%s_proj.weight %d\n\", l, t[i], l }" >smol.list &&
+	plan-alloc --resolve "$NVG_TOP/pipelines/example.plan" --bpw 0.8 -o smol.resolved smol.list &&
+	test_grep "^model.layers.0.self_attn.k_proj.weight 0 keep$" smol.resolved &&
+	test_grep "^model.layers.0.mlp.up_proj.weight 0 1.25$" smol.resolved &&
+	test_grep "^model.layers.3.self_attn.v_proj.weight 3 1.5$" smol.resolved &&
+	test_grep "^model.layers.15.mlp.up_proj.weight 15 0.6$" smol.resolved &&
+	test_grep "^model.layers.20.mlp.up_proj.weight 20 0.8$" smol.resolved
+'
+
 test_expect_success 'no temporary files left' '
 	test_no_tmp_files .
 '

@@ -79,6 +79,14 @@ test_expect_success '--keep 1 keeps the worst layer at 16 bpw within the budget'
 	awk -v a=$avg "BEGIN { exit !(a <= 8 * (1 + 1e-9)) }"
 '
 
+test_expect_success '--keep with layer granularity: a keep rule and three layer rows' '
+	plan-alloc -q --bpw 8 --keep 1 --granularity layer -o kl.plan curves.txt &&
+	test "$(grep -c "^keep layer [0-3]$" kl.plan)" -eq 1 &&
+	test "$(grep -c "^[0-3] [0-9.]*$" kl.plan)" -eq 3 &&
+	kept=$(sed -n "s/^keep layer //p" kl.plan) &&
+	test_no_grep "^$kept " kl.plan
+'
+
 test_expect_success '--min and --max bound every chosen budget' '
 	plan-alloc -q --bpw 1.0 --min 0.5 --max 1.5 -o m.plan curves.txt &&
 	awk "\$1 == \"tensor\" && (\$3 < 0.5 || \$3 > 1.5) { exit 1 }" m.plan

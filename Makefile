@@ -29,10 +29,13 @@ ifeq ($(SAN),1)
 BUILD     := build-san
 BIN       := build-san/bin
 SANFLAGS  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# leaks that PoCL keeps for the life of a process are not ours (tests/lsan.supp)
+SAN_ENV   := LSAN_OPTIONS='suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0'
 else
 BUILD     := build
 BIN       := bin
 SANFLAGS  :=
+SAN_ENV   :=
 endif
 
 # pkg-config is asked only when something is compiled (make deps must work without it)
@@ -97,7 +100,7 @@ TEST_ENV := NVG_BIN='$(CURDIR)/$(BIN)' NVG_TOP='$(CURDIR)' \
             NVG_BUILD='$(CURDIR)/$(BUILD)' NVG_PY='$(CURDIR)/$(BUILD)/venv/bin/python3' \
             NVG_DATA="$${NVG_DATA:-$(CURDIR)/../shared/data}" \
             POCL_CACHE_DIR='$(CURDIR)/$(BUILD)/pocl-cache' \
-            OPENBLAS_NUM_THREADS="$${OPENBLAS_NUM_THREADS:-1}"
+            OPENBLAS_NUM_THREADS="$${OPENBLAS_NUM_THREADS:-1}" $(SAN_ENV)
 
 check: unit-check tool-check man-check
 

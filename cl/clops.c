@@ -2,6 +2,7 @@
 #include "clops.h"
 
 #include <clblast_c.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +208,14 @@ void nvcl_q_zero(nvcl_q *q, cl_mem dst, size_t floats)
 
 /* ---------------------------------------------------------------- clBLAST */
 
+/*
+ * clBLAST's routine set-up (its tuning database and program caches) is not
+ * safe when several threads call it at once (CNugteren/CLBlast#486; a crash
+ * in Database::Database here): the calls are serialised.  A call only
+ * enqueues work, so queues of different threads still run side by side.
+ */
+static pthread_mutex_t blast_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void nvcl_gemm_ld(nvcl_q *q, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
 		  cl_mem A, size_t offa, size_t lda, cl_mem B, size_t offb, size_t ldb,
 		  float beta, cl_mem C, size_t offc, size_t ldc)
@@ -220,9 +229,12 @@ void nvcl_gemm_ld(nvcl_q *q, int ta, int tb, size_t M, size_t N, size_t K, float
 		K = 1;
 		alpha = 0.0f;
 	}
+	pthread_mutex_lock(&blast_lock);
 	st = CLBlastSgemm(CLBlastLayoutRowMajor, ta ? CLBlastTransposeYes : CLBlastTransposeNo,
 			  tb ? CLBlastTransposeYes : CLBlastTransposeNo, M, N, K, alpha, A, offa,
 			  lda, B, offb, ldb, beta, C, offc, ldc, &q->q, NULL);
+	pthread_mutex_unlock(&blast_lock);
+	q->flops += 2.0 * (double)M * (double)N * (double)K;
 	if (st != CLBlastSuccess)
 		nvcl_q_fail(q, "clBLAST sgemm (%zu × %zu × %zu) on '%s': %s", M, N, K,
 			    q->c->dev_name, nvcl_blast_strerror(st));

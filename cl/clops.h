@@ -25,6 +25,7 @@ typedef struct {
 	int err;
 	char why[512];
 	size_t wg; /* local size for the work-group kernels (a power of two) */
+	double flops; /* 2·M·N·K summed over the clBLAST products enqueued */
 } nvcl_q;
 
 /* a queue and its kernels on c; -1 with reason */

@@ -973,6 +973,7 @@ int nvcl_encode_q(nvcl_q *q, const nvcl_hctx *hc, const nvcl_job *job, int profi
 		return -1;
 	}
 	q->err = 0;
+	q->flops = 0;
 	res->status = NVCL_OK;
 	encode_tensor(&t, job, res);
 	if (nvcl_q_ok(q) < 0) {
@@ -982,6 +983,7 @@ int nvcl_encode_q(nvcl_q *q, const nvcl_hctx *hc, const nvcl_job *job, int profi
 		res->bytes = NULL;
 	}
 	res->secs = now() - start;
+	res->flops = q->flops;
 	pf_line(&t.pf, res->prof, sizeof(res->prof));
 	return res->status == NVCL_FAILED ? -1 : 0;
 }

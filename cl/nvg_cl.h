@@ -61,6 +61,7 @@ typedef struct {
 	size_t rank;
 	double fit, sel;  /* relative H-errors of the stored payload */
 	double secs;      /* wall time of the encode */
+	double flops;     /* matrix-product flops run on the device */
 	char line[512];   /* "pick P2 r544 | sel: init … P2 … P1 … | stored fit … sel …" */
 	char prof[1024];  /* per-stage profile (when asked) */
 	char err[512];    /* the reason (NVCL_FAILED) */

@@ -707,6 +707,8 @@ typedef struct {
 	void *owned;
 	size_t nbytes;
 	int blr;
+	cmf_fill_fn fill;   /* lazy: produces the bytes on demand (data NULL) */
+	void *ctx;
 } wtensor;
 
 struct cmf_writer {
@@ -715,6 +717,8 @@ struct cmf_writer {
 	char **key, **val;
 	size_t nmeta;
 	int plain;
+	uint8_t *scratch;   /* (scratch_len) the bytes of one lazy tensor */
+	size_t scratch_len;
 };
 
 cmf_writer *cmf_writer_new(void)
@@ -737,6 +741,7 @@ void cmf_writer_free(cmf_writer *w)
 	free(w->t);
 	free(w->key);
 	free(w->val);
+	free(w->scratch);
 	free(w);
 }
 
@@ -799,6 +804,47 @@ int cmf_writer_add(cmf_writer *w, const char *name, cmf_dtype dtype, size_t ndim
 	t->ndim = ndim;
 	memcpy(t->shape, shape, ndim * sizeof(size_t));
 	return 0;
+}
+
+int cmf_writer_add_lazy(cmf_writer *w, const char *name, cmf_dtype dtype, size_t ndim,
+			const size_t *shape, cmf_fill_fn fill, void *ctx)
+{
+	size_t nbytes = cmf_dtype_size(dtype);
+	wtensor *t;
+
+	if (nbytes == 0 || ndim > CMF_MAX_DIMS)
+		return nv_seterr("tensor '%s': bad dtype or %zu dimensions", name, ndim), -1;
+	for (size_t d = 0; d < ndim; d++)
+		if (nv_mul(nbytes, shape[d], &nbytes) < 0)
+			return nv_preerr("tensor '%s': shape", name), -1;
+	if (!(t = writer_slot(w, name, NULL, nbytes, 0)))
+		return -1;
+	t->dtype = dtype;
+	t->ndim = ndim;
+	memcpy(t->shape, shape, ndim * sizeof(size_t));
+	t->fill = fill;
+	t->ctx = ctx;
+	return 0;
+}
+
+/* the bytes of tensor i: its data, or a lazy tensor produced into the scratch buffer */
+static const void *tensor_bytes_of(cmf_writer *w, size_t i)
+{
+	wtensor *t = &w->t[i];
+
+	if (!t->fill)
+		return t->data;
+	if (t->nbytes > w->scratch_len) {
+		uint8_t *s = nv_realloc(w->scratch, t->nbytes, 1);
+
+		if (!s)
+			return NULL;
+		w->scratch = s;
+		w->scratch_len = t->nbytes;
+	}
+	if (t->fill(t->ctx, w->scratch) < 0)
+		return nv_preerr("tensor '%s'", t->name), NULL;
+	return w->scratch;
 }
 
 int cmf_writer_add_blr(cmf_writer *w, const char *name, const void *payload, size_t nbytes,
@@ -905,7 +951,7 @@ void cmf_writer_set_plain(cmf_writer *w)
 	w->plain = 1;
 }
 
-static cJSON *build_meta(const cmf_writer *w)
+static cJSON *build_meta(cmf_writer *w)
 {
 	cJSON *m = cJSON_CreateObject(), *crc = cJSON_CreateObject(), *codec = cJSON_CreateObject();
 	char *s;
@@ -921,8 +967,15 @@ static cJSON *build_meta(const cmf_writer *w)
 		return m;
 	}
 	for (size_t i = 0; i < w->n; i++) {
-		cJSON_AddItemToObject(crc, w->t[i].name,
-				      raw_size(nv_crc32(w->t[i].data, w->t[i].nbytes)));
+		const void *b = tensor_bytes_of(w, i);
+
+		if (!b) {
+			cJSON_Delete(m);
+			cJSON_Delete(crc);
+			cJSON_Delete(codec);
+			return NULL;
+		}
+		cJSON_AddItemToObject(crc, w->t[i].name, raw_size(nv_crc32(b, w->t[i].nbytes)));
 		if (w->t[i].blr) {
 			cJSON_AddStringToObject(codec, w->t[i].name, "blr");
 			nblr++;
@@ -946,15 +999,19 @@ static cJSON *build_meta(const cmf_writer *w)
 	return m;
 }
 
-static char *build_header(const cmf_writer *w, size_t *len)
+static char *build_header(cmf_writer *w, size_t *len)
 {
-	cJSON *root = cJSON_CreateObject();
+	cJSON *root = cJSON_CreateObject(), *meta;
 	size_t at = 0;
 	char *s;
 
 	if (!root)
 		return nv_seterr("out of memory"), NULL;
-	cJSON_AddItemToObject(root, "__metadata__", build_meta(w));
+	if (!(meta = build_meta(w))) {
+		cJSON_Delete(root);
+		return NULL;
+	}
+	cJSON_AddItemToObject(root, "__metadata__", meta);
 	for (size_t i = 0; i < w->n; i++) {
 		const wtensor *t = &w->t[i];
 		cJSON *e = cJSON_CreateObject(), *sh = cJSON_CreateArray(), *of = cJSON_CreateArray();
@@ -994,9 +1051,14 @@ int cmf_writer_commit(cmf_writer *w, const char *path)
 	if (aout_write(&o, lenbuf, 8) < 0 || aout_write(&o, hdr, hlen) < 0 ||
 	    aout_write(&o, "       ", padded - hlen) < 0)
 		goto fail;
-	for (size_t i = 0; i < w->n; i++)
-		if (w->t[i].nbytes && aout_write(&o, w->t[i].data, w->t[i].nbytes) < 0)
+	for (size_t i = 0; i < w->n; i++) {
+		const void *b;
+
+		if (!w->t[i].nbytes)
+			continue;
+		if (!(b = tensor_bytes_of(w, i)) || aout_write(&o, b, w->t[i].nbytes) < 0)
 			goto fail;
+	}
 	free(hdr);
 	return aout_commit(&o);
 fail:

@@ -124,6 +124,16 @@ int cmf_stored_crc(const cmf_file *f, const char *name, uint32_t *crc);
  * (format, cmf.version, cmf.crc32, cmf.codec) */
 int cmf_writer_copy_meta(cmf_writer *w, const cmf_file *f);
 
+/*
+ * a lazy tensor: fill(ctx, out) writes its nbytes (dtype size × shape)
+ * little-endian bytes when the writer needs them, twice (once for the CRC
+ * in the header, once for the data), so that only one tensor is in memory
+ * at a time; it must give the same bytes both times.  ctx is borrowed.
+ */
+typedef int (*cmf_fill_fn)(void *ctx, void *out);
+int cmf_writer_add_lazy(cmf_writer *w, const char *name, cmf_dtype dtype, size_t ndim,
+			const size_t *shape, cmf_fill_fn fill, void *ctx);
+
 /* write a plain Hugging Face safetensors file: __metadata__ is only
  * {"format": "pt"} plus keys set with cmf_writer_set_meta, no cmf.* keys */
 void cmf_writer_set_plain(cmf_writer *w);

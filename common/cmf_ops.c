@@ -90,6 +90,8 @@ int cmf_op_info(const cmf_file *f, FILE *out)
 	fprintf(out, "tensors: %zu\nparameters: %.0f\nbytes: %.0f\nblr tensors: %zu\n",
 		f->ntensors, params, bytes, nblr);
 	info_tokenizer(f, out);
+	if (cmf_meta(f, "cmf.provenance"))
+		fprintf(out, "provenance: %s\n", cmf_meta(f, "cmf.provenance"));
 	return 0;
 }
 
@@ -222,30 +224,33 @@ out:
 	return rc;
 }
 
-/* the tensor in dtype as a fresh buffer of *nbytes */
-static void *export_data(const cmf_tensor *t, cmf_dtype dtype, size_t *nbytes)
-{
-	size_t n = t->rows * t->cols;
-	float *w = cmf_tensor_f32_alloc(t);
-	uint8_t *b;
+/* a tensor exported lazily: dequantized and converted when the writer needs its bytes */
+typedef struct {
+	const cmf_tensor *t;
+	cmf_dtype dtype;
+} export_src;
 
-	if (!w)
-		return NULL;
-	if (dtype == CMF_F32) {
+static int export_fill(void *p, void *out)
+{
+	const export_src *e = p;
+	size_t n = e->t->rows * e->t->cols;
+	uint8_t *b = out;
+	float *w;
+
+	if (e->dtype == CMF_F32) {
+		/* the writer's scratch is malloc'd, aligned for floats */
+		if (cmf_tensor_f32(e->t, out) < 0)
+			return -1;
 		for (size_t i = 0; i < n; i++)
-			put_f32((uint8_t *)&w[i], w[i]);
-		*nbytes = 4 * n;
-		return w;
+			put_f32(b + 4 * i, ((float *)out)[i]);
+		return 0;
 	}
-	if (!(b = nv_malloc(n ? n : 1, 2))) {
-		free(w);
-		return NULL;
-	}
+	if (!(w = cmf_tensor_f32_alloc(e->t)))
+		return -1;
 	for (size_t i = 0; i < n; i++)
 		put_u16(b + 2 * i, nv_f32_to_f16(w[i]));
 	free(w);
-	*nbytes = 2 * n;
-	return b;
+	return 0;
 }
 
 static int write_config(const cmf_file *f, cmf_dtype dtype, const char *out)
@@ -277,6 +282,7 @@ static int write_config(const cmf_file *f, cmf_dtype dtype, const char *out)
 
 int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out)
 {
+	export_src *src;
 	cmf_writer *w;
 	int rc = -1;
 
@@ -284,32 +290,32 @@ int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out)
 		return nv_seterr("the model has no cmf.arch (config.json needs it)"), -1;
 	if (aout_is_stdout(out))
 		return nv_seterr("export writes config.json beside its output: give a file name"), -1;
-	if (!(w = cmf_writer_new()))
+	if (!(src = nv_malloc(f->ntensors ? f->ntensors : 1, sizeof(*src))))
 		return -1;
+	if (!(w = cmf_writer_new())) {
+		free(src);
+		return -1;
+	}
 	cmf_writer_set_plain(w);
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const cmf_tensor *t = &f->t[i];
-		size_t shape[2] = { t->rows, t->cols }, nb;
-		void *d;
+		size_t shape[2] = { t->rows, t->cols };
 
 		if (t->dtype == CMF_U8 && !t->blr) {
 			nv_seterr("tensor '%s' is U8 without a codec: nothing to export it as", t->name);
 			goto out;
 		}
-		if (!(d = export_data(t, dtype, &nb)))
+		src[i] = (export_src){ t, dtype };
+		if (cmf_writer_add_lazy(w, t->name, dtype, t->blr ? 2 : t->ndim,
+					t->blr ? shape : t->shape, export_fill, &src[i]) < 0)
 			goto out;
-		rc = t->blr ? cmf_writer_add(w, t->name, dtype, 2, shape, d, nb, 1)
-			    : cmf_writer_add(w, t->name, dtype, t->ndim, t->shape, d, nb, 1);
-		free(d);
-		if (rc < 0)
-			goto out;
-		rc = -1;
 	}
 	if (cmf_writer_commit(w, out) < 0)
 		goto out;
 	rc = write_config(f, dtype, out);
 out:
 	cmf_writer_free(w);
+	free(src);
 	return rc;
 }
 

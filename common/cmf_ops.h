@@ -14,7 +14,7 @@
 /* one line per tensor: name, dtype, shape (a×b, the logical m×n for BLR), bytes, codec, L<n> <short> */
 int cmf_op_list(const cmf_file *f, FILE *out);
 
-/* "key: value" lines: arch fields, tensors, parameters, bytes, blr tensors, tokenizer */
+/* "key: value" lines: arch fields, tensors, parameters, bytes, blr tensors, tokenizer, provenance */
 int cmf_op_info(const cmf_file *f, FILE *out);
 
 /* the tensor as raw f32 (rows × cols) to path ("-" = stdout; binary refused on a terminal) */

@@ -7,6 +7,7 @@
 #include "names.h"
 
 #include <cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ void imp_model_free(imp_model *m)
 	for (size_t i = 0; i < m->n; i++) {
 		free(m->t[i].name);
 		free(m->t[i].owned);
+		free(m->t[i].ctx);
 	}
 	free(m->t);
 	free(m->tokenizer);
@@ -30,6 +32,8 @@ void imp_model_free(imp_model *m)
 	for (size_t i = 0; i < m->nsrc; i++)
 		cmf_close(&m->src[i]);
 	free(m->src);
+	if (m->keep_free)
+		m->keep_free(m->keep);
 	imp_model_init(m);
 }
 
@@ -77,29 +81,89 @@ int imp_model_add_raw(imp_model *m, const char *name, cmf_dtype dtype, size_t nd
 	return 0;
 }
 
-int imp_model_add_f32(imp_model *m, const char *name, size_t ndim, const size_t *shape, float *w,
-		     int dtype)
+int imp_model_add_lazy(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
+		       const size_t *shape, imp_f32_fn fn, void *ctx)
 {
-	size_t n = 1;
+	size_t nbytes = cmf_dtype_size(dtype);
+	nv_itensor *t;
 
 	for (size_t d = 0; d < ndim; d++)
-		n *= shape[d]; /* the caller allocated w with this product */
-	if (dtype == CMF_F16 || dtype == CMF_BF16) {
-		uint8_t *h = nv_malloc(n ? n : 1, 2);
-
-		if (!h) {
-			free(w);
-			return -1;
+		if (nv_mul(nbytes, shape[d], &nbytes) < 0) {
+			free(ctx);
+			return nv_preerr("tensor '%s'", name), -1;
 		}
-		for (size_t i = 0; i < n; i++)
-			put_u16(h + 2 * i, dtype == CMF_F16 ? nv_f32_to_f16(w[i]) : nv_f32_to_bf16(w[i]));
-		free(w);
-		return imp_model_add_raw(m, name, (cmf_dtype)dtype, ndim, shape, h, h, 2 * n);
+	if (imp_model_add_raw(m, name, dtype, ndim, shape, NULL, NULL, nbytes) < 0) {
+		free(ctx);
+		return -1;
 	}
-	/* f32 in place to little-endian bytes (a no-op on little-endian hosts) */
+	t = &m->t[m->n - 1];
+	t->f32 = fn;
+	t->ctx = ctx;
+	return 0;
+}
+
+/* index of the first non-finite value of n, or n */
+static size_t first_nonfinite(const float *w, size_t n)
+{
 	for (size_t i = 0; i < n; i++)
-		put_f32((uint8_t *)&w[i], w[i]);
-	return imp_model_add_raw(m, name, CMF_F32, ndim, shape, w, w, 4 * n);
+		if (!isfinite(w[i]))
+			return i;
+	return n;
+}
+
+int imp_check_finite(const char *name, cmf_dtype dtype, const void *data, size_t n)
+{
+	const uint8_t *b = data;
+
+	for (size_t i = 0; i < n; i++) {
+		float v = dtype == CMF_F32 ? le_f32(b + 4 * i)
+			: dtype == CMF_F16 ? nv_f16_to_f32(le_u16(b + 2 * i))
+					   : nv_bf16_to_f32(le_u16(b + 2 * i));
+
+		if (!isfinite(v))
+			return nv_seterr("tensor '%s': element %zu is %s", name, i,
+					 isnan(v) ? "nan" : "infinite"), -1;
+	}
+	return 0;
+}
+
+static int lazy_values(const nv_itensor *t, float *w, size_t n)
+{
+	size_t bad;
+
+	if (t->f32(t->ctx, w) < 0)
+		return -1;
+	if ((bad = first_nonfinite(w, n)) < n)
+		return nv_seterr("element %zu is %s", bad, isnan(w[bad]) ? "nan" : "infinite"), -1;
+	return 0;
+}
+
+/* the writer's fill of a lazy tensor: its f32 values, then the dtype's little-endian bytes */
+static int lazy_fill(void *p, void *out)
+{
+	const nv_itensor *t = p;
+	size_t n = t->nbytes / cmf_dtype_size(t->dtype);
+	uint8_t *b = out;
+	float *w;
+
+	if (t->dtype == CMF_F32) {
+		/* out is malloc'd scratch, aligned for floats */
+		if (lazy_values(t, out, n) < 0)
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			put_f32(b + 4 * i, ((float *)out)[i]);
+		return 0;
+	}
+	if (!(w = nv_malloc(n ? n : 1, sizeof(float))))
+		return -1;
+	if (lazy_values(t, w, n) < 0) {
+		free(w);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		put_u16(b + 2 * i, t->dtype == CMF_F16 ? nv_f32_to_f16(w[i]) : nv_f32_to_bf16(w[i]));
+	free(w);
+	return 0;
 }
 
 int nv_unpermute_rope(void *w, size_t rows, size_t row_bytes, size_t heads)
@@ -216,9 +280,10 @@ int imp_model_write(const imp_model *m, const char *path)
 	if (!w)
 		return -1;
 	for (size_t i = 0; i < m->n; i++) {
-		const nv_itensor *t = &m->t[i];
+		nv_itensor *t = &m->t[i];
 
-		if (cmf_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, 0) < 0)
+		if (t->f32 ? cmf_writer_add_lazy(w, t->name, t->dtype, t->ndim, t->shape, lazy_fill, t) < 0
+			   : cmf_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes, 0) < 0)
 			goto out;
 	}
 	if (cmf_writer_set_arch(w, &m->arch) < 0 ||

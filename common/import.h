@@ -11,8 +11,11 @@
  * sources.  Quantized GGUF blocks are dequantized exactly as ggml's
  * reference dequantize_row_* does (f32 arithmetic, no fused multiply-add).
  *
- * The model is collected in memory (imp_model) and written by
- * imp_model_write through the CMF writer (atomic: nothing is left on error).
+ * The model is collected as a list of tensors (imp_model) that point into
+ * the mapped source or produce their values on demand, and written by
+ * imp_model_write through the CMF writer (atomic: nothing is left on
+ * error), so memory stays near one tensor whatever the model's size.
+ * Every weight must be finite: a NaN or infinity fails the import.
  */
 #ifndef NV_IMPORT_H
 #define NV_IMPORT_H
@@ -21,6 +24,9 @@
 
 #include "cmf.h"
 
+/* a lazy tensor's values as f32 (the product of its shape), or -1 with reason set */
+typedef int (*imp_f32_fn)(const void *ctx, float *out);
+
 typedef struct {
 	char *name;
 	cmf_dtype dtype;
@@ -28,6 +34,8 @@ typedef struct {
 	const void *data; /* (nbytes) little-endian elements: owned or into a source mapping */
 	void *owned;
 	size_t nbytes;
+	imp_f32_fn f32;   /* lazy (data NULL): produced at write time, converted to dtype */
+	void *ctx;        /* owned by the tensor */
 } nv_itensor;
 
 typedef struct {
@@ -38,6 +46,8 @@ typedef struct {
 	char *provenance;  /* cmf.provenance JSON */
 	size_t nsrc;
 	cmf_file *src;     /* safetensors sources kept mapped (tensors borrow from them) */
+	void *keep;        /* another source the lazy tensors read, freed by keep_free */
+	void (*keep_free)(void *);
 } imp_model;
 
 typedef enum { NV_FROM_AUTO = 0, NV_FROM_SAFETENSORS, NV_FROM_GGUF, NV_FROM_LLAMA2C } nv_from;
@@ -60,12 +70,18 @@ int nv_from_parse(const char *s);
 /* ---- pieces the importers share (import.c) ---- */
 
 void imp_model_init(imp_model *m);
-/* add an f32 tensor (rows-major, shape[ndim]); w is taken and converted to dtype (-1: F32) */
-int imp_model_add_f32(imp_model *m, const char *name, size_t ndim, const size_t *shape, float *w,
-		     int dtype);
+/*
+ * add a lazy tensor of shape[ndim] and dtype (F32, F16, BF16): fn(ctx, out)
+ * gives its f32 values when the file is written, one tensor at a time, so
+ * an import never holds the whole model; ctx (malloc'd) is taken
+ */
+int imp_model_add_lazy(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
+		       const size_t *shape, imp_f32_fn fn, void *ctx);
 /* add a tensor of any CMF dtype; data borrowed (owned = NULL) or taken (owned = data) */
 int imp_model_add_raw(imp_model *m, const char *name, cmf_dtype dtype, size_t ndim,
 		     const size_t *shape, const void *data, void *owned, size_t nbytes);
+/* -1 naming the tensor and element when one of n F32/F16/BF16 values is not finite */
+int imp_check_finite(const char *name, cmf_dtype dtype, const void *data, size_t n);
 /* every llama-family tensor present has the shape the arch gives (1-d norms); no layer beyond the arch */
 int imp_model_check(const imp_model *m);
 /* tensors in the canonical order: embeddings, layers (HF order within), norm, head, the rest */

@@ -21,7 +21,7 @@ enum {
 /* ggml tensor types this importer dequantizes */
 enum {
 	GG_F32 = 0, GG_F16 = 1, GG_Q4_0 = 2, GG_Q4_1 = 3, GG_Q5_0 = 6, GG_Q5_1 = 7, GG_Q8_0 = 8,
-	GG_BF16 = 30
+	GG_Q4_K = 12, GG_Q5_K = 13, GG_Q6_K = 14, GG_BF16 = 30
 };
 
 typedef struct {
@@ -48,6 +48,7 @@ typedef struct {
 typedef struct {
 	nv_map map;
 	const char *path;
+	char *own_path;       /* the path, kept for messages while the model lives */
 	size_t nkv, nt;
 	gkv *kv;
 	gtensor *t;
@@ -243,7 +244,8 @@ typedef struct {
 static const gtype gtypes[] = {
 	{ GG_F32, "F32", 1, 4 },     { GG_F16, "F16", 1, 2 },     { GG_Q4_0, "Q4_0", 32, 18 },
 	{ GG_Q4_1, "Q4_1", 32, 20 }, { GG_Q5_0, "Q5_0", 32, 22 }, { GG_Q5_1, "Q5_1", 32, 24 },
-	{ GG_Q8_0, "Q8_0", 32, 34 }, { GG_BF16, "BF16", 1, 2 },
+	{ GG_Q8_0, "Q8_0", 32, 34 }, { GG_BF16, "BF16", 1, 2 },   { GG_Q4_K, "Q4_K", 256, 144 },
+	{ GG_Q5_K, "Q5_K", 256, 176 }, { GG_Q6_K, "Q6_K", 256, 210 },
 };
 
 static const char *const ggml_names[] = {
@@ -316,6 +318,72 @@ static void deq_block(uint32_t type, const uint8_t *x, float *y)
 	}
 }
 
+/* the 6-bit scale and min j (0..7) of a Q4_K/Q5_K block's 12 packed bytes */
+static void k_scale_min(const uint8_t *q, int j, int *sc, int *mn)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*mn = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+		*mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+/*
+ * Q4_K (144 bytes: f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes) and
+ * Q5_K (176: the same with 32 high-bit bytes before the nibbles): four
+ * groups of 64, each two halves of 32 with their own scale and min:
+ * y = (d·sc)·q − dmin·mn
+ */
+static void deq_q45k(const uint8_t *x, int five, float *y)
+{
+	const float d = nv_f16_to_f32(le_u16(x)), dmin = nv_f16_to_f32(le_u16(x + 2));
+	const uint8_t *sc = x + 4, *qh = x + 16, *qs = x + (five ? 48 : 16);
+
+	for (int g = 0; g < 4; g++) {
+		for (int h = 0; h < 2; h++) {
+			int s, m;
+			float dh, mh;
+
+			k_scale_min(sc, 2 * g + h, &s, &m);
+			dh = d * (float)s;
+			mh = dmin * (float)m;
+			for (int l = 0; l < 32; l++) {
+				int q = h ? qs[32 * g + l] >> 4 : qs[32 * g + l] & 0x0f;
+
+				if (five && (qh[l] >> (2 * g + h)) & 1)
+					q += 16;
+				y[64 * g + 32 * h + l] = dh * (float)q - mh;
+			}
+		}
+	}
+}
+
+/*
+ * Q6_K (210 bytes: 128 low-nibble bytes, 64 high-2-bit bytes, 16 int8
+ * scales, f16 d): two halves of 128, each four quarters of 32;
+ * y = (d·sc)·(q − 32)
+ */
+static void deq_q6k(const uint8_t *x, float *y)
+{
+	const float d = nv_f16_to_f32(le_u16(x + 208));
+
+	for (int n = 0; n < 2; n++) {
+		const uint8_t *ql = x + 64 * n, *qh = x + 128 + 32 * n;
+		const int8_t *sc = (const int8_t *)(x + 192 + 8 * n);
+
+		for (int k = 0; k < 4; k++) {
+			for (int l = 0; l < 32; l++) {
+				int lo = k & 1 ? ql[l + 32] : ql[l];
+				int q = ((k < 2 ? lo & 0x0f : lo >> 4) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+
+				y[128 * n + 32 * k + l] = d * (float)sc[l / 16 + 2 * k] * (float)q;
+			}
+		}
+	}
+}
+
 /* n elements of a tensor's data into y */
 static void dequantize(uint32_t type, const uint8_t *x, size_t n, float *y)
 {
@@ -335,8 +403,17 @@ static void dequantize(uint32_t type, const uint8_t *x, size_t n, float *y)
 			y[i] = nv_bf16_to_f32(le_u16(x + 2 * i));
 		return;
 	}
-	for (size_t b = 0; b < n / 32; b++)
-		deq_block(type, x + b * gt->bytes, y + 32 * b);
+	for (size_t b = 0; b < n / gt->block; b++) {
+		const uint8_t *xb = x + b * gt->bytes;
+		float *yb = y + b * gt->block;
+
+		if (type == GG_Q4_K || type == GG_Q5_K)
+			deq_q45k(xb, type == GG_Q5_K, yb);
+		else if (type == GG_Q6_K)
+			deq_q6k(xb, yb);
+		else
+			deq_block(type, xb, yb);
+	}
 }
 
 /* ---------------------------------------------------------------- the file */
@@ -371,7 +448,7 @@ static int read_tensor_info(cursor *c, gguf *g, gtensor *t)
 	if (rd_u32(c, t->name, &t->type) < 0 || rd_u64(c, t->name, &v) < 0)
 		return -1;
 	if (!(gt = find_type(t->type)))
-		return nv_seterr("'%s': tensor '%s': type %s (%u) is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0)",
+		return nv_seterr("'%s': tensor '%s': type %s (%u) is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)",
 				 g->path, t->name, type_name(t->type), t->type), -1;
 	if (t->ne[0] % gt->block != 0)
 		return nv_seterr("'%s': tensor '%s': row of %zu is not a multiple of the %s block %zu",
@@ -433,7 +510,8 @@ static int gguf_open(const char *path, gguf *g)
 	long long al = 32;
 
 	memset(g, 0, sizeof(*g));
-	g->path = path;
+	g->own_path = nv_strdup(path);
+	g->path = g->own_path ? g->own_path : path;
 	if (nv_map_file(path, &g->map) < 0)
 		return -1;
 	c.b = g->map.data;
@@ -471,6 +549,7 @@ static void gguf_close(gguf *g)
 		free(g->t[i].name);
 	free(g->kv);
 	free(g->t);
+	free(g->own_path);
 	nv_map_free(&g->map);
 }
 
@@ -753,27 +832,46 @@ static int head_is_embedding_copy(const gguf *g, const gtensor *t)
 		      t->nbytes) == 0;
 }
 
+/* a lazy tensor of the GGUF: dequantized and its rows un-permuted when written */
+typedef struct {
+	const gguf *g;
+	const gtensor *t;
+	size_t rope_heads;
+} gguf_lazy;
+
+static int gguf_f32(const void *p, float *w)
+{
+	const gguf_lazy *z = p;
+	const gtensor *t = z->t;
+	size_t n = t->ndim == 1 ? t->ne[0] : t->ne[0] * t->ne[1];
+
+	dequantize(t->type, z->g->map.data + z->g->data + t->offset, n, w);
+	if (z->rope_heads &&
+	    nv_unpermute_rope(w, t->ne[1], t->ne[0] * sizeof(float), z->rope_heads) < 0)
+		return nv_preerr("'%s': tensor '%s'", z->g->path, t->name), -1;
+	return 0;
+}
+
 static int import_tensor(const gguf *g, const gtensor *t, const char *name, size_t rope_heads,
 			 int dtype, imp_model *m)
 {
-	size_t shape[2], n = t->ndim == 1 ? t->ne[0] : t->ne[0] * t->ne[1];
-	float *w;
+	size_t shape[2];
+	gguf_lazy *z;
 
 	if (t->ndim > 2)
 		return nv_seterr("'%s': tensor '%s' has %zu dimensions (at most 2)", g->path, t->name,
 				 t->ndim), -1;
-	if (!(w = nv_malloc(n, sizeof(float))))
+	if (rope_heads && (t->ndim != 2 || t->ne[1] % rope_heads || (t->ne[1] / rope_heads) % 2))
+		return nv_seterr("'%s': tensor '%s': %zu rows do not split into %zu heads of even size",
+				 g->path, t->name, t->ndim == 2 ? t->ne[1] : (size_t)1, rope_heads), -1;
+	if (!(z = nv_malloc(1, sizeof(*z))))
 		return -1;
-	dequantize(t->type, g->map.data + g->data + t->offset, n, w);
-	if (rope_heads && nv_unpermute_rope(w, t->ne[1], t->ne[0] * sizeof(float), rope_heads) < 0) {
-		free(w);
-		return nv_preerr("'%s': tensor '%s'", g->path, t->name), -1;
-	}
+	*z = (gguf_lazy){ g, t, rope_heads };
 	if (dtype < 0)
 		dtype = t->type == GG_F16 ? CMF_F16 : t->type == GG_BF16 ? CMF_BF16 : CMF_F32;
 	shape[0] = t->ndim == 1 ? t->ne[0] : t->ne[1];
 	shape[1] = t->ne[0];
-	return imp_model_add_f32(m, name, t->ndim, shape, w, dtype);
+	return imp_model_add_lazy(m, name, (cmf_dtype)dtype, t->ndim, shape, gguf_f32, z);
 }
 
 static int gguf_tensors(const gguf *g, int dtype, imp_model *m)
@@ -803,26 +901,30 @@ static int gguf_tensors(const gguf *g, int dtype, imp_model *m)
 	return 0;
 }
 
+static void gguf_free(void *p)
+{
+	if (p)
+		gguf_close(p);
+	free(p);
+}
+
 int nv_import_gguf(const char *path, int dtype, imp_model *m)
 {
 	const gtensor *e;
-	gguf g;
-	int rc = -1;
+	gguf *g = nv_calloc(1, sizeof(*g));
 
-	if (gguf_open(path, &g) < 0)
-		goto out;
-	if (gguf_arch(&g, &m->arch) < 0)
-		goto out;
-	if (!(e = find_tensor(&g, "token_embd.weight")) || e->ndim != 2) {
-		nv_seterr("'%s': no 2-d tensor 'token_embd.weight'", path);
-		goto out;
-	}
+	if (!g)
+		return -1;
+	/* the tensors read the mapping when the model is written: the model keeps it */
+	m->keep = g;
+	m->keep_free = gguf_free;
+	if (gguf_open(path, g) < 0 || gguf_arch(g, &m->arch) < 0)
+		return -1;
+	if (!(e = find_tensor(g, "token_embd.weight")) || e->ndim != 2)
+		return nv_seterr("'%s': no 2-d tensor 'token_embd.weight'", path), -1;
 	m->arch.vocab = (int)e->ne[1];
-	if (arch_int(&g, "llama.vocab_size", 0, m->arch.vocab, 1, 1 << 30, &m->arch.vocab) < 0 ||
-	    gguf_vocab(&g, m) < 0 || gguf_tensors(&g, dtype, m) < 0)
-		goto out;
-	rc = 0;
-out:
-	gguf_close(&g);
-	return rc;
+	if (arch_int(g, "llama.vocab_size", 0, m->arch.vocab, 1, 1 << 30, &m->arch.vocab) < 0 ||
+	    gguf_vocab(g, m) < 0 || gguf_tensors(g, dtype, m) < 0)
+		return -1;
+	return 0;
 }

@@ -69,22 +69,35 @@ static int l2c_floats(const char *path, const l2c_config *c, size_t *n)
 	return 0;
 }
 
-/* rows × cols floats at b into a fresh f32 tensor */
+/* a lazy matrix of the checkpoint: rows × cols f32 at b, q/k rows un-permuted when written */
+typedef struct {
+	const uint8_t *b;
+	size_t rows, cols, rope_heads;
+} l2c_lazy;
+
+static int l2c_f32(const void *p, float *w)
+{
+	const l2c_lazy *z = p;
+
+	for (size_t i = 0; i < z->rows * z->cols; i++)
+		w[i] = le_f32(z->b + 4 * i);
+	/* the header check made every head size even: this cannot fail */
+	if (z->rope_heads)
+		return nv_unpermute_rope(w, z->rows, z->cols * sizeof(float), z->rope_heads);
+	return 0;
+}
+
 static int add_mat(imp_model *m, const char *name, const uint8_t *b, size_t rows, size_t cols,
 		   int dtype, size_t rope_heads)
 {
 	size_t shape[2] = { rows, cols };
-	float *w = nv_malloc(rows, cols * sizeof(float));
+	l2c_lazy *z = nv_malloc(1, sizeof(*z));
 
-	if (!w)
+	if (!z)
 		return -1;
-	for (size_t i = 0; i < rows * cols; i++)
-		w[i] = le_f32(b + 4 * i);
-	if (rope_heads && nv_unpermute_rope(w, rows, cols * sizeof(float), rope_heads) < 0) {
-		free(w);
-		return nv_preerr("tensor '%s'", name), -1;
-	}
-	return imp_model_add_f32(m, name, rows == 1 ? 1 : 2, rows == 1 ? shape + 1 : shape, w, dtype);
+	*z = (l2c_lazy){ b, rows, cols, rope_heads };
+	return imp_model_add_lazy(m, name, dtype < 0 ? CMF_F32 : (cmf_dtype)dtype, rows == 1 ? 1 : 2,
+				  rows == 1 ? shape + 1 : shape, l2c_f32, z);
 }
 
 typedef struct {
@@ -167,30 +180,34 @@ static int l2c_vocab(const char *vocab, const l2c_config *c, imp_model *m)
 	return m->tokenizer ? 0 : -1;
 }
 
+static void map_free(void *p)
+{
+	if (p)
+		nv_map_free(p);
+	free(p);
+}
+
 int nv_import_llama2c(const char *path, const char *vocab, int dtype, imp_model *m)
 {
-	nv_map map;
+	nv_map *map = nv_calloc(1, sizeof(*map));
 	l2c_config c;
 	size_t n;
-	int rc = -1;
 
-	if (nv_map_file(path, &map) < 0)
+	if (!map)
 		return -1;
-	if (l2c_header(path, map.data, map.len, &c) < 0 || l2c_floats(path, &c, &n) < 0)
-		goto out;
-	if (n != map.len) {
-		nv_seterr("'%s': size %zu bytes disagrees with its header (dim %d, hidden_dim %d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, seq_len %d: %zu bytes)",
-			  path, map.len, c.dim, c.hidden, c.layers, c.heads, c.kv_heads,
-			  c.shared ? c.vocab : -c.vocab, c.seq_len, n);
-		goto out;
-	}
+	/* the tensors read the mapping when the model is written: the model keeps it */
+	m->keep = map;
+	m->keep_free = map_free;
+	if (nv_map_file(path, map) < 0)
+		return -1;
+	if (l2c_header(path, map->data, map->len, &c) < 0 || l2c_floats(path, &c, &n) < 0)
+		return -1;
+	if (n != map->len)
+		return nv_seterr("'%s': size %zu bytes disagrees with its header (dim %d, hidden_dim %d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, seq_len %d: %zu bytes)",
+				 path, map->len, c.dim, c.hidden, c.layers, c.heads, c.kv_heads,
+				 c.shared ? c.vocab : -c.vocab, c.seq_len, n), -1;
 	l2c_arch(&c, &m->arch);
-	if (l2c_tensors(&c, map.data, dtype, m) < 0)
-		goto out;
-	if (vocab && l2c_vocab(vocab, &c, m) < 0)
-		goto out;
-	rc = 0;
-out:
-	nv_map_free(&map);
-	return rc;
+	if (l2c_tensors(&c, map->data, dtype, m) < 0)
+		return -1;
+	return vocab ? l2c_vocab(vocab, &c, m) : 0;
 }

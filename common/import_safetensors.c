@@ -120,23 +120,34 @@ static int index_check(const char *index, imp_model *m)
 	return rc;
 }
 
+static int source_f32(const void *p, float *w)
+{
+	return cmf_tensor_f32(*(const cmf_tensor *const *)p, w);
+}
+
 static int add_shard(const cmf_file *f, const char *path, int dtype, imp_model *m)
 {
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const cmf_tensor *t = &f->t[i];
-		float *w;
+		const cmf_tensor **z;
 
 		if (t->dtype == CMF_U8 || t->blr)
 			return nv_seterr("'%s': tensor '%s' has dtype %s (want F32, F16 or BF16)", path,
 					 t->name, cmf_dtype_name(t->dtype)), -1;
+		if (imp_check_finite(t->name, t->dtype, t->data, t->nbytes / cmf_dtype_size(t->dtype)) < 0)
+			return nv_preerr("'%s'", path), -1;
 		if (dtype < 0 || (cmf_dtype)dtype == t->dtype) {
 			if (imp_model_add_raw(m, t->name, t->dtype, t->ndim, t->shape, t->data, NULL,
 					     t->nbytes) < 0)
 				return nv_preerr("'%s'", path), -1;
 			continue;
 		}
-		if (!(w = cmf_tensor_f32_alloc(t)) ||
-		    imp_model_add_f32(m, t->name, t->ndim, t->shape, w, dtype) < 0)
+		/* converted when written: the tensor stays in the source mapping until then */
+		if (!(z = nv_malloc(1, sizeof(*z))))
+			return -1;
+		*z = t;
+		if (imp_model_add_lazy(m, t->name, (cmf_dtype)dtype, t->ndim, t->shape, source_f32,
+				       z) < 0)
 			return nv_preerr("'%s'", path), -1;
 	}
 	return 0;

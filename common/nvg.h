@@ -25,7 +25,9 @@
  *
  * Determinism: fixed iteration counts, fixed partitions; the same inputs,
  * the same OpenBLAS thread count and the same opts.threads give the same
- * bytes.  Functions return 0 on success and -1 with the reason set (err.h);
+ * bytes.  Several encodes may run at once in one process (no global state
+ * but the process-wide flop counter of linalg.h and the thread-local error
+ * reason).  Functions return 0 on success and -1 with the reason set (err.h);
  * nv_pack() and nv_encode() return 1 when the packer refuses.
  */
 #ifndef NV_NVG_H

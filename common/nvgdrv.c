@@ -204,6 +204,11 @@ int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_m
 		nv_seterr("shape %zux%zu: min(m,n) < 8 is not encodable", w->r, w->c);
 		return -1;
 	}
+	if (o->rank && (o->rank % 8 || o->rank > 8 * ((w->r < w->c ? w->r : w->c) / 8))) {
+		nv_seterr("rank %zu is not a multiple of 8 in [8, %zu]", o->rank,
+			  8 * ((w->r < w->c ? w->r : w->c) / 8));
+		return -1;
+	}
 	if (o->method == NV_METHOD_DUAL_SVID)
 		return nv_encode_dual_svid(w, o, res);
 	return encode_nvg(w, hc, hfit, hsel, o, res);

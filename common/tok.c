@@ -463,22 +463,24 @@ out:
 /* ---- GPT-2 byte-level BPE ---- */
 
 /* GPT-2's byte → code point map: printable Latin-1 bytes are themselves, the rest 256+ */
+static uint32_t byte_map[256];
+static pthread_once_t byte_once = PTHREAD_ONCE_INIT;
+
+static void byte_map_init(void)
+{
+	uint32_t next = 256;
+
+	for (int i = 0; i < 256; i++) {
+		int keep = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || i >= 0xAE;
+
+		byte_map[i] = keep ? (uint32_t)i : next++;
+	}
+}
+
 static uint32_t byte_cp(uint8_t b)
 {
-	static uint32_t map[256];
-	static int ready;
-
-	if (!ready) {
-		uint32_t next = 256;
-
-		for (int i = 0; i < 256; i++) {
-			int keep = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || i >= 0xAE;
-
-			map[i] = keep ? (uint32_t)i : next++;
-		}
-		ready = 1;
-	}
-	return map[b];
+	pthread_once(&byte_once, byte_map_init);
+	return byte_map[b];
 }
 
 static size_t put_utf8(char *o, uint32_t c)

@@ -28,9 +28,10 @@ if k == "type" or k == "align":
     i = d.index(b"token_embd.weight") + len(b"token_embd.weight")
     nd = struct.unpack_from("<I", d, i)[0]
     t = i + 4 + 8 * nd
-    if k == "type": d[t:t + 4] = struct.pack("<I", 14)
+    if k == "type": d[t:t + 4] = struct.pack("<I", 10)
     else: d[t + 4:t + 12] = struct.pack("<Q", 4)
 if k == "short": d = d[:len(d) - 1000]
+if k == "nan": d[-4:] = struct.pack("<I", 0x7fc00000)
 open(sys.argv[1], "wb").write(d)
 EOF
 
@@ -136,13 +137,33 @@ test_expect_success 'GGUF with misaligned data' '
 test_expect_success 'GGUF with an unsupported tensor type, named' '
 	"$NVG_PY" gguf.py g.gguf type "$NVG_DATA/stories260K.gguf" &&
 	fails_cleanly o.cmf cmf-patch import -o o.cmf g.gguf &&
-	test_grep "token_embd.weight.*Q6_K" err
+	test_grep "token_embd.weight.*Q2_K" err
 '
 
 test_expect_success 'GGUF cut short' '
 	"$NVG_PY" gguf.py g.gguf short "$NVG_DATA/stories260K.gguf" &&
 	fails_cleanly o.cmf cmf-patch import -o o.cmf g.gguf &&
 	test_grep "beyond the data section" err
+'
+
+test_expect_success 'GGUF with a NaN weight' '
+	"$NVG_PY" gguf.py g.gguf nan "$NVG_DATA/stories260K.gguf" &&
+	fails_cleanly o.cmf cmf-patch import -o o.cmf g.gguf &&
+	test_grep "tensor .model.layers.*element 63 is nan" err
+'
+
+test_expect_success 'safetensors with an infinite weight' '
+	mkdir inf &&
+	"$NVG_PY" -c "
+import json, numpy as np
+from safetensors.numpy import save_file
+a = np.ones((4, 8), np.float16); a[2, 3] = np.inf
+save_file({\"model.embed_tokens.weight\": a}, \"inf/model.safetensors\")
+json.dump({\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,
+           \"num_attention_heads\": 2, \"vocab_size\": 4}, open(\"inf/config.json\", \"w\"))
+" &&
+	fails_cleanly o.cmf cmf-patch import -o o.cmf inf &&
+	test_grep "model.embed_tokens.weight.: element 19 is infinite" err
 '
 
 test_expect_success 'a llama2.c file whose size disagrees with its header' '

@@ -171,6 +171,10 @@ test_expect_success 'usage errors exit 2' '
 	test_expect_code 2 gram-capture -m s.cmf --tokens a.u32 -l 0 --fit-tokens 10 -o P 2>err &&
 	test_expect_code 2 gram-capture -n 0 -o P 2>err &&
 	test_expect_code 2 gram-capture --bogus 2>err &&
+	cp S1 S1.copy &&
+	test_expect_code 2 gram-capture -m s.cmf --tokens a.u32 -l 1 --window 64 --state S1.copy \
+		--next-state ./S1.copy 2>err &&
+	test_grep "would overwrite the input state" err && cmp S1 S1.copy &&
 	test_expect_code 2 gram-capture -n 4 2>err
 '
 

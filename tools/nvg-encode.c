@@ -13,6 +13,7 @@
 #include "hctx.h"
 #include "linalg.h"
 #include "nvg.h"
+#include "nvgdev.h"
 #include "nvgg.h"
 #include "parse.h"
 #include "tool.h"
@@ -23,9 +24,14 @@ static const char synopsis[] =
 	"[--paths auto|1|2] [--threads N] [--profile]\n"
 	"[--target-raw M.raw]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
-	"[-o OUT.blr]\n"
+	"[--device cpu|opencl|auto|both] [--cl-platform P]\n"
+	"[--cl-device D] [-o OUT.blr]\n"
 	"nvg-encode -m MODEL.cmf -t NAME [--target-from OTHER.cmf] [--plan FILE]\n"
 	"[option ...]\n"
+	"nvg-encode [option ...] [--jobs N] -w W.raw [--shape MxN] -o OUT.blr\n"
+	"-w W2.raw [--shape M2xN] -o OUT2.blr ...\n"
+	"nvg-encode -m MODEL.cmf [option ...] [--jobs N] -t NAME -o OUT.blr\n"
+	"-t NAME2 -o OUT2.blr ...\n"
 	"nvg-encode --method dual-svid -w W.raw --shape MxN --bpw B [--kv]\n"
 	"[--kv-factor K] [--paths auto|1|2] [--threads N] [-o OUT.blr]\n"
 	"nvg-encode -h | --version\n";
@@ -37,11 +43,15 @@ typedef struct {
 	int paths, profile, have_rho;
 	nv_method method;
 	long threads;
+	nvdev_opts dev;
+	size_t nt, nout, nshape; /* several tensors that read one input */
+	const char *ts[64], *outs[64], *shapes[64];
 } opts;
 
 enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
-	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN
+	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
+	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS
 };
 
 static const struct option longopts[] = {
@@ -58,7 +68,9 @@ static const struct option longopts[] = {
 	{"gauge-shuffle", required_argument, NULL, O_SHUFFLE},
 	{"target-from", required_argument, NULL, O_TFROM},
 	{"plan", required_argument, NULL, O_PLAN}, {"model", required_argument, NULL, 'm'},
-	{"tensor", required_argument, NULL, 't'},
+	{"tensor", required_argument, NULL, 't'}, {"device", required_argument, NULL, O_DEVICE},
+	{"cl-platform", required_argument, NULL, O_CLPLAT},
+	{"cl-device", required_argument, NULL, O_CLDEV}, {"jobs", required_argument, NULL, O_JOBS},
 	{"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, O_VERSION}, {NULL, 0, NULL, 0}};
 
@@ -105,6 +117,20 @@ static int value_opt(int c, const char *a, opts *o)
 		}
 		nv_seterr("expected nvg or dual-svid");
 		return tool_fail("invalid --method", a), -1;
+	case O_DEVICE:
+		if (nvcl_parse_mode(a, &o->dev.mode) < 0)
+			return tool_fail("invalid --device", a), -1;
+		return 0;
+	case O_CLPLAT:
+	case O_CLDEV:
+		if (nv_parse_long(a, 0, 1024, c == O_CLPLAT ? &o->dev.plat : &o->dev.dev) < 0)
+			return tool_fail(c == O_CLPLAT ? "invalid --cl-platform" : "invalid --cl-device",
+					 a), -1;
+		return 0;
+	case O_JOBS:
+		if (nv_parse_size(a, 1, 64, &o->dev.jobs) < 0)
+			return tool_fail("invalid --jobs", a), -1;
+		return 0;
 	case O_GAUGE:
 		if (strcmp(a, "invE")) {
 			nv_seterr("expected invE");
@@ -120,22 +146,37 @@ static int value_opt(int c, const char *a, opts *o)
 static int plain_opt(int c, const char *a, opts *o)
 {
 	switch (c) {
-	case 'w': o->s.w = a; break;
-	case 'o': o->out = a; break;
-	case O_SHAPE: o->shape = a; break;
+	case 'w': o->ts[o->nt < 64 ? o->nt : 63] = o->s.w = a, o->nt++; break;
+	case 'o': o->outs[o->nout < 64 ? o->nout : 63] = o->out = a, o->nout++; break;
+	case O_SHAPE: o->shapes[o->nshape < 64 ? o->nshape : 63] = o->shape = a, o->nshape++; break;
 	case O_HCTX: o->s.hctx = a; break;
 	case O_FIT: o->s.fit = a; break;
 	case O_SEL: o->s.sel = a; break;
 	case O_TARGET: o->s.target = a; break;
 	case O_BLOCKS: o->s.blocks = a; break;
 	case 'm': o->s.model = a; break;
-	case 't': o->s.tname = a; break;
+	case 't': o->ts[o->nt < 64 ? o->nt : 63] = o->s.tname = a, o->nt++; break;
 	case O_TFROM: o->s.target_from = a; break;
 	case O_PLAN: o->s.plan = a; break;
 	case O_KV: o->s.kv = 1; break;
 	case O_PROFILE: o->profile = 1; break;
 	default: return 1;
 	}
+	return 0;
+}
+
+/* several tensors: one -o each, one --shape or one each; no per-tensor knobs */
+static int check_several(const opts *o)
+{
+	if (o->nt > 64)
+		return tool_usage_error("at most 64 tensors at once");
+	if (o->nt <= 1)
+		return o->nout > 1 || o->nshape > 1 ? tool_usage_error("one tensor, one -o") : 0;
+	if (o->nout != o->nt || (o->nshape > 1 && o->nshape != o->nt))
+		return tool_usage_error("several tensors need one -o each, and one --shape or one each");
+	if (o->s.gauge || o->s.target || o->s.target_from)
+		return tool_usage_error("several tensors take no --row-gauge, --target-raw or "
+					"--target-from");
 	return 0;
 }
 
@@ -170,7 +211,7 @@ static int check_usage(const opts *o)
 					"(--gauge-shuffle with them)");
 	if (o->s.gauge && !o->s.fit)
 		return tool_usage_error("--row-gauge needs --fit FIT.gram");
-	return 0;
+	return check_several(o);
 }
 
 /* 0: go on; 1: exit now with *st */
@@ -180,6 +221,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 
 	memset(o, 0, sizeof(*o));
 	o->out = "-";
+	o->dev = (nvdev_opts){ NVCL_CPU, -1, -1, 1, 0 };
 	o->kv_factor = 1.0;
 	o->s.rho = 0.03;
 	opterr = 0;
@@ -203,6 +245,13 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 		return *st = tool_usage_error("unexpected argument '%s'", argv[optind]), 1;
 	if ((*st = check_usage(o)))
 		return 1;
+	/* the first tensor is the one the single-tensor code reads */
+	if (o->nt > 1) {
+		*(o->s.model ? &o->s.tname : &o->s.w) = o->ts[0];
+		o->out = o->outs[0];
+		o->shape = o->nshape ? o->shapes[0] : NULL;
+	}
+	o->dev.profile = o->profile;
 	if (o->shape && nv_parse_shape(o->shape, &o->s.m, &o->s.n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	if (o->shape && (o->s.m < 8 || o->s.n < 8)) {
@@ -212,11 +261,11 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	return 0;
 }
 
-static int write_payload(const opts *o, const nv_enc_result *res)
+static int write_payload(const char *path, const nv_enc_result *res)
 {
 	aout out;
 
-	if (aout_open(&out, o->out, AOUT_BINARY) < 0)
+	if (aout_open(&out, path, AOUT_BINARY) < 0)
 		return -1;
 	if (aout_write(&out, res->bytes, res->len) < 0 || aout_commit(&out) < 0) {
 		aout_abort(&out);
@@ -225,65 +274,130 @@ static int write_payload(const opts *o, const nv_enc_result *res)
 	return 0;
 }
 
-static void report(const opts *o, const nv_enc_result *res, nv_prof *prof, double secs)
+static void report(const opts *o, const nvdev_result *r, nv_prof *prof, double secs)
 {
 	FILE *rep = aout_is_stdout(o->out) ? stderr : stdout;
 	char line[2048];
 
-	fprintf(rep, "%s\n", res->line);
+	fprintf(rep, "%s\n", r->res.line);
+	if (r->cmp[0])
+		fprintf(rep, "%s\n", r->cmp);
 	if (!prof)
 		return;
+	if (strcmp(r->where, "gpu") == 0) {
+		fprintf(stderr, "device profile: %s\n", r->prof);
+		fprintf(stderr, "device total: %.3fs %.4g flop %.2f GFLOP/s\n", r->secs, r->flops,
+			r->flops / fmax(r->secs, 1e-9) * 1e-9);
+	}
 	nv_prof_line(prof, line, sizeof(line));
 	fprintf(stderr, "profile: %s\n", line);
 	fprintf(stderr, "total: %.3fs %.4g flop %.2f GFLOP/s\n", secs, (double)nv_flops(),
 		(double)nv_flops() / fmax(secs, 1e-9) * 1e-9);
 }
 
+/* write and report tensor i; its exit status */
+static int finish_one(const opts *o, size_t i, const char *subj, nvdev_result *r,
+		      const nv_encin *in, nv_prof *prof, double t0)
+{
+	const char *out = o->nt > 1 ? o->outs[i] : o->out;
+
+	if (r->st == 1) {
+		nv_seterr("%s", r->err);
+		tool_fail("blr refused", subj);
+		return EXIT_REFUSED;
+	}
+	if (r->st < 0) {
+		nv_seterr("%s", r->err);
+		return tool_fail("cannot encode", subj);
+	}
+	if (in->gauge && nv_undo_row_gauge(r->res.bytes, r->res.len, in->gauge, o->s.m) < 0)
+		return tool_fail("cannot encode", subj);
+	if (write_payload(out, &r->res) < 0)
+		return tool_fail("cannot write", aout_is_stdout(out) ? "standard output" : out);
+	report(o, r, prof, nv_now() - t0);
+	return EXIT_OK;
+}
+
+/* the mode's encoder; the kernels' build log follows a failure to build them */
+static int open_device(const opts *o, const nv_enc_opts *eo, nvdev *d)
+{
+	if (nvdev_open(d, &o->dev, eo) < 0) {
+		tool_fail("cannot use the device", nvcl_mode_name(o->dev.mode));
+		if (d->c.build_log)
+			fprintf(stderr, "%s", d->c.build_log);
+		return -1;
+	}
+	if (d->ch.note[0])
+		fprintf(stderr, "%s: note: %s\n", tool_name, d->ch.note);
+	return 0;
+}
+
+/* every tensor's inputs: the first's in full, the others' matrices and budgets */
+static int load_all(opts *o, const cmf_file *cf, nv_encin *in, nvdev_tensor *t, size_t k,
+		    nv_prof *prof)
+{
+	static nv_encin_spec sp[64];
+	const char *shapes[64] = { 0 };
+
+	o->s.nvg = o->method == NV_METHOD_NVG;
+	sp[0] = o->s;
+	for (size_t i = 1; i < k && o->nshape > 1; i++)
+		shapes[i] = o->shapes[i];
+	for (size_t i = 1; i < k && o->nshape == 1; i++)
+		shapes[i] = o->shapes[0];
+	if (nv_encin_load(&o->s, cf, &in[0], prof) < 0 ||
+	    (k > 1 && nvdev_load_more(&o->s, o->ts, shapes, k, sp, in) < 0)) {
+		tool_failf("%s", nv_err());
+		return -1;
+	}
+	if (in[0].gauge)
+		fprintf(stderr, "%s: row gauge%s over %zu blocks: scale %.3f..%.3f\n", tool_name,
+			o->s.shuffle ? " (shuffled)" : "", in[0].gauge_blocks, in[0].gauge_lo,
+			in[0].gauge_hi);
+	for (size_t i = 0; i < k; i++)
+		t[i] = (nvdev_tensor){ sp[i].tname ? sp[i].tname : sp[i].target ? sp[i].target : sp[i].w,
+				       &in[i].w, sp[i].bpw, sp[i].kv ? o->kv_factor : 1.0 };
+	return 0;
+}
+
 static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 {
-	nv_encin in;
+	static nv_encin in[64];
+	static nvdev_result res[64];
+	nvdev_tensor t[64];
 	nv_enc_opts eo;
-	nv_enc_result res;
-	const char *subj = o->s.tname ? o->s.tname : o->s.target ? o->s.target : o->s.w;
+	nvdev d;
+	size_t k = o->nt > 1 ? o->nt : 1;
 	double t0 = nv_now();
-	int rc;
+	int st = EXIT_OK;
 
 	nv_flops_reset();
-	o->s.nvg = o->method == NV_METHOD_NVG;
-	if (nv_encin_load(&o->s, cf, &in, prof) < 0) {
-		nv_encin_free(&in);
-		return tool_failf("%s", nv_err());
+	memset(&d, 0, sizeof(d));
+	if (load_all(o, cf, in, t, k, prof) < 0) {
+		st = EXIT_FAIL;
+		goto out;
 	}
-	if (in.gauge)
-		fprintf(stderr, "%s: row gauge%s over %zu blocks: scale %.3f..%.3f\n", tool_name,
-			o->s.shuffle ? " (shuffled)" : "", in.gauge_blocks, in.gauge_lo, in.gauge_hi);
 	nv_enc_opts_default(&eo);
-	eo.bpw = o->s.bpw;
-	eo.kv = o->s.kv ? o->kv_factor : 1.0;
 	eo.paths = o->paths;
 	eo.method = o->method;
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;
-	rc = nv_encode(&in.w, in.have_hc ? &in.hc : NULL, in.hfit.d ? &in.hfit : NULL,
-		       in.hsel.d ? &in.hsel : NULL, &eo, &res);
-	if (rc == 0 && in.gauge && nv_undo_row_gauge(res.bytes, res.len, in.gauge, o->s.m) < 0)
-		rc = -1;
-	nv_encin_free(&in);
-	if (rc == 1) {
-		tool_fail("blr refused", subj);
-		return EXIT_REFUSED;
+	if (open_device(o, &eo, &d) < 0) {
+		st = EXIT_FAIL;
+		goto out;
 	}
-	if (rc < 0) {
-		nv_enc_result_free(&res);
-		return tool_fail("cannot encode", subj);
+	nvdev_encode(&d, t, k, in[0].have_hc ? &in[0].hc : NULL, in[0].hfit.d ? &in[0].hfit : NULL,
+		     in[0].hsel.d ? &in[0].hsel : NULL, &eo, res);
+	for (size_t i = 0; i < k; i++) {
+		int s1 = finish_one(o, i, t[i].name, &res[i], &in[i], prof, t0);
+		st = st == EXIT_FAIL || s1 == EXIT_OK ? st : s1;
+		nvdev_result_free(&res[i]);
 	}
-	rc = write_payload(o, &res);
-	if (rc == 0)
-		report(o, &res, prof, nv_now() - t0);
-	nv_enc_result_free(&res);
-	if (rc < 0)
-		return tool_fail("cannot write", aout_is_stdout(o->out) ? "standard output" : o->out);
-	return EXIT_OK;
+out:
+	nvdev_close(&d);
+	for (size_t i = 0; i < k; i++)
+		nv_encin_free(&in[i]);
+	return st;
 }
 
 int main(int argc, char **argv)

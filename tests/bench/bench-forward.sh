@@ -72,7 +72,7 @@ bench() {
 	m=$1 tok=$2 lim=$3 name=$4
 	head -c $((4 * lim)) "$tok" >b.u32
 	run "$name eval (window 512)" "$BIN/cmf-eval" -q -m "$m" --tokens b.u32 --window 512 --json
-	"$BIN/gram-capture" -q -m "$m" --tokens b.u32 -l 2 --window 512 -o warm --next-state S2 ||
+	"$BIN/gram-capture" -q -m "$m" --tokens b.u32 -l 1 --window 512 --next-state S2 ||
 		return 1
 	run "$name layer 2 forward only" "$BIN/gram-capture" -v -m "$m" --tokens b.u32 -l 2 \
 		--window 512 --state S2 --next-state S3

@@ -1,4 +1,4 @@
-/* test-gguf.c - the GGUF importer on synthetic files: every block type, names, RoPE rows, tokenizer, bad input */
+/* test-gguf.c - the GGUF importer on synthetic files: every block type (K-quants too), names, RoPE rows, tokenizer, bad input */
 #include "cmf.h"
 #include "err.h"
 #include "f16.h"
@@ -75,7 +75,15 @@ static void kv_str(buf *x, const char *k, const char *v)
 }
 
 /* ggml type ids and block geometry, from the GGUF specification */
-enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8, T_BF16 = 30 };
+enum {
+	T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q4_1 = 3, T_Q5_0 = 6, T_Q5_1 = 7, T_Q8_0 = 8,
+	T_Q2_K = 10, T_Q4_K = 12, T_Q5_K = 13, T_Q6_K = 14, T_BF16 = 30
+};
+
+static int is_k(uint32_t t)
+{
+	return t == T_Q4_K || t == T_Q5_K || t == T_Q6_K;
+}
 
 typedef struct {
 	const char *name;
@@ -94,6 +102,9 @@ static size_t block_bytes(uint32_t t)
 	case T_Q5_0: return 22;
 	case T_Q5_1: return 24;
 	case T_Q8_0: return 34;
+	case T_Q4_K: return 144;
+	case T_Q5_K: return 176;
+	case T_Q6_K: return 210;
 	case T_F32: return 4 * 32;
 	default: return 2 * 32;
 	}
@@ -138,18 +149,69 @@ static void fill_block(uint32_t t, tap_rng *r, uint8_t *x, float *y)
 	}
 }
 
+/* the 6-bit scale (mins = 0) or min (mins = 1) j of the 12 packed bytes, per the GGUF K-quant layout */
+static int k6(const uint8_t *s, int j, int mins)
+{
+	if (j < 4)
+		return s[j + 4 * mins] & 63;
+	return mins ? (s[j + 4] >> 4) | ((s[j] >> 6) << 4) : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+}
+
+/*
+ * random K-quant super-blocks of 256 and the value of each element e:
+ *   Q4_K/Q5_K  group g = e/64, half h = e%64/32, l = e%32, j = 2g+h:
+ *              q = nibble h of qs[32g+l] (+16 if bit j of qh[l], Q5_K);
+ *              (d·sc_j)·q − dmin·mn_j
+ *   Q6_K       half n = e/128, quarter k = e%128/32, l = e%32:
+ *              q = nibble (k/2) of ql[64n+l+32(k%2)] | bits 2k..2k+1 of qh[32n+l] << 4, − 32;
+ *              (d·sc[8n+l/16+2k])·q
+ */
+static void fill_kblock(uint32_t t, tap_rng *r, uint8_t *x, float *y)
+{
+	float d = (float)(0.001 + 0.01 * rng_unif(r)), dm = (float)(0.001 + 0.01 * rng_unif(r));
+
+	for (size_t i = 0; i < block_bytes(t); i++)
+		x[i] = (uint8_t)rng_u64(r);
+	d = nv_f16_to_f32(nv_f32_to_f16(d));
+	dm = nv_f16_to_f32(nv_f32_to_f16(dm));
+	if (t == T_Q6_K) {
+		put_u16(x + 208, nv_f32_to_f16(d));
+		for (int e = 0; e < 256; e++) {
+			int n = e / 128, k = e % 128 / 32, l = e % 32;
+			int lo = x[64 * n + l + 32 * (k % 2)], hb = (x[128 + 32 * n + l] >> (2 * k)) & 3;
+			int q = ((k / 2 ? lo >> 4 : lo & 15) | hb << 4) - 32;
+
+			y[e] = d * (float)(int8_t)x[192 + 8 * n + l / 16 + 2 * k] * (float)q;
+		}
+		return;
+	}
+	put_u16(x, nv_f32_to_f16(d));
+	put_u16(x + 2, nv_f32_to_f16(dm));
+	for (int e = 0; e < 256; e++) {
+		int g = e / 64, h = e % 64 / 32, l = e % 32, j = 2 * g + h;
+		const uint8_t *qs = x + (t == T_Q5_K ? 48 : 16);
+		int q = h ? qs[32 * g + l] >> 4 : qs[32 * g + l] & 15;
+
+		if (t == T_Q5_K)
+			q += 16 * ((x[16 + l] >> j) & 1);
+		y[e] = d * (float)k6(x + 4, j, 0) * (float)q - dm * (float)k6(x + 4, j, 1);
+	}
+}
+
 static void fill(spec *s, tap_rng *r)
 {
-	size_t n = s->rows * s->cols, nb = n / 32;
+	size_t n = s->rows * s->cols, bl = is_k(s->type) ? 256 : 32, nb = n / bl;
 
 	s->want = malloc(n * sizeof(float));
 	s->nbytes = nb * block_bytes(s->type);
 	s->data = malloc(s->nbytes);
 	for (size_t b = 0; b < nb; b++) {
 		uint8_t *x = s->data + b * block_bytes(s->type);
-		float *y = s->want + 32 * b;
+		float *y = s->want + bl * b;
 
-		if (s->type == T_F32 || s->type == T_F16 || s->type == T_BF16) {
+		if (is_k(s->type))
+			fill_kblock(s->type, r, x, y);
+		else if (s->type == T_F32 || s->type == T_F16 || s->type == T_BF16) {
 			for (int e = 0; e < 32; e++) {
 				float v = (float)rng_normal(r);
 
@@ -166,7 +228,8 @@ static void fill(spec *s, tap_rng *r)
 	}
 }
 
-enum { HID = 32, FFN = 64, VOC = 4, HEADS = 2, KVH = 1 };
+/* rows of 256 so that the K-quant super-blocks fit */
+enum { HID = 256, FFN = 512, VOC = 4, HEADS = 4, KVH = 2 };
 
 static spec specs[] = {
 	{ "token_embd.weight", T_Q8_0, VOC, HID, 0, 0, 0 },
@@ -179,6 +242,15 @@ static spec specs[] = {
 	{ "blk.0.ffn_gate.weight", T_F16, FFN, HID, 0, 0, 0 },
 	{ "blk.0.ffn_up.weight", T_BF16, FFN, HID, 0, 0, 0 },
 	{ "blk.0.ffn_down.weight", T_F32, HID, FFN, 0, 0, 0 },
+	{ "blk.1.attn_norm.weight", T_F32, 1, HID, 0, 0, 0 },
+	{ "blk.1.attn_q.weight", T_Q6_K, HID, HID, 0, 0, 0 },
+	{ "blk.1.attn_k.weight", T_Q4_K, HID / HEADS * KVH, HID, 0, 0, 0 },
+	{ "blk.1.attn_v.weight", T_Q5_K, HID / HEADS * KVH, HID, 0, 0, 0 },
+	{ "blk.1.attn_output.weight", T_Q8_0, HID, HID, 0, 0, 0 },
+	{ "blk.1.ffn_norm.weight", T_F32, 1, HID, 0, 0, 0 },
+	{ "blk.1.ffn_gate.weight", T_Q4_K, FFN, HID, 0, 0, 0 },
+	{ "blk.1.ffn_up.weight", T_Q5_K, FFN, HID, 0, 0, 0 },
+	{ "blk.1.ffn_down.weight", T_Q6_K, HID, FFN, 0, 0, 0 },
 	{ "output_norm.weight", T_F32, 1, HID, 0, 0, 0 },
 };
 #define NSPEC (sizeof(specs) / sizeof(specs[0]))
@@ -189,6 +261,11 @@ static const char *hf[NSPEC] = {
 	"model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
 	"model.layers.0.post_attention_layernorm.weight", "model.layers.0.mlp.gate_proj.weight",
 	"model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight",
+	"model.layers.1.input_layernorm.weight",
+	"model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight",
+	"model.layers.1.self_attn.v_proj.weight", "model.layers.1.self_attn.o_proj.weight",
+	"model.layers.1.post_attention_layernorm.weight", "model.layers.1.mlp.gate_proj.weight",
+	"model.layers.1.mlp.up_proj.weight", "model.layers.1.mlp.down_proj.weight",
 	"model.norm.weight",
 };
 
@@ -237,7 +314,7 @@ static const char *write_gguf(const char *path, const knobs *k)
 	kv_str(&x, "general.architecture", k->arch);
 	kv_u32(&x, "llama.embedding_length", HID);
 	kv_u32(&x, "llama.feed_forward_length", FFN);
-	kv_u32(&x, "llama.block_count", 1);
+	kv_u32(&x, "llama.block_count", 2);
 	if (!k->drop_heads)
 		kv_u32(&x, "llama.attention.head_count", HEADS);
 	kv_u32(&x, "llama.attention.head_count_kv", KVH);
@@ -285,7 +362,7 @@ static void check_tensor(const cmf_file *f, size_t i)
 {
 	const spec *s = &specs[i];
 	const cmf_tensor *t = cmf_find(f, hf[i]);
-	size_t heads = i == 2 ? HEADS : i == 3 ? KVH : 0, bad = 0;
+	size_t heads = i == 2 || i == 11 ? HEADS : i == 3 || i == 12 ? KVH : 0, bad = 0;
 	float *w;
 
 	if (!t || t->rows != s->rows || t->cols != s->cols || !(w = cmf_tensor_f32_alloc(t))) {
@@ -385,8 +462,8 @@ int main(void)
 	bad_file("a tensor count beyond the file", &b, "tensor_count");
 	b = k, b.q_offset_add = 1;
 	bad_file("a misaligned data offset", &b, "alignment");
-	b = k, b.q_type = 14;
-	bad_file("an unsupported type", &b, "Q6_K");
+	b = k, b.q_type = T_Q2_K;
+	bad_file("an unsupported type", &b, "Q2_K");
 	b = k, b.cut = 64;
 	bad_file("data beyond the end", &b, "beyond the data section");
 	b = k, b.arch = "mamba";

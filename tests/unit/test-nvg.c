@@ -382,6 +382,91 @@ static void test_gptq_blocks(void)
 	W = w0;
 }
 
+/* the per-head row gauge: block parsing, the invE factors, the undo on bytes */
+static void test_gauge(void)
+{
+	size_t *st, nb;
+	nv_mat w, h;
+	double d[10], e[3] = {0, 0, 0}, want[3], med;
+	int fine = 1;
+
+	is_int(nv_parse_head_blocks("2x3,1x4", 10, &st, &nb), 0, "head blocks 2x3,1x4 over 10 rows");
+	ok(nb == 3 && st[0] == 0 && st[1] == 3 && st[2] == 6 && st[3] == 10, "boundaries 0 3 6 10");
+	free(st);
+	is_int(nv_parse_head_blocks("2x3", 10, &st, &nb), -1, "blocks short of the rows are refused");
+	is_int(nv_parse_head_blocks("4x3", 10, &st, &nb), -1, "blocks beyond the rows are refused");
+	is_int(nv_parse_head_blocks("2x", 10, &st, &nb), -1, "a malformed block is refused");
+
+	nv_mat_zeros(&w, 10, 8);
+	nv_mat_eye(&h, 8);
+	for (size_t i = 0; i < 80; i++)
+		w.d[i] = (double)(i % 9) - 4.0 + (i / 8 >= 6 ? 30.0 : 0.0);
+	nv_parse_head_blocks("2x3,1x4", 10, &st, &nb);
+	is_int(nv_row_gauge(&w, &h, st, nb, 0, d), 0, "row gauge with H = I");
+	for (size_t i = 0; i < 80; i++)
+		e[i / 8 < 3 ? 0 : i / 8 < 6 ? 1 : 2] += w.d[i] * w.d[i];
+	/* the median of three energies is the middle one */
+	med = fmax(fmin(e[0], e[1]), fmin(fmax(e[0], e[1]), e[2]));
+	for (int j = 0; j < 3; j++)
+		want[j] = sqrt(fmin(fmax(med / e[j], 1.0 / 32), 32.0));
+	for (size_t i = 0; i < 10; i++)
+		fine &= fabs(d[i] - want[i < 3 ? 0 : i < 6 ? 1 : 2]) < 1e-15;
+	ok(fine, "d = √clamp(median/energy) per block (%.4f %.4f %.4f)", d[0], d[3], d[6]);
+	{
+		nv_bm md;
+		uint8_t *b;
+		size_t len;
+		float *before = malloc(80 * sizeof(float)), *after = malloc(80 * sizeof(float));
+		nv_build_dual_svid(&w, 8, 1, &md);
+		nv_pack(&md, &b, &len, NULL);
+		blr_dequantize(b, len, before);
+		is_int(nv_undo_row_gauge(b, len, d, 10), 0, "undo on the payload");
+		blr_dequantize(b, len, after);
+		fine = 1;
+		/* h is re-rounded to f16 after the division: 2⁻¹⁰ relative */
+		for (size_t i = 0; i < 80; i++)
+			fine &= fabs(after[i] - before[i] / d[i / 8]) <= 1e-3 * fabs(before[i] / d[i / 8]) + 1e-6;
+		ok(fine, "the undo divides each row by its factor");
+		is_int(nv_undo_row_gauge(b, len, d, 9), -1, "factors of the wrong length are refused");
+		free(b), free(before), free(after);
+		nv_bm_free(&md);
+	}
+	free(st);
+	nv_mat_free(&w), nv_mat_free(&h);
+}
+
+/* a fixed rank instead of a budget; P=1 of an auto choice gets P=2's bits */
+static void test_fixed_rank(const nv_hctx *hc)
+{
+	nv_enc_opts o;
+	nv_enc_result r;
+	size_t r1;
+	blr_clip clip;
+
+	nv_enc_opts_default(&o);
+	o.rank = 16;
+	o.paths = 2;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &r), 0, "nvg at a fixed rank 16, P=2");
+	is_int(r.r, 16, "the rank is the one asked");
+	nv_enc_result_free(&r);
+	o.paths = 0;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &r), 0, "nvg at a fixed rank 16, P auto");
+	blr_rank(96, 64, blr_bits(96, 64, 16, 2) / (96.0 * 64.0), 1, 1.0, &r1, &clip);
+	ok(r.paths == 2 ? r.r == 16 : r.r == r1, "P%d r%zu (P1 would be r%zu)", r.paths, r.r, r1);
+	nv_enc_result_free(&r);
+	o.rank = 12;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &r), -1, "a rank that is not a multiple of 8 is refused");
+	o.rank = 72;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &r), -1, "a rank above the cap (64) is refused");
+	ok(strstr(nv_err(), "[8, 64]") != NULL, "reason: %s", nv_err());
+	o.method = NV_METHOD_DUAL_SVID;
+	is_int(nv_encode(&W, NULL, NULL, NULL, &o, &r), -1, "dual-svid refuses it too");
+	o.rank = 24;
+	is_int(nv_encode(&W, NULL, NULL, NULL, &o, &r), 0, "dual-svid at a fixed rank 24");
+	ok(r.r == 24 && r.paths == 2, "P%d r%zu", r.paths, r.r);
+	nv_enc_result_free(&r);
+}
+
 static void test_refusal(void)
 {
 	nv_bm md;
@@ -412,6 +497,8 @@ int main(void)
 	test_stages(&c, &hc);
 	test_drivers(&hc3);
 	test_gptq_blocks();
+	test_gauge();
+	test_fixed_rank(&hc3);
 	test_refusal();
 	nv_tctx_free(&c);
 	nv_hctx_free(&hc);

@@ -1,0 +1,162 @@
+#!/bin/bash
+# device.sh - nvg-encode's device path against its CPU path, on a lent GPU
+# machine that has no internet.  Not run by make check or make bench.
+#
+#   here, with apt:   tests/bench/device.sh --fetch build/debs
+#                     (build/ is ignored: name build/debs in the device tool's carry)
+#   there:            tests/bench/device.sh build/debs
+#
+# There it unpacks the Debian packages (OpenCL ICD loader and headers,
+# clBLAST, OpenBLAS/LAPACKE, cJSON, zlib) into a private prefix
+# (build/devprefix; nothing is installed), builds nvgkit against it, points
+# the ICD loader at the GPU's OpenCL driver when the system has no ICD file
+# for it, measures the card's clBLAST sgemm rate, checks parity on the seed's
+# synthetic layer, then times SmolLM2-135M-shaped tensors (q 576x576, k
+# 192x576, gate 1536x576, down 576x1536) and a 4096x4096 at BPW on the CPU
+# path and on the device: medians, the device/CPU speed-up, the SEL errors
+# and their relative difference, the device's GFLOP/s against the sgemm
+# rate, and the q/k/v of one input in flight (--jobs 3) against one at a time.
+#
+# Knobs (environment): BPW (0.55), SHAPES ("576x576 192x576 1536x576
+# 576x1536 4096x4096"), CPU_RUNS (1), DEV_RUNS (3), TOKENS_MIN (2048), SGEMM_N (4096),
+# NVG_CL_PLATFORM / NVG_CL_DEVICE.  With SKIP_DEBS=1 the system's packages
+# are used (a machine that has them, or a try-out on PoCL).
+set -euo pipefail
+
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+PKGS="ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers
+libclblast1 libclblast-dev libopenblas0 libopenblas0-pthread libopenblas-dev
+libopenblas-pthread-dev libblas3 liblapack3 liblapacke liblapacke-dev libgfortran5
+libcjson1 libcjson-dev zlib1g zlib1g-dev"
+
+if [ "${1:-}" = "--fetch" ]; then
+	dir=${2:?"usage: device.sh --fetch DIR"}
+	mkdir -p "$dir"
+	(cd "$dir" && apt-get download $PKGS)
+	du -sh "$dir"
+	exit 0
+fi
+DEBS=${1:-$TOP/build/debs}
+BPW=${BPW:-0.55}
+SHAPES=${SHAPES:-"576x576 192x576 1536x576 576x1536 4096x4096"}
+CPU_RUNS=${CPU_RUNS:-1}
+DEV_RUNS=${DEV_RUNS:-3}
+TOKENS_MIN=${TOKENS_MIN:-2048}
+NCPU=$(nproc)
+P=$TOP/build/devprefix
+W=$TOP/build/devbench
+LIBD=$P/usr/lib/x86_64-linux-gnu
+
+say() { printf '%s\n' "$*"; }
+now() { date +%s.%N; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# ---------------------------------------------------------------- prefix and build
+if [ "${SKIP_DEBS:-0}" != 1 ]; then
+	ls "$DEBS"/*.deb >/dev/null || { say "device.sh: no .deb files in $DEBS (run --fetch here first)"; exit 1; }
+	rm -rf "$P" && mkdir -p "$P"
+	for d in "$DEBS"/*.deb; do dpkg-deb -x "$d" "$P"; done
+	# the alternatives links that dpkg's scripts would have made
+	for l in libblas.so.3 liblapack.so.3 libopenblas.so.0 libopenblas.so; do
+		[ -e "$LIBD/openblas-pthread/$l" ] && ln -sf "openblas-pthread/$l" "$LIBD/$l"
+	done
+	export LD_LIBRARY_PATH="$LIBD:$LIBD/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	PKG_CFLAGS="-I$P/usr/include -I$P/usr/include/x86_64-linux-gnu/openblas-pthread -I$P/usr/include/cjson"
+	PKG_LIBS="-L$LIBD -L$LIBD/openblas-pthread -Wl,-rpath-link,$LIBD:$LIBD/openblas-pthread -lopenblas -llapacke -lcjson -lz -lOpenCL -lclblast"
+	MAKEVARS=(PKG_CFLAGS="$PKG_CFLAGS" PKG_LIBS="$PKG_LIBS")
+else
+	MAKEVARS=()
+fi
+make -C "$TOP" -j"$NCPU" "${MAKEVARS[@]}" bin/nvg-encode bin/hctx-build build/libnvgkit.a >/dev/null
+LIBS_ALL=${PKG_LIBS:-$(pkg-config --libs openblas lapacke libcjson zlib OpenCL clblast)}
+CFL_ALL=${PKG_CFLAGS:-$(pkg-config --cflags openblas lapacke libcjson zlib OpenCL clblast)}
+cc -O2 -std=c11 -D_GNU_SOURCE -I"$TOP/common" -I"$TOP/cl" $CFL_ALL -o "$TOP/build/sgemm-cl" \
+	"$TOP/tests/bench/sgemm-cl.c" "$TOP/build/libnvgkit.a" $LIBS_ALL -lm -pthread
+BIN=$TOP/bin
+
+# ---------------------------------------------------------------- the GPU's OpenCL driver
+if [ -z "${OCL_ICD_VENDORS:-}" ] && ! ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1; then
+	lib=$( (ldconfig -p 2>/dev/null | sed -n 's/.*libnvidia-opencl.so.1 .*=> //p'; \
+		find /usr/local/nvidia /usr/lib /usr/lib64 -name 'libnvidia-opencl.so.1' 2>/dev/null) | head -n 1)
+	[ -n "$lib" ] || { say "device.sh: no ICD file and no libnvidia-opencl.so.1 found"; exit 1; }
+	mkdir -p "$P/icd" && echo "$lib" >"$P/icd/nvidia.icd"
+	export OCL_ICD_VENDORS=$P/icd
+	say "ICD: $lib (through $P/icd)"
+fi
+
+# ---------------------------------------------------------------- yardsticks
+export POCL_CACHE_DIR=$TOP/build/pocl-cache
+say "machine: $NCPU CPUs, $(uname -m); $(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$BIN/hctx-build" -h 2>&1 | sed -n 's/^Core: *//p' | head -n 1 | sed 's/^/OpenBLAS core /')"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu: /'
+SGEMM=$("$TOP/build/sgemm-cl" "${SGEMM_N:-4096}" 5)
+say "$SGEMM"
+RATE=$(sed -n 's/.* \([0-9.]*\) GFLOP\/s$/\1/p' <<<"$SGEMM")
+
+# ---------------------------------------------------------------- data
+rm -rf "$W" && mkdir -p "$W"
+synth() { # m n dir
+	local t=$(( $2 * 2 > TOKENS_MIN ? $2 * 2 : TOKENS_MIN ))
+	mkdir -p "$3"
+	python3 "$TOP/tests/ref/synth-layer.py" layer "$1" "$2" 7 "$3" "$t"
+	"$BIN/hctx-build" "$3/fit.gram" -o "$3/fit.hctx"
+}
+sel_of() { sed -n 's/.* sel \([0-9.]*\)$/\1/p' "$1"; }
+pick_of() { sed -n 's/^pick \(P[12] r[0-9]*\) .*/\1/p' "$1"; }
+
+# ---------------------------------------------------------------- parity first
+synth 96 64 "$W/p"
+C1=(-w "$W/p/w.raw" --shape 96x64 --hctx "$W/p/fit.hctx" --fit "$W/p/fit.gram" --sel "$W/p/sel.gram" --bpw 3)
+"$BIN/nvg-encode" "${C1[@]}" --device both -o "$W/p/b.blr" >"$W/p/both.line"
+say "parity (seed-style 96x64 at 3 bpw): $(sed -n 's/^\[cmp\] [^ ]* //p' "$W/p/both.line")"
+
+# ---------------------------------------------------------------- timings
+enc() { # dir shape device out -> seconds, report line in out.line, profile in out.err
+	local s e
+	s=$(now)
+	OPENBLAS_NUM_THREADS=$NCPU "$BIN/nvg-encode" -w "$1/w.raw" --shape "$2" --hctx "$1/fit.hctx" \
+		--fit "$1/fit.gram" --sel "$1/sel.gram" --bpw "$BPW" --threads "$NCPU" \
+		--device "$3" --profile -o "$4.blr" >"$4.line" 2>"$4.err"
+	e=$(now)
+	awk -v s="$s" -v e="$e" 'BEGIN { printf "%.3f\n", e - s }'
+}
+printf '\n%-10s %-8s %9s %9s %7s %8s %8s %8s %9s %6s\n' shape pick "cpu s" "gpu s" "x" "sel cpu" "sel gpu" "rel %" "gpu GF/s" "%peak"
+for shape in $SHAPES; do
+	m=${shape%x*} n=${shape#*x} d="$W/$shape"
+	synth "$m" "$n" "$d" >/dev/null
+	tc=$(for i in $(seq "$CPU_RUNS"); do enc "$d" "$shape" cpu "$d/cpu"; done | median)
+	tg=$(for i in $(seq "$DEV_RUNS"); do enc "$d" "$shape" opencl "$d/gpu"; done | median)
+	fl=$(sed -n 's/^device total: [0-9.]*s \([0-9.e+]*\) flop.*/\1/p' "$d/gpu.err")
+	sc=$(sel_of "$d/cpu.line") sg=$(sel_of "$d/gpu.line")
+	awk -v sh="$shape" -v pk="$(pick_of "$d/gpu.line")" -v tc="$tc" -v tg="$tg" -v sc="$sc" \
+		-v sg="$sg" -v fl="$fl" -v rate="$RATE" 'BEGIN {
+		gf = fl / tg * 1e-9
+		printf "%-10s %-8s %9.2f %9.2f %7.1f %8.4f %8.4f %+8.3f %9.1f %6.1f\n",
+			sh, pk, tc, tg, tc / tg, sc, sg, (sg - sc) / sc * 100, gf, gf / rate * 100 }'
+	[ "$(pick_of "$d/cpu.line")" = "$(pick_of "$d/gpu.line")" ] || say "  (cpu picked $(pick_of "$d/cpu.line"))"
+	sed -n 's/^device profile: /  gpu stages: /p' "$d/gpu.err"
+	sed -n 's/^profile: /  cpu stages: /p' "$d/cpu.err"
+done
+
+# ---------------------------------------------------------------- one input, three tensors in flight
+q="$W/576x576"
+if [ -d "$q" ]; then
+	python3 - "$q" <<'EOF'
+import sys, numpy as np
+d = sys.argv[1]
+w = np.fromfile(f"{d}/w.raw", dtype="<f4").reshape(576, 576)
+w[:192].tofile(f"{d}/k.raw"); w[192:384].tofile(f"{d}/v.raw")
+EOF
+	C=(--hctx "$q/fit.hctx" --fit "$q/fit.gram" --sel "$q/sel.gram" --bpw "$BPW" --device opencl)
+	s=$(now)
+	for t in w:576x576 k:192x576 v:192x576; do
+		"$BIN/nvg-encode" "${C[@]}" -w "$q/${t%%:*}.raw" --shape "${t#*:}" -o "$q/one-${t%%:*}.blr" >/dev/null
+	done
+	e=$(now)
+	"$BIN/nvg-encode" "${C[@]}" --jobs 3 -w "$q/w.raw" --shape 576x576 -o "$q/fl-w.blr" \
+		-w "$q/k.raw" --shape 192x576 -o "$q/fl-k.blr" -w "$q/v.raw" --shape 192x576 -o "$q/fl-v.blr" >/dev/null
+	f=$(now)
+	same=yes
+	for t in w k v; do cmp -s "$q/one-$t.blr" "$q/fl-$t.blr" || same=no; done
+	awk -v a="$(awk -v s="$s" -v e="$e" 'BEGIN{print e-s}')" -v b="$(awk -v s="$e" -v e="$f" 'BEGIN{print e-s}')" \
+		-v same="$same" 'BEGIN { printf "\nq/k/v of one input: one at a time %.2f s, --jobs 3 %.2f s (%.2fx), same bytes: %s\n", a, b, a / b, same }'
+fi

@@ -1,0 +1,38 @@
+/*
+ * fuzz-cmf.c - libFuzzer target for cmf_open: any bytes either fail with a
+ * reason or give a file whose every float tensor converts to f32 and whose
+ * CRC check runs to an answer.  The reader maps files, so the input goes
+ * through a memfd.  Build: FUZZ_LIB needs cmf.c, blr.c, f16.c and OpenBLAS.
+ */
+#include "cmf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int fd = -1;
+	char path[64];
+	cmf_file f;
+
+	if (fd < 0 && (fd = memfd_create("fuzz-cmf", 0)) < 0)
+		abort();
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != (ssize_t)size)
+		abort();
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (cmf_open(path, &f) < 0)
+		return 0;
+	for (size_t i = 0; i < f.ntensors; i++) {
+		const cmf_tensor *t = &f.t[i];
+
+		if ((t->dtype != CMF_U8 || t->blr) && t->rows * t->cols < (1u << 22))
+			free(cmf_tensor_f32_alloc(t));
+	}
+	cmf_verify(&f);
+	cmf_close(&f);
+	return 0;
+}

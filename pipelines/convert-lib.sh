@@ -239,7 +239,7 @@ summarise() {
 			bw ? bb / bw : 0, bw, bw ? rq / bw : 0, aw ? ab / aw : 0, aw, kept, refused >> rep
 		printf "%.17g %d %.17g %.17g %d %d %d %d\n", bw ? bb / bw : 0, bw, bw ? rq / bw : 0, aw ? ab / aw : 0, aw, nclip, kept, refused > (rep ".totals")
 	}' "$out/report.body" "$out/source.list"
-	read -r body_bpw body_w req_bpw all_bpw all_w nclip nkept nrefused <"$rep.totals"
+	read -r body_bpw body_w req_bpw all_bpw all_w nclip nkept _ <"$rep.totals"
 	rm -f "$rep.totals"
 	if [ "$2" = nvg ]; then
 		calibjson=$(printf '{"file": %s, "fit_tokens": %s, "sel_tokens": %s, "window": %s, "rho": %s, "sequential": true}' \

@@ -73,9 +73,9 @@ prev=
 all=
 for l in $layers; do
 	# nvg layers chain through the states; dual-svid layers are independent
-	dep=
-	[ "$method" = nvg ] && dep=$prev
-	id=$(submit "nvg-L$l" "$dep" "layer-$l")
+	after=
+	[ "$method" = nvg ] && after=$prev
+	id=$(submit "nvg-L$l" "$after" "layer-$l")
 	echo "$id"
 	prev=$id
 	all=${all:+$all:}$id

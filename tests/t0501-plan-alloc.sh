@@ -79,6 +79,14 @@ test_expect_success '--keep 1 keeps the worst layer at 16 bpw within the budget'
 	awk -v a=$avg "BEGIN { exit !(a <= 8 * (1 + 1e-9)) }"
 '
 
+test_expect_success '--keep with layer granularity: a keep rule and three layer rows' '
+	plan-alloc -q --bpw 8 --keep 1 --granularity layer -o kl.plan curves.txt &&
+	test "$(grep -c "^keep layer [0-3]$" kl.plan)" -eq 1 &&
+	test "$(grep -c "^[0-3] [0-9.]*$" kl.plan)" -eq 3 &&
+	kept=$(sed -n "s/^keep layer //p" kl.plan) &&
+	test_no_grep "^$kept " kl.plan
+'
+
 test_expect_success '--min and --max bound every chosen budget' '
 	plan-alloc -q --bpw 1.0 --min 0.5 --max 1.5 -o m.plan curves.txt &&
 	awk "\$1 == \"tensor\" && (\$3 < 0.5 || \$3 > 1.5) { exit 1 }" m.plan
@@ -178,6 +186,17 @@ test_expect_success '--resolve refuses a rule that names nothing' '
 	test_grep "no budget for tensor" err &&
 	test_expect_code 2 plan-alloc --resolve r.plan --keep 1 list 2>err &&
 	test_path_is_missing no.out
+'
+
+test_expect_success 'the example plan resolves against a 30-layer model' '
+	awk "BEGIN { split(\"self_attn.q self_attn.k self_attn.v self_attn.o mlp.gate mlp.up mlp.down\", t, \" \")
+		for (l = 0; l < 30; l++) for (i = 1; i <= 7; i++) printf \"model.layers.%d.%s_proj.weight %d\n\", l, t[i], l }" >smol.list &&
+	plan-alloc --resolve "$NVG_TOP/pipelines/example.plan" --bpw 0.8 -o smol.resolved smol.list &&
+	test_grep "^model.layers.0.self_attn.k_proj.weight 0 keep$" smol.resolved &&
+	test_grep "^model.layers.0.mlp.up_proj.weight 0 1.25$" smol.resolved &&
+	test_grep "^model.layers.3.self_attn.v_proj.weight 3 1.5$" smol.resolved &&
+	test_grep "^model.layers.15.mlp.up_proj.weight 15 0.6$" smol.resolved &&
+	test_grep "^model.layers.20.mlp.up_proj.weight 20 0.8$" smol.resolved
 '
 
 test_expect_success 'no temporary files left' '

@@ -55,6 +55,12 @@ static int child_dies(const char *path, int how)
 	if (pid == 0) {
 		aout o;
 
+		/*
+		 * a test run in the background inherits SIGINT ignored, and aout
+		 * rightly leaves an ignored signal alone: start from the default
+		 */
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
 		if (aout_open(&o, path, 0) < 0 || aout_write(&o, "partial", 7) < 0)
 			_exit(9);
 		fflush(o.f);

@@ -55,12 +55,6 @@ static int child_dies(const char *path, int how)
 	if (pid == 0) {
 		aout o;
 
-		/*
-		 * a test run in the background inherits SIGINT ignored, and aout
-		 * rightly leaves an ignored signal alone: start from the default
-		 */
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
 		if (aout_open(&o, path, 0) < 0 || aout_write(&o, "partial", 7) < 0)
 			_exit(9);
 		fflush(o.f);
@@ -103,6 +97,13 @@ int main(void)
 	aout o;
 	int st;
 
+	/*
+	 * a test run in the background inherits SIGINT ignored, and aout rightly
+	 * leaves an ignored signal alone: start from the defaults, before the
+	 * first aout_open installs its handlers
+	 */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (!mkdtemp(dir)) {
 		printf("Bail out! mkdtemp\n");
 		return 1;

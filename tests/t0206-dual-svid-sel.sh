@@ -4,28 +4,8 @@
 # error, as nvg reports its own
 . "$(dirname "$0")/test-lib.sh"
 
-REF="$NVG_TOP/tests/ref"
-check() { "$NVG_PY" "$REF/blr.py" check "$@"; }
-field() { sed -En "s/(^|.* )$1 ([^ ]*).*/\2/p" "$2"; }
-# the report prints 4 decimals; the decoder sums in f64 from the same f16 scales
-close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 6e-5) }'; }
-sel_of() { sed -n "s/.* sel \([0-9.]*\)$/\1/p" "$1"; }
+. "$TEST_DIR/lib-encode.sh"
 frob_of() { sed -n "s/.* frob \([0-9.]*\).*/\1/p" "$1"; }
-
-# fails STATUS PATTERN args...: the status, one-line message (the usage hint
-# after it for 2), no out.blr
-fails() {
-	want=$1 pat=$2
-	shift 2
-	test_expect_code "$want" nvg-encode "$@" -o out.blr 2>err &&
-	if test "$want" = 2; then
-		test_grep "^Try .nvg-encode -h. for usage.$" err && sed -i 1q err
-	fi &&
-	test_one_line_error err &&
-	test_grep "$pat" err &&
-	test_path_is_missing out.blr &&
-	test_no_tmp_files
-}
 D="--method dual-svid -w w.raw --shape 96x64 --bpw 3"
 
 test_expect_success 'setup: two synthetic 96x64 layers, a narrower one' '

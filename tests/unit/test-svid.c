@@ -177,6 +177,7 @@ static void test_dual_sel(const nv_mat *w, const nv_mat *h, const nv_enc_result 
 	ok(!strncmp(r.line, plain->line, strlen(plain->line)) &&
 	   !strncmp(r.line + strlen(plain->line), " sel 0.", 7), "line: %s", r.line);
 	nv_enc_result_free(&r);
+	nv_mat_free(&e);
 	nv_mat_zeros(&e, 8, 8);
 	is_int(nv_encode(w, NULL, NULL, &e, &o, &r), -1, "a SEL Gram of another width is refused");
 	ok(strstr(nv_err(), "64 columns but the SEL Gram is 8x8") != NULL, "reason: %s", nv_err());

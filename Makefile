@@ -164,21 +164,32 @@ FUZZ_LIB  := common/blr.c common/nvgg.c common/f16.c common/err.c common/mem.c \
              common/aout.c common/fileio.c
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Icommon -fsanitize=address,undefined \
               -fno-sanitize-recover=undefined $(PKG_CFLAGS)
+# the cmf and GGUF readers need more of the library (and OpenBLAS, cJSON, zlib)
+FUZZ_CMF  := common/cmf.c
+FUZZ_GGUF := $(FUZZ_CMF) $(wildcard common/import*.c) common/vocab.c common/names.c
+FUZZ_TARGETS := blr nvgg cmf gguf
+build-fuzz/fuzz-cmf build-fuzz/replay-cmf: $(FUZZ_CMF)
+build-fuzz/fuzz-gguf build-fuzz/replay-gguf: $(FUZZ_GGUF)
 build-fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_LIB)
 	@mkdir -p $(dir $@)
 	$(call quiet,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -lm
 build-fuzz/replay-%: tests/fuzz/fuzz-%.c tests/fuzz/replay.c $(FUZZ_LIB)
 	@mkdir -p $(dir $@)
 	$(call quiet,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(PKG_LIBS) -lm
-build-fuzz/corpus/.ok: tests/blr-writer.py $(VENV)/.ok
-	@mkdir -p build-fuzz/corpus/blr build-fuzz/corpus/nvgg
+# seeds: small payloads, a Gram, a cmf file holding both codecs, a one-layer
+# llama GGUF with a tokenizer
+build-fuzz/corpus/.ok: tests/blr-writer.py tests/fuzz/seed-cmf.py tests/fuzz/seed-gguf.py $(VENV)/.ok
+	@mkdir -p $(FUZZ_TARGETS:%=build-fuzz/corpus/%)
 	$(Q)$(VENV)/bin/python3 tests/blr-writer.py write build-fuzz/corpus/blr/a 24 16 16 2 1 && \
 	  $(VENV)/bin/python3 tests/blr-writer.py write build-fuzz/corpus/blr/b 8 8 8 1 2 && \
 	  rm -f build-fuzz/corpus/blr/*.f32 && \
 	  printf 'GGVN\002\000\000\000\003\000\000\000\000\000\000\000\000\000\200\077\000\000\000\000\000\000\000\000\000\000\200\077' \
-	    >build-fuzz/corpus/nvgg/a && touch $@
-fuzz: build-fuzz/fuzz-blr build-fuzz/fuzz-nvgg build-fuzz/replay-blr build-fuzz/replay-nvgg build-fuzz/corpus/.ok
-	$(Q)if [ "$(FUZZ_TIME)" -gt 0 ]; then for t in blr nvgg; do \
+	    >build-fuzz/corpus/nvgg/a && \
+	  $(VENV)/bin/python3 tests/fuzz/seed-cmf.py build-fuzz/corpus/blr/a build-fuzz/corpus/cmf/a && \
+	  $(VENV)/bin/python3 tests/fuzz/seed-gguf.py build-fuzz/corpus/gguf/a && \
+	  touch $@
+fuzz: $(FUZZ_TARGETS:%=build-fuzz/fuzz-%) $(FUZZ_TARGETS:%=build-fuzz/replay-%) build-fuzz/corpus/.ok
+	$(Q)if [ "$(FUZZ_TIME)" -gt 0 ]; then for t in $(FUZZ_TARGETS); do \
 	  build-fuzz/fuzz-$$t -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ \
 	    build-fuzz/corpus/$$t || exit 1; done; fi
 

@@ -368,44 +368,40 @@ void nvcl_coldot(nvcl_q *q, cl_mem out, cl_mem a, size_t offa, size_t lda, cl_me
 	launch(q, K_COLDOT, 1, &cols, NULL);
 }
 
+/* kernel id over a 2-D grid (g0 × g1) whose arguments are three buffers,
+ * then nu (2 or 3) uints */
+static void bufs3_2d(nvcl_q *q, int id, cl_mem a, cl_mem b, cl_mem c, const cl_uint *u,
+		     int nu, size_t g0, size_t g1)
+{
+	const size_t sz[] = { sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), 4, 4, 4 };
+	const void *const val[] = { &a, &b, &c, &u[0], &u[1], nu > 2 ? &u[2] : NULL };
+	const size_t gl[2] = { g0, g1 };
+
+	if (q->err || set_args(q, id, 3 + nu, sz, val) < 0)
+		return;
+	launch(q, id, 2, gl, NULL);
+}
+
 void nvcl_sign_w(nvcl_q *q, cl_mem out, cl_mem in, cl_mem w, size_t rows, size_t cols)
 {
-	cl_uint r_ = (cl_uint)rows, c_ = (cl_uint)cols;
-	const size_t sz[] = { sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), 4, 4 };
-	ARGS(&out, &in, &w, &r_, &c_);
-	const size_t gl[2] = { rows, cols };
+	const cl_uint u[] = { (cl_uint)rows, (cl_uint)cols };
 
-	(void)NARGS_;
-	if (q->err || set_args(q, K_SIGN_W, 5, sz, val_) < 0)
-		return;
-	launch(q, K_SIGN_W, 2, gl, NULL);
+	bufs3_2d(q, K_SIGN_W, out, in, w, u, 2, rows, cols);
 }
 
 void nvcl_perm_t(nvcl_q *q, cl_mem out, cl_mem in, cl_mem perm, size_t m, size_t n)
 {
-	cl_uint m_ = (cl_uint)m, n_ = (cl_uint)n;
-	const size_t sz[] = { sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), 4, 4 };
-	ARGS(&out, &in, &perm, &m_, &n_);
-	const size_t gl[2] = { n, m };
+	const cl_uint u[] = { (cl_uint)m, (cl_uint)n };
 
-	(void)NARGS_;
-	if (q->err || set_args(q, K_PERM_T, 5, sz, val_) < 0)
-		return;
-	launch(q, K_PERM_T, 2, gl, NULL);
+	bufs3_2d(q, K_PERM_T, out, in, perm, u, 2, n, m);
 }
 
 void nvcl_perm_rows(nvcl_q *q, cl_mem out, cl_mem in, cl_mem perm, int scatter, size_t rows,
 		    size_t cols)
 {
-	cl_uint d_ = scatter != 0, r_ = (cl_uint)rows, c_ = (cl_uint)cols;
-	const size_t sz[] = { sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), 4, 4, 4 };
-	ARGS(&out, &in, &perm, &d_, &r_, &c_);
-	const size_t gl[2] = { rows, cols };
+	const cl_uint u[] = { scatter != 0, (cl_uint)rows, (cl_uint)cols };
 
-	(void)NARGS_;
-	if (q->err || set_args(q, K_PERM_ROWS, 6, sz, val_) < 0)
-		return;
-	launch(q, K_PERM_ROWS, 2, gl, NULL);
+	bufs3_2d(q, K_PERM_ROWS, out, in, perm, u, 3, rows, cols);
 }
 
 void nvcl_flip_rows(nvcl_q *q, cl_mem su, cl_mem qs, cl_mem qm, cl_mem whb, cl_mem l,

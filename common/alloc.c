@@ -2,6 +2,7 @@
 #include "alloc.h"
 #include "err.h"
 #include "fileio.h"
+#include "lines.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -114,32 +115,21 @@ static int is_header(char **tok)
 /* every measurement line of text into *out (n records) */
 static int read_recs(const char *text, size_t len, rec **out, size_t *n)
 {
-	size_t pos = 0, line = 0, cap = 0;
-	char *buf = NULL, *tok[NFIELDS];
+	size_t cap = 0, nt;
+	char *tok[NFIELDS];
+	nv_lines it;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
-	while (pos < len) {
-		const char *nl = memchr(text + pos, '\n', len - pos);
-		size_t end = nl ? (size_t)(nl - text) : len, nt;
-
-		line++;
-		if (memchr(text + pos, '\0', end - pos)) {
-			nv_seterr("line %zu: a NUL byte (not a text file)", line);
-			goto fail;
-		}
-		free(buf);
-		if (!(buf = nv_malloc(end - pos + 1, 1)))
-			goto fail;
-		memcpy(buf, text + pos, end - pos);
-		buf[end - pos] = '\0';
-		pos = end + 1;
-		nt = split(buf, tok, NFIELDS);
+	nv_lines_init(&it, text, len);
+	while ((rc = nv_lines_next(&it)) > 0) {
+		nt = split(it.buf, tok, NFIELDS);
 		if (nt == 0)
 			continue;
 		if (nt != NFIELDS) {
 			nv_seterr("line %zu: %zu fields, want 5 (tensor layer weights bpw error)",
-				  line, nt);
+				  it.line, nt);
 			goto fail;
 		}
 		if (is_header(tok))
@@ -150,14 +140,16 @@ static int read_recs(const char *text, size_t len, rec **out, size_t *n)
 				goto fail;
 			*out = nr;
 		}
-		if (parse_rec(tok, line, &(*out)[*n]) < 0)
+		if (parse_rec(tok, it.line, &(*out)[*n]) < 0)
 			goto fail;
 		(*n)++;
 	}
-	free(buf);
+	if (rc < 0)
+		goto fail;
+	nv_lines_free(&it);
 	return 0;
 fail:
-	free(buf);
+	nv_lines_free(&it);
 	for (size_t i = 0; i < *n; i++)
 		free((*out)[i].name);
 	free(*out);

@@ -225,21 +225,44 @@ static void set_matrix_shape(cmf_tensor *t)
 	t->cols = rest;
 }
 
-static int apply_codec(cmf_file *f)
+/* the per-tensor table __metadata__[key] as a JSON object: 1 with *j (to
+ * cJSON_Delete), 0 when there is none, -1 when it is not an object */
+static int meta_table(const cmf_file *f, const char *key, cJSON **j)
 {
-	const char *s = cmf_meta(f, "cmf.codec");
-	cJSON *j, *x;
-	int rc = 0;
+	const char *s = cmf_meta(f, key);
 
+	*j = NULL;
 	if (!s)
 		return 0;
-	j = cJSON_Parse(s);
-	if (!cJSON_IsObject(j)) {
-		cJSON_Delete(j);
-		return nv_seterr("__metadata__ 'cmf.codec' is not a JSON object"), -1;
+	*j = cJSON_Parse(s);
+	if (!cJSON_IsObject(*j)) {
+		cJSON_Delete(*j);
+		*j = NULL;
+		return nv_seterr("__metadata__ '%s' is not a JSON object", key), -1;
 	}
+	return 1;
+}
+
+/* the tensor an entry of table key names; NULL (reason set) when absent */
+static const cmf_tensor *table_tensor(const cmf_file *f, const char *key, const cJSON *x)
+{
+	const cmf_tensor *t = cmf_find(f, x->string);
+
+	if (!t)
+		nv_seterr("%s: tensor '%s' is not in the file", key, x->string);
+	return t;
+}
+
+static int apply_codec(cmf_file *f)
+{
+	cJSON *j, *x;
+	int rc = meta_table(f, "cmf.codec", &j);
+
+	if (rc <= 0)
+		return rc;
+	rc = 0;
 	cJSON_ArrayForEach(x, j) {
-		cmf_tensor *t = (cmf_tensor *)cmf_find(f, x->string);
+		cmf_tensor *t;
 		blr_header hd;
 		blr_view v[2];
 
@@ -247,8 +270,8 @@ static int apply_codec(cmf_file *f)
 			rc = (nv_seterr("cmf.codec: tensor '%s': codec is not \"blr\"", x->string), -1);
 			break;
 		}
-		if (!t) {
-			rc = (nv_seterr("cmf.codec: tensor '%s' is not in the file", x->string), -1);
+		if (!(t = (cmf_tensor *)table_tensor(f, "cmf.codec", x))) {
+			rc = -1;
 			break;
 		}
 		if (t->dtype != CMF_U8 || t->ndim != 1) {
@@ -270,17 +293,12 @@ static int apply_codec(cmf_file *f)
 
 static int parse_crc_meta(const cmf_file *f)
 {
-	const char *s = cmf_meta(f, "cmf.crc32");
 	cJSON *j, *x;
-	int rc = 0;
+	int rc = meta_table(f, "cmf.crc32", &j);
 
-	if (!s)
-		return 0;
-	j = cJSON_Parse(s);
-	if (!cJSON_IsObject(j)) {
-		cJSON_Delete(j);
-		return nv_seterr("__metadata__ 'cmf.crc32' is not a JSON object"), -1;
-	}
+	if (rc <= 0)
+		return rc;
+	rc = 0;
 	cJSON_ArrayForEach(x, j) {
 		size_t v;
 
@@ -289,8 +307,8 @@ static int parse_crc_meta(const cmf_file *f)
 					x->string), -1);
 			break;
 		}
-		if (!cmf_find(f, x->string)) {
-			rc = (nv_seterr("cmf.crc32: tensor '%s' is not in the file", x->string), -1);
+		if (!table_tensor(f, "cmf.crc32", x)) {
+			rc = -1;
 			break;
 		}
 	}

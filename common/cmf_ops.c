@@ -161,34 +161,7 @@ static int copy_tensor(cmf_writer *w, const cmf_tensor *t)
 
 int cmf_op_apply(const cmf_file *f, const cmf_patch *p, size_t np, const char *out)
 {
-	uint8_t **buf = nv_calloc(np ? np : 1, sizeof(*buf));
-	size_t *len = nv_calloc(np ? np : 1, sizeof(*len));
-	cmf_writer *w = cmf_writer_new();
-	int rc = -1;
-
-	if (!buf || !len || !w || load_patches(f, p, np, buf, len) < 0)
-		goto out;
-	for (size_t i = 0; i < f->ntensors; i++) {
-		const cmf_tensor *t = &f->t[i];
-		size_t k;
-
-		if (patch_for(p, np, t->name, &k)) {
-			if (cmf_writer_add_blr(w, t->name, buf[k], len[k], 0) < 0)
-				goto out;
-		} else if (copy_tensor(w, t) < 0) {
-			goto out;
-		}
-	}
-	if (cmf_writer_copy_meta(w, f) < 0)
-		goto out;
-	rc = cmf_writer_commit(w, out);
-out:
-	for (size_t i = 0; buf && i < np; i++)
-		free(buf[i]);
-	free(buf);
-	free(len);
-	cmf_writer_free(w);
-	return rc;
+	return cmf_op_apply_prov(f, p, np, NULL, out);
 }
 
 int cmf_op_truncate(const cmf_file *f, size_t n, const char *out)
@@ -381,7 +354,8 @@ int cmf_op_report(const cmf_file *f, FILE *out)
 
 /*
  * added for pipelines/convert.mk: cmf_op_apply that also merges a
- * conversion's provenance (a JSON object) into cmf.provenance
+ * conversion's provenance (a JSON object) into cmf.provenance; without prov,
+ * cmf_op_apply
  */
 int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const char *prov,
 		      const char *out)
@@ -394,7 +368,7 @@ int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const ch
 
 	if (!buf || !len || !w || load_patches(f, p, np, buf, len) < 0)
 		goto out;
-	if (!(merged = prov_merge(cmf_meta(f, "cmf.provenance"), prov)))
+	if (prov && !(merged = prov_merge(cmf_meta(f, "cmf.provenance"), prov)))
 		goto out;
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const cmf_tensor *t = &f->t[i];
@@ -407,7 +381,8 @@ int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const ch
 			goto out;
 		}
 	}
-	if (cmf_writer_copy_meta(w, f) < 0 || cmf_writer_set_meta(w, "cmf.provenance", merged) < 0)
+	if (cmf_writer_copy_meta(w, f) < 0 ||
+	    (merged && cmf_writer_set_meta(w, "cmf.provenance", merged) < 0))
 		goto out;
 	rc = cmf_writer_commit(w, out);
 out:

@@ -36,7 +36,8 @@ int cmf_op_apply(const cmf_file *f, const cmf_patch *p, size_t np, const char *o
 
 /*
  * added for pipelines/convert.mk: cmf_op_apply that also merges prov (a JSON
- * object: the conversion's provenance) into cmf.provenance (provenance.h)
+ * object: the conversion's provenance) into cmf.provenance (provenance.h);
+ * prov NULL is cmf_op_apply
  */
 int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const char *prov,
 		      const char *out);

@@ -197,13 +197,14 @@ typedef struct {
 	blr_clip clip;    /* of the rank the picked path count got */
 	double bits;      /* budget bits, header excluded */
 	double fit_err;   /* nvg: stored relative error on the raw FIT Gram; else NaN */
-	double sel_err;   /* nvg: on the raw SEL Gram; else NaN */
+	double sel_err;   /* on the raw SEL Gram (dual-svid: when given); else NaN */
 	double frob;      /* dual-svid: ‖W − Ŵ‖_F / ‖W‖_F; else NaN */
 	char line[512];   /* the report line */
 } nv_enc_result;
 
 /* encode W (m × n).  nvg needs hc (the FIT context), hfit and hsel (raw
- * mean Grams, n × n); dual-svid needs none of them (NULL).  0 encoded,
+ * mean Grams, n × n); dual-svid reads no Gram (NULL), and only measures
+ * its stored payload on hsel when one is given.  0 encoded,
  * 1 refused by the packer ("blr refused", reason set), -1 error */
 int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
 	      const nv_enc_opts *o, nv_enc_result *res);

@@ -210,7 +210,7 @@ int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_m
 		return -1;
 	}
 	if (o->method == NV_METHOD_DUAL_SVID)
-		return nv_encode_dual_svid(w, o, res);
+		return nv_encode_dual_svid(w, hsel, o, res);
 	return encode_nvg(w, hc, hfit, hsel, o, res);
 }
 

@@ -2,6 +2,7 @@
 #include "plan.h"
 #include "err.h"
 #include "fileio.h"
+#include "lines.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -260,34 +261,25 @@ static void sort_rules(plan *p)
 
 int plan_parse(const char *text, size_t len, plan *p)
 {
-	size_t line = 0, pos = 0;
-	char *buf = NULL, *tok[MAX_FIELDS];
+	char *tok[MAX_FIELDS];
+	nv_lines it;
+	size_t nt;
+	int rc;
 
 	plan_init(p);
-	while (pos < len) {
-		const char *nl = memchr(text + pos, '\n', len - pos);
-		size_t end = nl ? (size_t)(nl - text) : len, nt;
-
-		line++;
-		if (memchr(text + pos, '\0', end - pos)) {
-			nv_seterr("line %zu: a NUL byte (not a text file)", line);
+	nv_lines_init(&it, text, len);
+	while ((rc = nv_lines_next(&it)) > 0) {
+		nt = split_fields(it.buf, tok);
+		if (nt > 0 && parse_rule(p, tok, nt < MAX_FIELDS ? nt : MAX_FIELDS, it.line) < 0)
 			goto fail;
-		}
-		free(buf);
-		if (!(buf = nv_malloc(end - pos + 1, 1)))
-			goto fail;
-		memcpy(buf, text + pos, end - pos);
-		buf[end - pos] = '\0';
-		nt = split_fields(buf, tok);
-		if (nt > 0 && parse_rule(p, tok, nt < MAX_FIELDS ? nt : MAX_FIELDS, line) < 0)
-			goto fail;
-		pos = end + 1;
 	}
-	free(buf);
+	if (rc < 0)
+		goto fail;
+	nv_lines_free(&it);
 	sort_rules(p);
 	return 0;
 fail:
-	free(buf);
+	nv_lines_free(&it);
 	plan_free(p);
 	return -1;
 }

@@ -141,15 +141,38 @@ static int frob_rel(const nv_mat *w, const nv_bm *md, double *out)
 	return 0;
 }
 
-int nv_encode_dual_svid(const nv_mat *w, const nv_enc_opts *o, nv_enc_result *res)
+/* the stored model's relative errors: Frobenius, and on hsel when given */
+static int stored_errors(const nv_mat *w, const nv_mat *hsel, const nv_bm *st,
+			 nv_enc_result *res)
+{
+	nv_metric sel;
+	int rc;
+
+	if (frob_rel(w, st, &res->frob) < 0)
+		return -1;
+	if (!hsel)
+		return 0;
+	if (nv_metric_init(&sel, w, hsel) < 0)
+		return -1;
+	rc = nv_rel(&sel, st, &res->sel_err);
+	nv_metric_free(&sel);
+	return rc;
+}
+
+int nv_encode_dual_svid(const nv_mat *w, const nv_mat *hsel, const nv_enc_opts *o,
+			nv_enc_result *res)
 {
 	size_t m = w->r, n = w->c, np = o->paths == 1 ? 1 : 2, r;
 	nv_bm md, st;
 	blr_clip clip = BLR_CLIP_NONE;
-	int rc;
+	int rc, k;
 
 	memset(res, 0, sizeof(*res));
 	res->fit_err = res->sel_err = res->frob = NAN;
+	if (hsel && (hsel->r != n || hsel->c != n)) {
+		nv_seterr("W has %zu columns but the SEL Gram is %zux%zu", n, hsel->r, hsel->c);
+		return -1;
+	}
 	if (o->rank) {
 		r = o->rank;
 	} else if (blr_rank(m, n, o->bpw, np, o->kv, &r, &clip) < 0) {
@@ -162,7 +185,7 @@ int nv_encode_dual_svid(const nv_mat *w, const nv_enc_opts *o, nv_enc_result *re
 	nv_bm_free(&md);
 	if (rc)
 		return rc;
-	rc = frob_rel(w, &st, &res->frob);
+	rc = stored_errors(w, hsel, &st, res);
 	nv_bm_free(&st);
 	if (rc < 0) {
 		nv_enc_result_free(res);
@@ -174,6 +197,8 @@ int nv_encode_dual_svid(const nv_mat *w, const nv_enc_opts *o, nv_enc_result *re
 	res->paths = (int)np;
 	res->clip = clip;
 	res->bits = blr_bits(m, n, r, np);
-	snprintf(res->line, sizeof(res->line), "P%zu r%zu frob %.4f", np, r, res->frob);
+	k = snprintf(res->line, sizeof(res->line), "P%zu r%zu frob %.4f", np, r, res->frob);
+	if (hsel)
+		snprintf(res->line + k, sizeof(res->line) - (size_t)k, " sel %.4f", res->sel_err);
 	return 0;
 }

@@ -23,7 +23,11 @@ int nv_svid_path(const nv_mat *up, const nv_mat *vp, nv_path *q);
 /* the dual-SVID model at rank r with np paths */
 int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md);
 
-/* encode with dual-SVID (o->paths 0 means 2); report "P2 r… frob …" */
-int nv_encode_dual_svid(const nv_mat *w, const nv_enc_opts *o, nv_enc_result *res);
+/* encode with dual-SVID (o->paths 0 means 2); report "P2 r… frob …".
+ * hsel (n × n raw SEL Gram, may be NULL) is only measured: the stored
+ * payload's relative error on it goes to res->sel_err and " sel …" ends the
+ * line; the payload is the same with or without it */
+int nv_encode_dual_svid(const nv_mat *w, const nv_mat *hsel, const nv_enc_opts *o,
+			nv_enc_result *res);
 
 #endif

@@ -6,7 +6,7 @@
 # name and renamed, so an interrupted step leaves nothing half-written.
 #
 #   convert-lib.sh body-linears SOURCE.LIST
-#   convert-lib.sh layers-mk TENSORS.TXT METHOD INFO.TXT
+#   convert-lib.sh layers-mk TENSORS.TXT CAPTURE(1|0) INFO.TXT
 #   convert-lib.sh step LOG -- CMD…
 #   convert-lib.sh encode LOG REP BLR|- MODEL NAME -- CMD…
 #                     (NAME extracted from MODEL as raw f32; CMD gets -w RAW -o BLR)
@@ -56,12 +56,12 @@ body_linears() {
 
 # tensors.txt (name layer bpw|keep m n short lead) → the make variables of
 # every layer: ENC_L, KEEP_L, NAME_L_s, BPW_L_s, LEAD_L_s, NEXT_L, LAYERS,
-# NLAYERS, NEED_STATE (the states S_L some capture needs, directly or
-# through the chain of advances)
+# NLAYERS, NEED_STATE (when Grams are captured, $2 = 1: the states S_L some
+# capture needs, directly or through the chain of advances)
 layers_mk() {
 	local gqa
 	gqa=$(awk '$1 == "heads:" { h = $2 } $1 == "kv_heads:" { k = $2 } END { print (k != "" && h != "" && k + 0 < h + 0) ? 1 : 0 }' "$3")
-	awk -v method="$2" -v gqa="$gqa" '
+	awk -v capture="$2" -v gqa="$gqa" '
 	{
 		l = $2 + 0; if (l + 1 > nl) nl = l + 1; has[l] = 1
 		if ($3 == "keep") { keep[l] = keep[l] " " $6; next }
@@ -75,7 +75,7 @@ layers_mk() {
 		printf "NLAYERS := %d\nLAYERS :=", nl
 		for (l = 0; l < nl; l++) if (has[l]) printf " %d", l
 		printf "\nNEED_STATE :="
-		if (method == "nvg") for (l = 1; l <= last; l++) printf " %d", l
+		if (capture == 1) for (l = 1; l <= last; l++) printf " %d", l
 		printf "\n"
 		for (l = 0; l < nl; l++) if (has[l])
 			printf "ENC_%d :=%s\nKEEP_%d :=%s\nNEXT_%d := %d\n", l, enc[l], l, keep[l], l, l + 1
@@ -172,7 +172,8 @@ report_tensor() {
 	clip=$("${T}blr-pack" rank --shape "${m}x$n" --bpw "$bpw" --paths "$paths" --kv-factor "$mult" |
 		awk '{ for (i = 1; i < NF; i++) if ($i == "clip") print $(i + 1) }')
 	line=$(cat "$out/L$layer/$short.rep")
-	sel=$(echo "$line" | awk '{ for (i = 1; i < NF; i++) { if ($i == "stored") s = 1; if (s && $i == "sel") v = $(i + 1) } } END { print (v == "" ? "-" : v) }')
+	# nvg: "… stored fit F sel S"; dual-svid: "P2 rR frob F[ sel S]"
+	sel=$(echo "$line" | awk '{ for (i = 1; i < NF; i++) { if ($i == "stored" || $i == "frob") s = 1; if (s && $i == "sel") v = $(i + 1) } } END { print (v == "" ? "-" : v) }')
 	rm -f "$info"
 	echo "$name $layer ${m}x$n $bpw $bits $rank $paths ${clip:--} $sel | $line"
 }

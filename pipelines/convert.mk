@@ -12,6 +12,9 @@
 #       ──nvg-encode (one per tensor, in parallel under -j)──► L/<short>.blr + .rep
 #       ──gram-capture -l L --patch …  --next-state──► S_{L+1}
 #
+# dual-svid is data-free: its layers need no Grams, and run in parallel.  Given
+# TOKENS or TEXT it still captures the SEL Grams the same sequential way (S_L
+# with layers < L dual-svid-encoded), only to report each payload's SEL error.
 # Every intermediate is a file written atomically, so a conversion killed at
 # any moment resumes with the same command and ends with the same bytes.
 # Other targets: `sweep` (OUT/curves.txt: every tensor encoded at each of
@@ -63,11 +66,13 @@ ifneq ($(and $(TOKENS),$(TEXT)),)
 $(error convert.mk: give TOKENS or TEXT, not both)
 endif
 CALIB := $(or $(TOKENS),$(TEXT))
+# the Grams are captured for nvg, and for dual-svid's SEL errors when there is data
+CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
 $(foreach v,MODEL PLAN CALIB,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
 $(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
 $(foreach v,BPW RHO KV_FACTOR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
 ifneq ($(TOKENS),)
-ifeq ($(METHOD),nvg)
+ifneq ($(CAPTURE_GRAMS),)
 have_tokens := $(shell echo $$(( $$(stat -L -c %s '$(TOKENS)') / 4 )))
 ifeq ($(shell [ $(have_tokens) -ge $$(( $(FIT_TOKENS) + $(SEL_TOKENS) )) ] && echo y),)
 $(error convert.mk: too few calibration tokens: '$(TOKENS)' has $(have_tokens), FIT_TOKENS + SEL_TOKENS need $(shell echo $$(( $(FIT_TOKENS) + $(SEL_TOKENS) ))))
@@ -100,7 +105,7 @@ endif
 all: $(OUT)/model.cmf $(OUT)/model.cmf.blr.txt
 
 help:
-	@sed -n '2,21p' $(lastword $(MAKEFILE_LIST))
+	@sed -n '2,24p' $(lastword $(MAKEFILE_LIST))
 
 # ---- the tensors to encode, and the rules generated from them ----
 
@@ -126,7 +131,7 @@ $(OUT)/tensors.txt: $(OUT)/source.list $(PIPE)/convert-lib.sh
 	$(Q)mv $@.tmp $@
 
 $(OUT)/layers.mk: $(OUT)/tensors.txt $(OUT)/info.txt $(PIPE)/convert-lib.sh
-	$(Q)$(LIB) layers-mk $< $(METHOD) $(OUT)/info.txt >$@.tmp
+	$(Q)$(LIB) layers-mk $< $(or $(CAPTURE_GRAMS),0) $(OUT)/info.txt >$@.tmp
 	$(Q)mv $@.tmp $@
 
 layers: $(OUT)/layers.mk
@@ -148,9 +153,15 @@ NVG_CTX = --hctx $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx --fit $(OUT)/L$(1)/g.$(LEAD
 	--sel $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
 NVG_DEPS = $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
 	$(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
-ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg $(DEVICE_OPT) $(NVG_CTX),--method dual-svid)
+SEL_GRAM = $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
+SVID_OPTS = --method dual-svid
+ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
+	$(if $(CAPTURE_GRAMS),--sel $(SEL_GRAM)))
 DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
-ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS))
+ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
+# the sweep's dual-svid stays data-free (its curves use the Frobenius error)
+SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))
+SWEEP_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS))
 state_arg = $(if $(filter 0,$(1)),,--state $(OUT)/S$(1).state)
 state_dep = $(if $(filter 0,$(1)),,$(OUT)/S$(1).state)
 leads_of = $(sort $(foreach s,$(ENC_$(1)),$(LEAD_$(1)_$(s))))
@@ -171,12 +182,15 @@ $(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir
 layer-$(1): $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep) $(if $(filter $(NEXT_$(1)),$(NEED_STATE)),$(OUT)/S$(NEXT_$(1)).state)
 endef
 
-# nvg: capture layer L's inputs from S_L (float layer), their contexts
-define nvg_capture
+# capture layer L's inputs from S_L (float layer)
+define capture
 $(call grams_of,$(1)) &: $(call state_dep,$(1)) | $(OUT)/L$(1)/.dir
 	@$(call say,'layer $(1)/$(NLAYERS): capture $(call leads_of,$(1))')
 	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).capture.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) -o $(OUT)/L$(1)/g
+endef
 
+# nvg: the inputs' contexts
+define nvg_contexts
 $(foreach d,$(call leads_of,$(1)),
 $(OUT)/L$(1)/$(d).hctx: $(OUT)/L$(1)/g.$(d).fit.gram
 	@$(call say,'layer $(1)/$(NLAYERS) $(d): input context')
@@ -184,17 +198,20 @@ $(OUT)/L$(1)/$(d).hctx: $(OUT)/L$(1)/g.$(d).fit.gram
 )
 endef
 
-# nvg: S_{L+1}, the states after layer L as encoded (refused tensors stay float)
-define nvg_advance
+# S_{L+1}, the states after layer L as encoded (refused tensors stay float)
+define advance
 $(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
 	@$(call say,'layer $(1)/$(NLAYERS): advance to S$(NEXT_$(1))')
 	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1)` --next-state $$@
 endef
 
 $(foreach l,$(LAYERS),$(eval $(call layer_rules,$(l))))
+ifneq ($(CAPTURE_GRAMS),)
+$(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call capture,$(l)))))
+$(foreach l,$(LAYERS),$(if $(filter $(NEXT_$(l)),$(NEED_STATE)),$(eval $(call advance,$(l)))))
+endif
 ifeq ($(METHOD),nvg)
-$(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call nvg_capture,$(l)))))
-$(foreach l,$(LAYERS),$(if $(filter $(NEXT_$(l)),$(NEED_STATE)),$(eval $(call nvg_advance,$(l)))))
+$(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call nvg_contexts,$(l)))))
 endif
 
 REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
@@ -212,9 +229,9 @@ $(OUT)/model.cmf: $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json
 
 # ---- sweep: every tensor at every budget of SWEEP_BPW, on the conversion's Grams ----
 define sweep_rule
-$(OUT)/sweep/L$(1).$(2).$(3).rep: $(call ENC_DEPS,$(1),$(2)) | $(OUT)/L$(1)/.dir
+$(OUT)/sweep/L$(1).$(2).$(3).rep: $(call SWEEP_DEPS,$(1),$(2)) | $(OUT)/L$(1)/.dir
 	@mkdir -p $(OUT)/sweep
-	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ - '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
+	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ - '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call SWEEP_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
 endef
 SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(OUT)/sweep/L$(l).$(s).$(b).rep)))
 $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(eval $(call sweep_rule,$(l),$(s),$(b))))))

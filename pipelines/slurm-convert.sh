@@ -47,6 +47,9 @@ done
 # command line, the plan and OUT before anything is submitted)
 make -s -f "$here/convert.mk" "$@" layers
 layers=$(sed -n 's/^LAYERS :=//p' "$out/layers.mk")
+# layers chain when some capture needs the state the layer before leaves (nvg,
+# and dual-svid given tokens for its SEL errors); else they are independent
+chain=$(sed -n 's/^NEED_STATE :=//p' "$out/layers.mk")
 [ -n "$layers" ] || { echo "slurm-convert: no layers in $out/layers.mk" >&2; exit 1; }
 
 mk="make -f $(printf '%q' "$here/convert.mk")"
@@ -72,9 +75,8 @@ submit() {
 prev=
 all=
 for l in $layers; do
-	# nvg layers chain through the states; dual-svid layers are independent
 	after=
-	[ "$method" = nvg ] && after=$prev
+	{ [ "$method" = nvg ] || [ -n "$chain" ]; } && after=$prev
 	id=$(submit "nvg-L$l" "$after" "layer-$l")
 	echo "$id"
 	prev=$id

@@ -2,12 +2,7 @@
 # nvg-encode: payloads, report lines, determinism, the knobs
 . "$(dirname "$0")/test-lib.sh"
 
-REF="$NVG_TOP/tests/ref"
-check() { "$NVG_PY" "$REF/blr.py" check "$@"; }
-field() { sed -En "s/(^|.* )$1 ([^ ]*).*/\2/p" "$2"; }
-# the report prints 4 decimals; the decoder sums in f64 from the same f16 scales
-close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 6e-5) }'; }
-sel_of() { sed -n "s/.* sel \([0-9.]*\)$/\1/p" "$1"; }
+. "$TEST_DIR/lib-encode.sh"
 
 test_expect_success '-h prints exactly the SYNOPSIS of nvg-encode(1)' '
 	mandoc -Tascii "$NVG_TOP/man/man1/nvg-encode.1" >page &&

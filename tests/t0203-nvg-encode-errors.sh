@@ -3,22 +3,7 @@
 # a refused payload), and no output left behind
 . "$(dirname "$0")/test-lib.sh"
 
-REF="$NVG_TOP/tests/ref"
-
-# fails STATUS PATTERN args...: the status, the message (one line, or the
-# usage hint after it for status 2), no out.blr
-fails() {
-	want=$1 pat=$2
-	shift 2
-	test_expect_code "$want" nvg-encode "$@" -o out.blr 2>err &&
-	if test "$want" = 2; then
-		test_grep "^Try .nvg-encode -h. for usage.$" err && sed -i 1q err
-	fi &&
-	test_one_line_error err &&
-	test_grep "$pat" err &&
-	test_path_is_missing out.blr &&
-	test_no_tmp_files
-}
+. "$TEST_DIR/lib-encode.sh"
 ENC="-w w.raw --shape 96x64 --fit fit.gram --sel sel.gram"
 
 test_expect_success 'setup: a layer, a narrower Gram, bad Grams and matrices' '

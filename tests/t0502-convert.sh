@@ -1,6 +1,7 @@
 #!/bin/bash
 # convert.mk on stories260K: nvg and dual-svid end to end, reports that add
-# up, the provenance, nvg's held-out perplexity below dual-svid's, the floor
+# up, the provenance, nvg's held-out perplexity below dual-svid's, the floor;
+# dual-svid's SEL errors on Grams captured from its own encoded states
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIR/lib-convert.sh"
 
@@ -19,9 +20,55 @@ test_expect_success 'nvg at 2.5 bpw converts all five layers' '
 '
 
 test_expect_success 'dual-svid at 2.5 bpw converts all five layers' '
-	conv MODEL=s.cmf OUT=svid BPW=2.5 METHOD=dual-svid -j2 2>err &&
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=svid BPW=2.5 METHOD=dual-svid -j2 2>err &&
 	cmf-patch verify svid/model.cmf &&
-	test "$(report_lines svid/model.cmf.blr.txt | wc -l)" -eq 35
+	test "$(report_lines svid/model.cmf.blr.txt | wc -l)" -eq 35 &&
+	test_no_tmp_files svid
+'
+
+test_expect_success 'dual-svid with tokens: the SEL column is each encoder line'"'"'s sel' '
+	report_lines svid/model.cmf.blr.txt >lines &&
+	grep -c "^model.layers.[0-4]\.[a-z_]*\.[a-z_]*_proj.weight [0-4] [0-9]*x[0-9]* 2.5 [0-9.]* [0-9]* [12] - \(0\.[0-9]*\) | P[12] r[0-9]* frob [0-9.]* sel \1$" lines >n &&
+	test "$(cat n)" -eq 35 &&
+	test -f svid/logs/L0.capture.log && test -f svid/logs/L3.advance.log &&
+	test_path_is_missing svid/L0/q.hctx &&
+	test "$(prov_value svid/model.cmf calibration)" = null
+'
+
+# the SEL Gram of layer L comes from the state with layers < L dual-svid
+# encoded: layer 0 sees the float model (the same Grams as nvg), layer 1 the
+# state after layer 0's dual-svid payloads, rebuilt here by hand
+test_expect_success 'dual-svid: SEL Grams from its own encoded states' '
+	cmp nvg/L0/g.q.sel.gram svid/L0/g.q.sel.gram &&
+	test_must_fail cmp -s nvg/L1/g.q.sel.gram svid/L1/g.q.sel.gram &&
+	gram-capture -m s.cmf --tokens cal.u32 -l 0 --fit-tokens 1024 --sel-tokens 512 \
+		--window 128 $(for s in q k v o gate up down; do
+			n=$(awk -v s=$s "\$2 == 0 && \$6 == s { print \$1 }" svid/tensors.txt) &&
+			printf " --patch %s=svid/L0/%s.blr" "$n" "$s"; done) \
+		--next-state S1.state 2>/dev/null &&
+	gram-capture -m s.cmf --tokens cal.u32 -l 1 --state S1.state --fit-tokens 1024 \
+		--sel-tokens 512 --window 128 -o hand 2>/dev/null &&
+	cmp hand.q.sel.gram svid/L1/g.q.sel.gram &&
+	gram-capture -m s.cmf --tokens cal.u32 -l 1 --fit-tokens 1024 --sel-tokens 512 \
+		--window 128 -o float 2>/dev/null &&
+	test_must_fail cmp -s float.q.sel.gram svid/L1/g.q.sel.gram
+'
+
+test_expect_success 'dual-svid: a reported SEL error is its payload decoded on that Gram' '
+	report_lines svid/model.cmf.blr.txt >lines &&
+	for t in "1 q_proj self_attn q q" "3 down_proj mlp down down"; do
+		set -- $t &&
+		name=model.layers.$1.$3.$2.weight &&
+		cmf-patch extract -o w.raw s.cmf $name &&
+		shape=$(awk -v n=$name "\$1 == n { print \$3 }" lines) &&
+		"$NVG_PY" "$NVG_TOP/tests/ref/blr.py" check svid/L$1/$4.blr w.raw ${shape%x*} ${shape#*x} \
+			svid/L$1/g.$5.sel.gram >dec &&
+		e=$(sed -En "s/(^|.* )herr ([^ ]*).*/\2/p" dec) &&
+		got=$(awk -v n=$name "\$1 == n { print \$9 }" lines) &&
+		# 4 printed decimals; the decoder sums in f64 from the same f16 scales
+		awk -v a="$e" -v b="$got" "BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 6e-5) }" ||
+		{ echo "$name: decoded $e, reported $got"; return 1; }
+	done
 '
 
 # bits from the rank rule of DESIGN.md, p·(r(m+n) + 16(m+n+r)), recomputed
@@ -86,6 +133,8 @@ test_expect_success 'a budget below the floor: every tensor says floor' '
 	report_lines floor/model.cmf.blr.txt >lines &&
 	test "$(wc -l <lines)" -eq 14 &&
 	test "$(awk "\$8 == \"floor\"" lines | wc -l)" -eq 14 &&
+	test "$(awk "\$9 == \"-\"" lines | wc -l)" -eq 14 &&
+	test_grep "^model.layers.0.self_attn.q_proj.weight .*| P[12] r[0-9]* frob [0-9.]*$" lines &&
 	test_grep "^# clipped: 14 tensor\(s\) could not spend the requested budget" floor/model.cmf.blr.txt &&
 	test "$(grep -c "^#   model.layers.*bpw, floor)$" floor/model.cmf.blr.txt)" -eq 8 &&
 	test_grep "^#   \.\.\. and 6 more$" floor/model.cmf.blr.txt &&

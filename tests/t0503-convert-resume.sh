@@ -98,6 +98,19 @@ test_expect_success 'the jobs run in order give the reference bytes, one layer e
 	cmp j1/model.cmf sl/model.cmf
 '
 
+test_expect_success 'slurm-convert.sh: dual-svid chains with tokens (SEL Grams), not without' '
+	for t in "tok TOKENS=cal.u32" "free"; do
+		set -- $t &&
+		SB_LOG=$PWD/sb.$1.log SB_DIR=$PWD/sb PATH=$PWD/sb:$PATH \
+			bash "$NVG_TOP/pipelines/slurm-convert.sh" -n FIT_TOKENS=1024 SEL_TOKENS=512 \
+			WINDOW=128 MODEL=s2.cmf METHOD=dual-svid ${2-} OUT=sl.$1 BPW=2.5 >ids.$1 2>cmds.$1 ||
+		return 1
+	done &&
+	test_grep "job-name=nvg-L1 --cpus-per-task=1 --dependency=afterok:nvg-L0 " cmds.tok &&
+	test_grep "job-name=nvg-L1 --cpus-per-task=1 +--wrap" cmds.free &&
+	test_path_is_missing sb.tok.log sb.free.log
+'
+
 test_expect_success 'slurm-convert.sh refuses a bad command line before submitting' '
 	test_expect_code 2 bash "$NVG_TOP/pipelines/slurm-convert.sh" MODEL=s2.cmf 2>err &&
 	test_grep "OUT is required" err &&

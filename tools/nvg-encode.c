@@ -33,7 +33,8 @@ static const char synopsis[] =
 	"nvg-encode -m MODEL.cmf [option ...] [--jobs N] -t NAME -o OUT.blr\n"
 	"-t NAME2 -o OUT2.blr ...\n"
 	"nvg-encode --method dual-svid -w W.raw --shape MxN --bpw B [--kv]\n"
-	"[--kv-factor K] [--paths auto|1|2] [--threads N] [-o OUT.blr]\n"
+	"[--kv-factor K] [--paths auto|1|2] [--threads N]\n"
+	"[--sel SEL.gram] [-o OUT.blr]\n"
 	"nvg-encode -h | --version\n";
 
 typedef struct {
@@ -204,8 +205,8 @@ static int check_usage(const opts *o)
 	if (o->s.hctx && o->have_rho)
 		return tool_usage_error("--rho applies when the context is built from --fit, "
 					"not with --hctx");
-	if (o->method == NV_METHOD_DUAL_SVID && (o->s.hctx || o->s.sel))
-		return tool_usage_error("dual-svid reads no context or SEL Gram");
+	if (o->method == NV_METHOD_DUAL_SVID && o->s.hctx)
+		return tool_usage_error("dual-svid reads no context");
 	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
 					"(--gauge-shuffle with them)");

@@ -5,22 +5,8 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
+#include "bench.h"
 
 int main(int argc, char **argv)
 {
@@ -42,21 +28,21 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < k * n; i++)
 		b[i] = fb[i] = (float)(i % 5) - 2;
 	for (int r = 0; r < 5; r++) {
-		double t0 = now();
+		double t0 = bench_now();
 
 		/* C (m × n) = A (m × k) · Bᵀ (k × n), as blr_dequantize calls it */
 		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, a, k, b, k, 0, c, n);
-		t[r] = now() - t0;
+		t[r] = bench_now() - t0;
 	}
-	qsort(t, 5, sizeof(double), cmp);
+	qsort(t, 5, sizeof(double), bench_cmp);
 	printf("dgemm %zux%zux%zu %.1f GF/s\n", m, n, k, 2.0 * m * n * k / t[2] * 1e-9);
 	for (int r = 0; r < 5; r++) {
-		double t0 = now();
+		double t0 = bench_now();
 
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, fa, k, fb, k, 0, fc, n);
-		t[r] = now() - t0;
+		t[r] = bench_now() - t0;
 	}
-	qsort(t, 5, sizeof(double), cmp);
+	qsort(t, 5, sizeof(double), bench_cmp);
 	printf("sgemm %zux%zux%zu %.1f GF/s\n", m, n, k, 2.0 * m * n * k / t[2] * 1e-9);
 	return 0;
 }

@@ -5,24 +5,10 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <cblas.h>
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
+#include "bench.h"
 
 int main(int argc, char **argv)
 {
@@ -38,12 +24,12 @@ int main(int argc, char **argv)
 	}
 	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n, 0.0, c, n);
 	for (int r = 0; r < runs; r++) {
-		double t = now();
+		double t = bench_now();
 		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n, 0.0,
 			    c, n);
-		rate[r] = 2.0 * n * (double)n * n / (now() - t) * 1e-9;
+		rate[r] = 2.0 * n * (double)n * n / (bench_now() - t) * 1e-9;
 	}
-	qsort(rate, (size_t)runs, sizeof(double), cmp);
+	qsort(rate, (size_t)runs, sizeof(double), bench_cmp);
 	printf("dgemm %d: %.2f GFLOP/s (median of %d), core %s, %d threads\n", n, rate[runs / 2],
 	       runs, openblas_get_corename(), openblas_get_num_threads());
 	free(a);

@@ -7,23 +7,11 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bench.h"
 #include "clops.h"
 #include "err.h"
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -49,16 +37,16 @@ int main(int argc, char **argv)
 	nvcl_gemm(&q, 0, 0, n, n, n, 1.0f, a, b, 0.0f, cm);
 	nvcl_q_ok(&q);
 	for (int i = 0; i < reps && !q.err; i++) {
-		double s = now();
+		double s = bench_now();
 		nvcl_gemm(&q, 0, 0, n, n, n, 1.0f, a, b, 0.0f, cm);
 		nvcl_q_ok(&q);
-		t[i] = now() - s;
+		t[i] = bench_now() - s;
 	}
 	if (q.err) {
 		fprintf(stderr, "sgemm-cl: %s\n", q.why);
 		return 1;
 	}
-	qsort(t, (size_t)reps, sizeof(t[0]), cmp);
+	qsort(t, (size_t)reps, sizeof(t[0]), bench_cmp);
 	printf("sgemm-cl: %zu×%zu×%zu on '%s': median %.4f s over %d runs, %.1f GFLOP/s\n", n, n,
 	       n, c.dev_name, t[reps / 2], reps, 2.0 * n * n * n / t[reps / 2] * 1e-9);
 	nvcl_release(&a), nvcl_release(&b), nvcl_release(&cm);

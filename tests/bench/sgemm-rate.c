@@ -8,22 +8,8 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
+#include "bench.h"
 
 int main(int argc, char **argv)
 {
@@ -47,12 +33,12 @@ int main(int argc, char **argv)
 		B[i] = (float)(i % 5) * 0.1f;
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, A, k, B, k, 0, C, n);
 	for (int i = 0; i < reps; i++) {
-		double t = now();
+		double t = bench_now();
 
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, A, k, B, k, 0, C, n);
-		r[i] = 2.0 * m * n * k / (now() - t) * 1e-9;
+		r[i] = 2.0 * m * n * k / (bench_now() - t) * 1e-9;
 	}
-	qsort(r, (size_t)reps, sizeof *r, cmp);
+	qsort(r, (size_t)reps, sizeof *r, bench_cmp);
 	printf("sgemm %d %d %d %.2f\n", m, n, k, r[reps / 2]);
 	free(A);
 	free(B);

@@ -2,7 +2,7 @@
  * fuzz-cmf.c - libFuzzer target for cmf_open: any bytes either fail with a
  * reason or give a file whose every float tensor converts to f32 and whose
  * CRC check runs to an answer.  The reader maps files, so the input goes
- * through a memfd.  Build: FUZZ_LIB needs cmf.c, blr.c, f16.c and OpenBLAS.
+ * through a memfd.  `make fuzz` links cmf.c beyond FUZZ_LIB (FUZZ_CMF).
  */
 #include "cmf.h"
 

@@ -2,7 +2,8 @@
  * fuzz-gguf.c - libFuzzer target for the GGUF importer: any bytes either
  * fail with a reason or give a model whose every tensor dequantizes (the
  * lazy producers run as the writer would run them).  Input through a memfd.
- * Build: FUZZ_LIB needs import*.c, vocab.c, names.c, cmf.c, blr.c, f16.c.
+ * `make fuzz` links import*.c, vocab.c, names.c and cmf.c beyond FUZZ_LIB
+ * (FUZZ_GGUF).
  */
 #include "import.h"
 

@@ -149,7 +149,43 @@ static void test_path(void)
 	nv_mat_free(&up), nv_mat_free(&vp);
 }
 
-static void test_dual(const nv_mat *w)
+/* --sel only measures: the same bytes, and its error is the direct
+ * tr(E H Eᵀ)/tr(W H Wᵀ) of the dequantized payload */
+static void test_dual_sel(const nv_mat *w, const nv_mat *h, const nv_enc_result *plain)
+{
+	nv_enc_opts o;
+	nv_enc_result r;
+	nv_mat e = { 0 };
+	float *deq = malloc(96 * 64 * sizeof(float));
+	double ehe = 0, whw = 0;
+
+	nv_enc_opts_default(&o);
+	o.method = NV_METHOD_DUAL_SVID;
+	o.bpw = 2.0;
+	is_int(nv_encode(w, NULL, NULL, h, &o, &r), 0, "dual-svid with a SEL Gram");
+	ok(r.len == plain->len && !memcmp(r.bytes, plain->bytes, r.len),
+	   "the SEL Gram leaves the bytes as they were");
+	blr_dequantize(r.bytes, r.len, deq);
+	nv_mat_zeros(&e, 96, 64);
+	for (size_t i = 0; i < 96 * 64; i++)
+		e.d[i] = w->d[i] - deq[i];
+	nv_herr_direct(&e, h, &ehe);
+	nv_herr_direct(w, h, &whw);
+	/* the dequantizer rounds in f32, the encoder measures the f64 model */
+	near(r.sel_err, sqrt(ehe / whw), 1e-5, "reported sel = the payload's (%.4f)", r.sel_err);
+	ok(fabs(r.frob - plain->frob) == 0, "frob unchanged");
+	ok(!strncmp(r.line, plain->line, strlen(plain->line)) &&
+	   !strncmp(r.line + strlen(plain->line), " sel 0.", 7), "line: %s", r.line);
+	nv_enc_result_free(&r);
+	nv_mat_free(&e);
+	nv_mat_zeros(&e, 8, 8);
+	is_int(nv_encode(w, NULL, NULL, &e, &o, &r), -1, "a SEL Gram of another width is refused");
+	ok(strstr(nv_err(), "64 columns but the SEL Gram is 8x8") != NULL, "reason: %s", nv_err());
+	nv_mat_free(&e);
+	free(deq);
+}
+
+static void test_dual(const nv_mat *w, const nv_mat *h)
 {
 	nv_enc_opts o;
 	nv_enc_result r1, r2;
@@ -169,7 +205,9 @@ static void test_dual(const nv_mat *w)
 	near(r1.frob, sqrt(e / t), 1e-5, "reported frob = the payload's (%.4f)", r1.frob);
 	is_int(nv_encode(w, NULL, NULL, NULL, &o, &r2), 0, "again");
 	ok(r1.len == r2.len && !memcmp(r1.bytes, r2.bytes, r1.len), "deterministic bytes");
+	ok(isnan(r1.sel_err), "no SEL Gram, no SEL error");
 	nv_enc_result_free(&r2);
+	test_dual_sel(w, h, &r1);
 	o.paths = 1;
 	is_int(nv_encode(w, NULL, NULL, NULL, &o, &r2), 0, "dual-svid forced to one path");
 	ok(r2.paths == 1 && !strncmp(r2.line, "P1 r", 4), "line: %s", r2.line);
@@ -186,7 +224,7 @@ int main(void)
 	test_rank1();
 	test_latents(&w, &h);
 	test_path();
-	test_dual(&w);
+	test_dual(&w, &h);
 	nv_mat_free(&w);
 	nv_mat_free(&h);
 	return done_testing();

@@ -27,32 +27,6 @@ typedef struct {
 	int json, progress, gen;
 } opts;
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-typedef struct {
-	double t0, last;
-} prog;
-
-static void progress(void *ctx, size_t done, size_t nwin, size_t rows, size_t total)
-{
-	prog *p = ctx;
-	double t = now(), rate = (double)rows / (t - p->t0 + 1e-9);
-
-	if (done < nwin && t - p->last < 0.25)
-		return;
-	p->last = t;
-	fprintf(stderr, "\r%s: window %zu/%zu, %.0f tokens/s, ETA %.0fs ", tool_name, done, nwin,
-		rate, (double)(total - rows) / (rate + 1e-9));
-	if (done == nwin)
-		fputc('\n', stderr);
-}
-
 static int parse_args(int argc, char **argv, opts *o)
 {
 	static const struct option lo[] = {
@@ -197,16 +171,16 @@ static int evaluate(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
 	cmf_file bf;
 	fw_model bm;
 	fw_eval_result r;
-	prog p = { now(), 0 };
+	tool_prog p = { tool_now(), 0 };
 	int rc;
 
 	if (o->base && open_model(o->base, &bf, &bm))
 		return EXIT_FAIL;
-	rc = fw_eval(m, o->base ? &bm : NULL, ids, n, o->window, &r, o->progress ? progress : NULL, &p);
+	rc = fw_eval(m, o->base ? &bm : NULL, ids, n, o->window, &r, o->progress ? tool_window_progress : NULL, &p);
 	if (rc < 0)
 		tool_fail("evaluation failed", o->model);
 	else
-		report(o, &r, now() - p.t0);
+		report(o, &r, tool_now() - p.t0);
 	if (o->base) {
 		fw_close(&bm);
 		cmf_close(&bf);

@@ -37,32 +37,6 @@ typedef struct {
 	uint8_t *patch_buf[MAX_PATCH];
 } opts;
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-typedef struct {
-	double t0, last;
-} prog;
-
-static void progress(void *ctx, size_t done, size_t nwin, size_t rows, size_t total)
-{
-	prog *p = ctx;
-	double t = now(), rate = (double)rows / (t - p->t0 + 1e-9);
-
-	if (done < nwin && t - p->last < 0.25)
-		return;
-	p->last = t;
-	fprintf(stderr, "\r%s: window %zu/%zu, %.0f tokens/s, ETA %.0fs ", tool_name, done, nwin,
-		rate, (double)(total - rows) / (rate + 1e-9));
-	if (done == nwin)
-		fputc('\n', stderr);
-}
-
 /* NAME=PAYLOAD: the payload file read whole */
 static int add_patch(opts *o, const char *arg)
 {
@@ -293,12 +267,12 @@ static int write_leads(const opts *o, gr_acc acc[GR_NLEAD][2], int split)
 static int capture(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
 {
 	gr_acc acc[GR_NLEAD][2];
-	prog p = { now(), 0 };
+	tool_prog p = { tool_now(), 0 };
 	gr_capture_opts co = {
 		.tok = ids, .ntok = n, .fit = o->has_fit ? o->fit : n, .sel = o->has_fit ? o->sel : 0,
 		.window = o->window, .layer = (int)o->layer, .state_in = o->state,
 		.state_out = o->next, .ov = o->patch, .nov = o->npatch, .grams = o->out != NULL,
-		.progress = o->progress ? progress : NULL, .ctx = &p,
+		.progress = o->progress ? tool_window_progress : NULL, .ctx = &p,
 	};
 	double flops;
 	int rc = EXIT_FAIL;
@@ -308,7 +282,7 @@ static int capture(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
 	else if (!o->out || (rc = write_leads(o, acc, o->has_fit)) != EXIT_OK)
 		rc = o->out ? EXIT_FAIL : EXIT_OK;
 	if (rc == EXIT_OK && o->progress) {
-		double t = now() - p.t0;
+		double t = tool_now() - p.t0;
 
 		fprintf(stderr, "%s: layer %ld, %.1f s, %.2f GFLOP/s\n", tool_name, o->layer, t,
 			flops / t * 1e-9);

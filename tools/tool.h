@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -93,6 +94,35 @@ static inline int tool_finish(int status)
 static inline int tool_progress_default(void)
 {
 	return isatty(STDERR_FILENO);
+}
+
+/* seconds on the monotonic clock */
+static inline double tool_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the windows-done progress line of the forward tools, at most four updates a second */
+typedef struct {
+	double t0, last;
+} tool_prog;
+
+static inline void tool_window_progress(void *ctx, size_t done, size_t nwin, size_t rows,
+					size_t total)
+{
+	tool_prog *p = ctx;
+	double t = tool_now(), rate = (double)rows / (t - p->t0 + 1e-9);
+
+	if (done < nwin && t - p->last < 0.25)
+		return;
+	p->last = t;
+	fprintf(stderr, "\r%s: window %zu/%zu, %.0f tokens/s, ETA %.0fs ", tool_name, done, nwin,
+		rate, (double)(total - rows) / (rate + 1e-9));
+	if (done == nwin)
+		fputc('\n', stderr);
 }
 
 #endif

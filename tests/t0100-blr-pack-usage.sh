@@ -3,10 +3,7 @@
 . "$(dirname "$0")/test-lib.sh"
 
 test_expect_success '-h prints exactly the SYNOPSIS of blr-pack(1)' '
-	mandoc -Tascii "$NVG_TOP/man/man1/blr-pack.1" >page &&
-	sed -e "s/.\x08//g" page >plain &&
-	sed -n -e "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
-	sed -e "1d" -e "\$d" -e "/^ *\$/d" -e "s/^ *//" syn >expect &&
+	test_man_synopsis man1/blr-pack.1 >expect &&
 	test -s expect &&
 	blr-pack -h >actual 2>err &&
 	test_cmp expect actual &&

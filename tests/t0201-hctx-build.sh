@@ -5,10 +5,7 @@
 REF="$NVG_TOP/tests/ref"
 
 test_expect_success '-h prints exactly the SYNOPSIS of hctx-build(1)' '
-	mandoc -Tascii "$NVG_TOP/man/man1/hctx-build.1" >page &&
-	sed -e "s/.\x08//g" page >plain &&
-	sed -n -e "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
-	sed -e "1d" -e "\$d" -e "/^ *\$/d" -e "s/^ *//" syn >expect &&
+	test_man_synopsis man1/hctx-build.1 >expect &&
 	test -s expect &&
 	hctx-build -h >actual 2>err &&
 	test_cmp expect actual &&

@@ -237,10 +237,7 @@ test_expect_success 'extract of an unknown name fails' '
 '
 
 test_expect_success '-h prints exactly the SYNOPSIS of cmf-patch(1), --version the version' '
-	MANWIDTH=200 mandoc -Tascii -Owidth=200 "$NVG_TOP/man/man1/cmf-patch.1" >page &&
-	sed -e "s/.\x08//g" page >plain &&
-	sed -n -e "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
-	sed -e "1d" -e "\$d" -e "/^ *\$/d" -e "s/^ *//" syn >expect &&
+	test_man_synopsis man1/cmf-patch.1 200 >expect &&
 	test $(wc -l <expect) -eq 10 &&
 	cmf-patch -h >actual &&
 	test_cmp expect actual &&

@@ -116,10 +116,8 @@ test_expect_success '-h prints the synopsis of gram-capture(1)' '
 '
 
 test_expect_success '-h prints the SYNOPSIS of gram-capture(1)' '
-	mandoc -Tascii "$NVG_TOP/man/man1/gram-capture.1" >page &&
-	sed -e "s/.\x08//g" page >plain &&
-	sed -n "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
-	sed "1d;\$d" syn | tr -s " \t\n" " " | sed "s/^ //; s/ \$//" >want &&
+	test_man_synopsis man1/gram-capture.1 >syn &&
+	tr -s " \t\n" " " <syn | sed "s/^ //; s/ \$//" >want &&
 	gram-capture -h >usage &&
 	tr -s " \t\n" " " <usage | sed "s/^ //; s/ \$//" >got &&
 	test_cmp want got

@@ -128,10 +128,8 @@ test_expect_success '-h and --version' '
 '
 
 test_expect_success '-h prints the SYNOPSIS of cmf-eval(1)' '
-	mandoc -Tascii "$NVG_TOP/man/man1/cmf-eval.1" >page &&
-	sed -e "s/.\x08//g" page >plain &&
-	sed -n "/^SYNOPSIS/,/^DESCRIPTION/p" plain >syn &&
-	sed "1d;\$d" syn | tr -s " \t\n" " " | sed "s/^ //; s/ \$//" >want &&
+	test_man_synopsis man1/cmf-eval.1 >syn &&
+	tr -s " \t\n" " " <syn | sed "s/^ //; s/ \$//" >want &&
 	cmf-eval -h >usage &&
 	tr -s " \t\n" " " <usage | sed "s/^ //; s/ \$//" >got &&
 	test_cmp want got

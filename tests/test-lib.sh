@@ -145,6 +145,15 @@ test_require_data() {
 	done
 }
 
+# test_man_synopsis PAGE [WIDTH]: the SYNOPSIS lines of man/PAGE as mandoc
+# renders them (WIDTH columns when given), one per line, indentation removed
+test_man_synopsis() {
+	mandoc -Tascii ${2:+-Owidth=$2} "$NVG_TOP/man/$1" >.man-page &&
+	sed -e "s/.\x08//g" .man-page >.man-plain &&
+	sed -n -e "/^SYNOPSIS/,/^DESCRIPTION/p" .man-plain >.man-syn &&
+	sed -e "1d" -e "\$d" -e "/^ *\$/d" -e "s/^ *//" .man-syn
+}
+
 test_done() {
 	echo "1..$test_count"
 	if [ "$test_failures" -eq 0 ]; then

@@ -228,10 +228,19 @@ $(OUT)/model.cmf: $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json
 	@$(call say,'wrote $@ and $@.blr.txt')
 
 # ---- sweep: every tensor at every budget of SWEEP_BPW, on the conversion's Grams ----
+# (nvg: a sweep budget spelled as the tensor's own budget in the conversion is
+# that encoding, the same bytes, so its report is copied rather than encoded again)
+sweep_own = $(and $(filter nvg,$(METHOD)),$(filter $(3),$(BPW_$(1)_$(2))))
 define sweep_rule
+ifneq ($(call sweep_own,$(1),$(2),$(3)),)
+$(OUT)/sweep/L$(1).$(2).$(3).rep: $(OUT)/L$(1)/$(2).rep
+	@mkdir -p $(OUT)/sweep
+	$(Q)cp $$< $$@.tmp && mv $$@.tmp $$@
+else
 $(OUT)/sweep/L$(1).$(2).$(3).rep: $(call SWEEP_DEPS,$(1),$(2)) | $(OUT)/L$(1)/.dir
 	@mkdir -p $(OUT)/sweep
 	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ - '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call SWEEP_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
+endif
 endef
 SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(OUT)/sweep/L$(l).$(s).$(b).rep)))
 $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(eval $(call sweep_rule,$(l),$(s),$(b))))))

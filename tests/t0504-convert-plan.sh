@@ -77,6 +77,19 @@ test_expect_success 'the sweep writes error curves for plan-alloc' '
 	test_grep "^model.layers.1.mlp.down_proj.weight 1 11008 3 0\.[0-9]" sw/curves.txt
 '
 
+test_expect_success 'a sweep budget equal to the conversion'"'"'s own reuses its encodings, byte for byte' '
+	cp -a sw own &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=own BPW=2.5 SWEEP_BPW="2.5 2.50" sweep -j2 2>err &&
+	for s in q k v o gate up down; do
+		for l in 0 1; do
+			cmp own/L$l/$s.rep own/sweep/L$l.$s.2.5.rep &&
+			cmp own/L$l/$s.rep own/sweep/L$l.$s.2.50.rep &&
+			test_path_is_missing own/logs/sweep.L$l.$s.2.5.log &&
+			test -f own/logs/sweep.L$l.$s.2.50.log || return 1
+		done
+	done
+'
+
 test_expect_success 'a plan from plan-alloc is converted as allocated, within its budget' '
 	plan-alloc -q --bpw 2.5 -o sw.plan sw/curves.txt &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw2 BPW=2.5 PLAN=sw.plan -j2 2>err &&

@@ -7,12 +7,19 @@
 # its total time and the peak RSS of any one step, then perplexity and KL
 # divergence against the source on held-out TinyStories text.  Then, per
 # budget, a plan from plan-alloc over the sweep's curves (every tensor
-# encoded at each budget of BENCH_SWEEP on the nvg conversion's Grams),
-# converted at the same average budget and measured the same way.
+# encoded at each budget of BENCH_SWEEP on the nvg conversion's Grams; the
+# conversion's own budget is reused, not encoded again), converted at the
+# same average budget and measured the same way.
 #
-# Environment: BENCH_MODEL (smollm2 | stories260K), BENCH_BPW, BENCH_SWEEP,
-# JOBS, FIT_TOKENS (16384), SEL_TOKENS (4096), WINDOW (512), EVAL_TOKENS
-# (16384), BENCH_OUT (build/bench-convert), BENCH_PLAN (1: also the plans).
+# Each row is measured by one uninterrupted conversion and kept in
+# BENCH_OUT/<method>-<bpw>.row: a rerun prints the kept rows and converts
+# only what has none (a conversion cut short is started again from nothing,
+# so that its times are whole).
+#
+# Environment: BENCH_MODEL (smollm2 | stories260K), BENCH_BPW, BENCH_SWEEP
+# (auto: 0.7 b, b and 1.25 b for budget b), JOBS, FIT_TOKENS (8192),
+# SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
+# (build/bench-convert), BENCH_PLAN (1: also the plans).
 set -eo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,12 +28,12 @@ data=${NVG_DATA:-$top/../shared/data}
 out=${BENCH_OUT:-$top/build/bench-convert}
 model=${BENCH_MODEL:-smollm2}
 budgets=${BENCH_BPW:-0.55 0.8 1.0}
-sweep=${BENCH_SWEEP:-0.4 0.55 0.7 0.8 1 1.25 1.5}
+sweep=${BENCH_SWEEP:-auto}
 jobs=${JOBS:-$(nproc)}
-fit=${FIT_TOKENS:-16384}
-sel=${SEL_TOKENS:-4096}
+fit=${FIT_TOKENS:-8192}
+sel=${SEL_TOKENS:-2048}
 window=${WINDOW:-512}
-eval_tokens=${EVAL_TOKENS:-16384}
+eval_tokens=${EVAL_TOKENS:-8192}
 mkdir -p "$out"
 
 # the source model and calibration tokens, as the demo makes them (its
@@ -54,6 +61,11 @@ printf '%-10s %5s %8s %8s %8s %8s %8s %9s %9s %10s %8s %7s\n' method bpw capture
 # convert DIR METHOD BPW [PLAN]: the conversion, its stage times, its evaluation
 convert() {
 	local dir=$1 m=$2 b=$3 plan=${4:-} t0 total
+	if [ -s "$dir.row" ] && [ -f "$dir/model.cmf" ]; then
+		cat "$dir.row"
+		return
+	fi
+	rm -rf "$dir" "$dir.row"
 	export BENCH_TIMES=$dir.times
 	rm -f "$BENCH_TIMES"
 	t0=$(date +%s.%N)
@@ -77,19 +89,27 @@ convert() {
 		printf "%-10s %5s %8.1f %8.1f %8.1f %8.1f %8.1f %9.1f %9.4f %10.3f %8.4f %7.4f\n", m, b,
 			t["capture"], t["contexts"], t["encode"], t["advance"], total, rss / 1024, body,
 			v["ppl"], v["kl"], v["top1"]
-	}' "$BENCH_TIMES" "$dir.eval" "$dir/model.cmf.blr.txt"
+	}' "$BENCH_TIMES" "$dir.eval" "$dir/model.cmf.blr.txt" >"$dir.row.tmp"
+	mv "$dir.row.tmp" "$dir.row"
+	cat "$dir.row"
 }
 
 for b in $budgets; do
+	b=$(awk -v b="$b" 'BEGIN { printf "%g", b }') # as convert.mk spells it
 	for m in nvg dual-svid; do
 		convert "$out/$m-$b" $m "$b"
 	done
 	if [ "${BENCH_PLAN:-1}" = 1 ]; then
+		pts=$sweep
+		[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", 0.7 * b, b, 1.25 * b }')
+		t0=$(date +%s.%N)
 		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$out/nvg-$b" BPW="$b" \
-			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" SWEEP_BPW="$sweep" \
+			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" SWEEP_BPW="$pts" \
 			-j "$jobs" sweep 2>"$out/sweep-$b.log"
+		echo "# sweep on nvg-$b at $pts bpw: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 		"$bin/plan-alloc" --bpw "$b" --plot "$out/plan-$b.svg" -o "$out/plan-$b.plan" \
 			"$out/nvg-$b/curves.txt" 2>"$out/plan-$b.summary"
+		sed -n 's/^plan-alloc: target/# plan-alloc: target/p' "$out/plan-$b.summary"
 		convert "$out/nvg-plan-$b" nvg "$b" "$out/plan-$b.plan"
 	fi
 done

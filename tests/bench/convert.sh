@@ -95,12 +95,12 @@ convert() {
 }
 
 for b in $budgets; do
-	b=$(awk -v b="$b" 'BEGIN { printf "%g", b }') # as convert.mk spells it
 	for m in nvg dual-svid; do
 		convert "$out/$m-$b" $m "$b"
 	done
 	if [ "${BENCH_PLAN:-1}" = 1 ]; then
 		pts=$sweep
+		# the own budget spelled as convert.mk spells it (1.0 is 1), so that the sweep reuses it
 		[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", 0.7 * b, b, 1.25 * b }')
 		t0=$(date +%s.%N)
 		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$out/nvg-$b" BPW="$b" \

@@ -12,12 +12,15 @@
 # same average budget and measured the same way.
 #
 # Each row is measured by one uninterrupted conversion and kept in
-# BENCH_OUT/<method>-<bpw>.row: a rerun prints the kept rows and converts
+# BENCH_OUT/<method>-<bpw>.row with its settings (and its plan's checksum)
+# in .key: a rerun with the same settings prints the kept rows and converts
 # only what has none (a conversion cut short is started again from nothing,
 # so that its times are whole).
 #
 # Environment: BENCH_MODEL (smollm2 | stories260K), BENCH_BPW, BENCH_SWEEP
-# (auto: 0.7 b, b and 1.25 b for budget b), JOBS, FIT_TOKENS (8192),
+# (auto: 0.7 b, b and 1.25 b for budget b), BENCH_SWEEP_ON (a budget of
+# BENCH_BPW: one sweep, on that conversion's Grams, for every plan; by
+# default each budget sweeps its own conversion), JOBS, FIT_TOKENS (8192),
 # SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
 # (build/bench-convert), BENCH_PLAN (1: also the plans).
 set -eo pipefail
@@ -60,12 +63,13 @@ printf '%-10s %5s %8s %8s %8s %8s %8s %9s %9s %10s %8s %7s\n' method bpw capture
 
 # convert DIR METHOD BPW [PLAN]: the conversion, its stage times, its evaluation
 convert() {
-	local dir=$1 m=$2 b=$3 plan=${4:-} t0 total
-	if [ -s "$dir.row" ] && [ -f "$dir/model.cmf" ]; then
+	local dir=$1 m=$2 b=$3 plan=${4:-} t0 total key
+	key="$m $b fit=$fit sel=$sel window=$window eval=$eval_tokens jobs=$jobs $src $calib plan=${plan:+$(cksum <"$plan")}"
+	if [ -s "$dir.row" ] && [ -f "$dir/model.cmf" ] && [ "$(cat "$dir.key" 2>/dev/null)" = "$key" ]; then
 		cat "$dir.row"
 		return
 	fi
-	rm -rf "$dir" "$dir.row"
+	rm -rf "$dir" "$dir.row" "$dir.key"
 	export BENCH_TIMES=$dir.times
 	rm -f "$BENCH_TIMES"
 	t0=$(date +%s.%N)
@@ -91,6 +95,7 @@ convert() {
 			v["ppl"], v["kl"], v["top1"]
 	}' "$BENCH_TIMES" "$dir.eval" "$dir/model.cmf.blr.txt" >"$dir.row.tmp"
 	mv "$dir.row.tmp" "$dir.row"
+	echo "$key" >"$dir.key"
 	cat "$dir.row"
 }
 
@@ -102,13 +107,15 @@ for b in $budgets; do
 		pts=$sweep
 		# the own budget spelled as convert.mk spells it (1.0 is 1), so that the sweep reuses it
 		[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", 0.7 * b, b, 1.25 * b }')
+		on=${BENCH_SWEEP_ON:-$b}
+		[ -f "$out/nvg-$on/model.cmf" ] || convert "$out/nvg-$on" nvg "$on"
 		t0=$(date +%s.%N)
-		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$out/nvg-$b" BPW="$b" \
+		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$out/nvg-$on" BPW="$on" \
 			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" SWEEP_BPW="$pts" \
-			-j "$jobs" sweep 2>"$out/sweep-$b.log"
-		echo "# sweep on nvg-$b at $pts bpw: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+			-j "$jobs" sweep 2>"$out/sweep-$on.log"
+		echo "# sweep on nvg-$on at $pts bpw: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 		"$bin/plan-alloc" --bpw "$b" --plot "$out/plan-$b.svg" -o "$out/plan-$b.plan" \
-			"$out/nvg-$b/curves.txt" 2>"$out/plan-$b.summary"
+			"$out/nvg-$on/curves.txt" 2>"$out/plan-$b.summary"
 		sed -n 's/^plan-alloc: target/# plan-alloc: target/p' "$out/plan-$b.summary"
 		convert "$out/nvg-plan-$b" nvg "$b" "$out/plan-$b.plan"
 	fi

@@ -269,18 +269,22 @@ summarise() {
 # lines; the error is the square of the relative SEL error (nvg) or of the
 # relative Frobenius error (dual-svid): an energy, additive over tensors
 curves() {
-	local out=$1 name layer bpw m n short lead b line e
 	echo "tensor layer weights bpw error"
-	while read -r name layer bpw m n short lead; do
-		[ "$bpw" = keep ] && continue
-		for b in $2; do
-			line=$(cat "$out/sweep/L$layer.$short.$b.rep")
-			[ "$line" = refused ] && continue
-			e=$(echo "$line" | awk '{ for (i = 1; i < NF; i++) { if ($i == "stored") s = 1; if ((s && $i == "sel") || $i == "frob") v = $(i + 1) } } END { print v }')
-			[ -n "$e" ] || die "no error in the sweep report of $name at $b bpw: $line"
-			awk -v nm="$name" -v l="$layer" -v w=$((m * n)) -v b="$b" -v e="$e" 'BEGIN { printf "%s %s %d %s %.9g\n", nm, l, w, b, e * e }'
-		done
-	done <"$out/tensors.txt"
+	awk -v out="$1" -v budgets="$2" '
+	BEGIN { nb = split(budgets, b, " ") }
+	$3 == "keep" { next }
+	{
+		for (i = 1; i <= nb; i++) {
+			f = out "/sweep/L" $2 "." $6 "." b[i] ".rep"
+			if ((getline line <f) <= 0) { printf "convert: cannot read %s\n", f >"/dev/stderr"; exit 1 }
+			close(f)
+			if (line == "refused") continue
+			n = split(line, w, " "); v = ""; s = 0
+			for (j = 1; j < n; j++) { if (w[j] == "stored") s = 1; if ((s && w[j] == "sel") || w[j] == "frob") v = w[j + 1] }
+			if (v == "") { printf "convert: no error in the sweep report of %s at %s bpw: %s\n", $1, b[i], line >"/dev/stderr"; exit 1 }
+			printf "%s %s %.0f %s %.9g\n", $1, $2, $4 * $5, b[i], v * v
+		}
+	}' "$1/tensors.txt"
 }
 
 cmd=$1

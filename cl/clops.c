@@ -27,14 +27,18 @@ void nvcl_q_fail(nvcl_q *q, const char *fmt, ...)
 	va_end(ap);
 }
 
-int nvcl_q_init(nvcl_q *q, nvcl_ctx *c)
+int nvcl_q_init_on(nvcl_q *q, nvcl_ctx *c, cl_command_queue on)
 {
-	cl_int st;
+	cl_int st = CL_SUCCESS;
 
 	memset(q, 0, sizeof(*q));
 	q->c = c;
-	q->q = clCreateCommandQueue(c->ctx, c->device, 0, &st);
+	if (on)
+		st = clRetainCommandQueue(q->q = on);
+	else
+		q->q = clCreateCommandQueue(c->ctx, c->device, 0, &st);
 	if (st != CL_SUCCESS) {
+		q->q = NULL;
 		nv_seterr("creating a queue on '%s': %s", c->dev_name, nvcl_strerror(st));
 		return -1;
 	}
@@ -51,6 +55,11 @@ int nvcl_q_init(nvcl_q *q, nvcl_ctx *c)
 	while (q->wg * 2 <= c->max_wg && q->wg < 256)
 		q->wg *= 2;
 	return 0;
+}
+
+int nvcl_q_init(nvcl_q *q, nvcl_ctx *c)
+{
+	return nvcl_q_init_on(q, c, NULL);
 }
 
 void nvcl_q_free(nvcl_q *q)

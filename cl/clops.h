@@ -30,6 +30,8 @@ typedef struct {
 
 /* a queue and its kernels on c; -1 with reason */
 int nvcl_q_init(nvcl_q *q, nvcl_ctx *c);
+/* the same on an existing in-order queue `on` (retained; several nvcl_q may share one) */
+int nvcl_q_init_on(nvcl_q *q, nvcl_ctx *c, cl_command_queue on);
 void nvcl_q_free(nvcl_q *q);
 
 /* wait for the queue; 0 when every operation so far succeeded, else -1 with reason */

@@ -1101,6 +1101,7 @@ typedef struct {
 	nvcl_ctx *c;
 	const nvcl_hctx *hc;
 	const nvcl_job *jobs;
+	cl_command_queue shared; /* the one queue of every job, or NULL for one each */
 	size_t k, next;
 	int profile, failed;
 	nvcl_result *res;
@@ -1113,7 +1114,7 @@ static void *worker(void *p)
 {
 	flight *f = p;
 	nvcl_q q;
-	int have_q = nvcl_q_init(&q, f->c) == 0;
+	int have_q = nvcl_q_init_on(&q, f->c, f->shared) == 0;
 	char why[512];
 
 	snprintf(why, sizeof(why), "%s", have_q ? "" : nv_err());
@@ -1153,6 +1154,20 @@ int nvcl_encode_many(nvcl_ctx *c, const nvcl_hctx *hc, const nvcl_job *jobs, siz
 
 	if (nt > k)
 		nt = k;
+	/*
+	 * On a device that is not a GPU the jobs share one in-order queue: their
+	 * host work still overlaps, and the device (whose driver spreads each
+	 * kernel over every core already) runs one command at a time.  PoCL needs
+	 * it: two of its CPU commands in flight at once, of one kernel at two
+	 * grid sizes, can release each other's cached kernel binary and abort
+	 * (pocl_release_dlhandle_cache's "ref_count > 0" assertion, PoCL 3.1).
+	 */
+	if (nt > 1 && !c->is_gpu) {
+		cl_int st;
+		f.shared = clCreateCommandQueue(c->ctx, c->device, 0, &st);
+		if (st != CL_SUCCESS)
+			f.shared = NULL, nt = 1;
+	}
 	pthread_mutex_init(&f.lock, NULL);
 	for (size_t i = 0; i < nt; i++)
 		if (pthread_create(&th[i], NULL, worker, &f) == 0)
@@ -1162,5 +1177,7 @@ int nvcl_encode_many(nvcl_ctx *c, const nvcl_hctx *hc, const nvcl_job *jobs, siz
 	for (size_t i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	pthread_mutex_destroy(&f.lock);
+	if (f.shared)
+		clReleaseCommandQueue(f.shared);
 	return f.failed ? -1 : 0;
 }

@@ -40,9 +40,14 @@ endif
 
 # pkg-config is asked only when something is compiled (make deps must work without it)
 NODEPS_GOALS := deps clean help
+# nor when the flags are given on the command line (tests/bench/device.sh's private prefix)
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+ifneq ($(origin PKG_CFLAGS),command line)
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
+endif
+ifneq ($(origin PKG_LIBS),command line)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS))
+endif
 endif
 
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DNVGKIT_VERSION='"$(VERSION)"' \

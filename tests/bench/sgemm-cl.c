@@ -1,7 +1,7 @@
 /*
  * sgemm-cl.c - the OpenCL device's measured clBLAST sgemm rate, the yardstick
  * of tests/bench/device.sh:  sgemm-cl [N [REPS]]  prints
- *   "sgemm-cl: N×N×N on 'DEVICE': median S s over REPS runs, R GFLOP/s"
+ *   "sgemm-cl: N×N×N on 'DEVICE' (GPU | not a GPU): median S s over REPS runs, R GFLOP/s"
  * The device is chosen as nvg-encode --device opencl chooses it
  * (NVG_CL_PLATFORM / NVG_CL_DEVICE).  Built by device.sh against libnvgkit.a.
  */
@@ -47,8 +47,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	qsort(t, (size_t)reps, sizeof(t[0]), bench_cmp);
-	printf("sgemm-cl: %zu×%zu×%zu on '%s': median %.4f s over %d runs, %.1f GFLOP/s\n", n, n,
-	       n, c.dev_name, t[reps / 2], reps, 2.0 * n * n * n / t[reps / 2] * 1e-9);
+	printf("sgemm-cl: %zu×%zu×%zu on '%s' (%s): median %.4f s over %d runs, %.1f GFLOP/s\n",
+	       n, n, n, c.dev_name, c.is_gpu ? "GPU" : "not a GPU", t[reps / 2], reps,
+	       2.0 * n * n * n / t[reps / 2] * 1e-9);
 	nvcl_release(&a), nvcl_release(&b), nvcl_release(&cm);
 	nvcl_q_free(&q);
 	nvcl_close(&c);

@@ -12,6 +12,7 @@
 #include "fileio.h"
 #include "hctx.h"
 #include "linalg.h"
+#include "mem.h"
 #include "nvg.h"
 #include "nvgdev.h"
 #include "nvgg.h"
@@ -409,6 +410,7 @@ int main(int argc, char **argv)
 	int st;
 
 	tool_name = "nvg-encode";
+	nv_mem_reuse_large();
 	if (parse_args(argc, argv, &o, &st))
 		return st;
 	memset(&cf, 0, sizeof(cf));

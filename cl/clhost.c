@@ -2,7 +2,6 @@
 #include "clhost.h"
 
 #include <assert.h>
-#include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include "blr.h"
 #include "err.h"
 #include "f16.h"
+#include "linalg.h"
 #include "mem.h"
 
 int clh_eig_top(double *g, size_t s, size_t k, double *lam, double *vec)
@@ -73,18 +73,9 @@ int clh_solve_spd(double *a, const double *b, size_t k, double eps, double *x)
 	for (size_t i = 0; i < k; i++)
 		tr += a[i * k + i];
 	ridge = eps * fmax(tr / (double)k, 1e-300);
-	/* column-major by OpenBLAS's blocked transpose: the same upper triangle
-	 * LAPACKE's row-major dposv would copy element by element (linalg.c) */
 	for (int attempt = 0; attempt < 4; attempt++, ridge *= 100) {
-		cblas_domatcopy(CblasRowMajor, CblasTrans, (blasint)k, (blasint)k, 1.0, a,
-				(blasint)k, f, (blasint)k);
 		memcpy(x, b, k * sizeof(double));
-		for (size_t i = 0; i < k; i++)
-			f[i * k + i] += ridge;
-		lapack_int info = LAPACKE_dposv(LAPACK_COL_MAJOR, 'U', (lapack_int)k, 1, f,
-					       (lapack_int)k, x, (lapack_int)k);
-		assert(info >= 0);
-		if (info == 0) {
+		if (nv_posv_rm(a, k, 'U', ridge, f, x) == 0) {
 			free(f);
 			return 0;
 		}

@@ -73,8 +73,8 @@ int nvcl_encode(nvcl_ctx *c, const nvcl_hctx *hc, const nvcl_job *job, int profi
 
 /*
  * encode k tensors, inflight of them at once (each on its own thread, and on
- * a GPU its own queue; elsewhere they share one); res[i] for jobs[i].  done (may be NULL) is called under a lock as
- * each tensor finishes.  Returns 0 when every tensor was encoded or refused,
+ * a GPU its own queue; elsewhere they share one); res[i] for jobs[i].  done
+ * (may be NULL) is called under a lock as each tensor finishes.  Returns 0 when every tensor was encoded or refused,
  * -1 when one failed (its res says why).
  */
 int nvcl_encode_many(nvcl_ctx *c, const nvcl_hctx *hc, const nvcl_job *jobs, size_t k,

@@ -226,38 +226,45 @@ out:
 }
 
 /*
- * The solve reads the lower triangle of row-major a.  LAPACKE's row-major
- * dposv would copy that triangle into column-major order element by element
- * (LAPACKE_dtr_trans, 10% of a 576x1536 encode), and copy the factor back.
- * OpenBLAS's blocked transpose gives LAPACK the same column-major lower
- * triangle, so the factor and the solution are the same bits.
+ * LAPACKE's row-major dposv would copy the triangle into column-major order
+ * element by element (LAPACKE_dtr_trans, 10% of a 576x1536 encode) and copy
+ * the factor back.  OpenBLAS's blocked transpose gives LAPACK the same
+ * column-major triangle (row-major 'L' is column-major 'L' of the transpose),
+ * so the factor and the solution are the same bits.
  */
+int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x)
+{
+	lapack_int info;
+
+	cblas_domatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a, (blasint)n, w,
+			(blasint)n);
+	for (size_t i = 0; i < n; i++)
+		w[i * n + i] += shift;
+	info = LAPACKE_dposv(LAPACK_COL_MAJOR, uplo, (lapack_int)n, 1, w, (lapack_int)n, x,
+			     (lapack_int)n);
+	assert(info >= 0);
+	return (int)info;
+}
+
 int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 {
 	size_t n = a->r;
-	double tr = 0.0;
-	nv_mat w;
-	lapack_int info;
+	double tr = 0.0, *w;
+	int info;
 
 	assert(a->c == n);
 	if (n == 0)
 		return 0;
-	if (nv_mat_zeros(&w, n, n) < 0)
+	if (!(w = nv_malloc(n * n, sizeof(double))))
 		return -1;
-	cblas_domatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a->d, (blasint)n,
-			w.d, (blasint)n);
 	for (size_t i = 0; i < n; i++)
 		tr += a->d[i * n + i];
-	for (size_t i = 0; i < n; i++)
-		w.d[i * n + i] += ridge * (tr / (double)n);
 	memcpy(x, b, n * sizeof(double));
 	nv_flops_add((uint64_t)n * n * n / 3 + 4ull * n * n);
-	info = LAPACKE_dposv(LAPACK_COL_MAJOR, 'L', (lapack_int)n, 1, w.d, (lapack_int)n, x,
-			     (lapack_int)n);
-	nv_mat_free(&w);
-	assert(info >= 0);
+	info = nv_posv_rm(a->d, n, 'L', ridge * (tr / (double)n), w, x);
+	free(w);
 	if (info > 0) {
-		nv_seterr("system not positive definite (leading minor %d of %zu)", (int)info, n);
+		nv_seterr("system not positive definite (leading minor %d of %zu)", info, n);
 		return -1;
 	}
 	return 0;

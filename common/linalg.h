@@ -60,6 +60,11 @@ int nv_polar(const nv_mat *a, nv_mat *q);
  * ridge 1e-10 in the encoders.  A is not modified. */
 int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge);
 
+/* the solve under both: x (b on entry) = (A + shift·I)⁻¹·x for the uplo ('L'
+ * or 'U') triangle of row-major a (n × n); w is n × n workspace.  Returns
+ * LAPACK's info: 0, or > 0 when the shifted matrix is not positive definite. */
+int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x);
+
 /* the thread count of OpenBLAS; tools call it once */
 void nv_set_threads(int n);
 /* the thread count OpenBLAS uses now */

@@ -20,27 +20,48 @@ test_expect_success '-j2 gives the same bytes' '
 	test_cmp j1/model.cmf.blr.txt j2/model.cmf.blr.txt
 '
 
-# start a conversion in its own process group and kill the whole group
-# (make and the tool it runs) after $1 seconds
-kill_after() {
-	setsid make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 \
-		MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 >/dev/null 2>&1 &
-	pid=$!
-	sleep "$1"
-	kill -TERM -- -$pid 2>/dev/null
-	wait $pid
-	return 0
+# kill_at K: a conversion in its own process group (setsid), run with BIN
+# pointing at wrappers of every tool; the wrapper that starts the K-th tool
+# of this run marks "killed" and kills the whole group (make, the tools in
+# flight, itself) before its tool runs.  The point of interruption is a
+# count of steps, not a time, so it does not depend on the machine's speed.
+# A whole conversion here starts 71 tools; the five runs below complete at
+# most 1+4+8+13+19 = 45 of them, so the 20th start of the last run is
+# always reached.
+kill_at() {
+	rm -f kb/count kb/killed &&
+	echo 0 >kb/count &&
+	KILL_AT=$1 setsid make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 \
+		BIN="$PWD/kb" MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 >/dev/null 2>&1
+	test -e kb/killed
 }
 
-test_expect_success 'killed at several points, rerun: the same bytes' '
-	kills=0 &&
-	for t in 0.5 1 1 1 1 1 1 1 1 1; do
-		kill_after $t || return 1
-		test ! -e k/model.cmf || break
-		kills=$((kills + 1))
+test_expect_success 'setup: tool wrappers that kill the run at a given step' '
+	mkdir kb &&
+	dirname "$(command -v nvg-encode)" >kb/.real &&
+	cat >kb/.step <<-\EOF &&
+	#!/bin/bash
+	# count this tool start; the KILL_AT-th kills the run, else run the tool
+	d=$(dirname "$0")
+	exec 9>>"$d/.lock"
+	flock 9
+	n=$(( $(cat "$d/count") + 1 ))
+	echo $n >"$d/count"
+	flock -u 9
+	if [ "$n" = "$KILL_AT" ]; then touch "$d/killed"; kill -TERM 0; exit 143; fi
+	exec "$(cat "$d/.real")/${0##*/}" "$@"
+	EOF
+	chmod +x kb/.step &&
+	for t in cmf-patch cmf-eval gram-capture hctx-build nvg-encode blr-pack plan-alloc; do
+		ln -s .step kb/$t || return 1
+	done
+'
+
+test_expect_success 'killed at several steps, rerun: the same bytes' '
+	for k in 2 5 9 14 20; do
+		kill_at $k || { echo "not interrupted at step $k" >&2; return 1; }
+		test_path_is_missing k/model.cmf || return 1
 	done &&
-	echo "interrupted $kills times" &&
-	test $kills -ge 2 &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 2>err &&
 	cmp j1/model.cmf k/model.cmf &&
 	test_cmp j1/model.cmf.blr.txt k/model.cmf.blr.txt &&

@@ -11,6 +11,7 @@
 #include "provenance.h"
 #include "vocab.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -357,6 +358,15 @@ int cmf_op_report(const cmf_file *f, FILE *out)
  * conversion's provenance (a JSON object) into cmf.provenance; without prov,
  * cmf_op_apply
  */
+/* f's metadata, with cmf.provenance replaced by merged when given, then the file */
+static int commit_meta(cmf_writer *w, const cmf_file *f, const char *merged, const char *out)
+{
+	if (cmf_writer_copy_meta(w, f) < 0 ||
+	    (merged && cmf_writer_set_meta(w, "cmf.provenance", merged) < 0))
+		return -1;
+	return cmf_writer_commit(w, out);
+}
+
 int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const char *prov,
 		      const char *out)
 {
@@ -381,10 +391,7 @@ int cmf_op_apply_prov(const cmf_file *f, const cmf_patch *p, size_t np, const ch
 			goto out;
 		}
 	}
-	if (cmf_writer_copy_meta(w, f) < 0 ||
-	    (merged && cmf_writer_set_meta(w, "cmf.provenance", merged) < 0))
-		goto out;
-	rc = cmf_writer_commit(w, out);
+	rc = commit_meta(w, f, merged, out);
 out:
 	for (size_t i = 0; buf && i < np; i++)
 		free(buf[i]);
@@ -392,5 +399,63 @@ out:
 	free(len);
 	free(merged);
 	cmf_writer_free(w);
+	return rc;
+}
+
+float cmf_round_dtype(cmf_dtype dt, float v)
+{
+	if (dt == CMF_F16)
+		return nv_f16_to_f32(nv_f32_to_f16(v));
+	if (dt == CMF_BF16)
+		return nv_bf16_to_f32(nv_f32_to_bf16(v));
+	return v;
+}
+
+/* v (n) in dtype dt into b; a value that does not fit is an error naming it */
+static int encode_values(const char *name, cmf_dtype dt, const float *v, size_t n, uint8_t *b)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(cmf_round_dtype(dt, v[i]))) {
+			nv_seterr("element %zu of '%s' (%g) does not fit in %s", i, name, (double)v[i],
+				  cmf_dtype_name(dt));
+			return -1;
+		}
+		if (dt == CMF_F32)
+			put_f32(b + 4 * i, v[i]);
+		else
+			put_u16(b + 2 * i, dt == CMF_F16 ? nv_f32_to_f16(v[i]) : nv_f32_to_bf16(v[i]));
+	}
+	return 0;
+}
+
+int cmf_op_set_tensor(const cmf_file *f, const char *name, const float *v, const char *prov,
+		      const char *out)
+{
+	const cmf_tensor *t = cmf_find(f, name);
+	cmf_writer *w = NULL;
+	uint8_t *b = NULL;
+	char *merged = NULL;
+	int rc = -1;
+
+	if (!t || t->blr || (t->dtype != CMF_F32 && t->dtype != CMF_F16 && t->dtype != CMF_BF16)) {
+		nv_seterr("'%s' is not a float tensor of the model", name);
+		return -1;
+	}
+	if (!(b = nv_malloc(t->nbytes, 1)) || encode_values(name, t->dtype, v, t->rows * t->cols, b) < 0 ||
+	    (prov && !(merged = prov_merge(cmf_meta(f, "cmf.provenance"), prov))) ||
+	    !(w = cmf_writer_new()))
+		goto out;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *u = &f->t[i];
+
+		if (u == t ? cmf_writer_add(w, u->name, u->dtype, u->ndim, u->shape, b, u->nbytes, 0) < 0
+			   : copy_tensor(w, u) < 0)
+			goto out;
+	}
+	rc = commit_meta(w, f, merged, out);
+out:
+	cmf_writer_free(w);
+	free(merged);
+	free(b);
 	return rc;
 }

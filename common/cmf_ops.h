@@ -61,4 +61,16 @@ typedef struct {
 } cmf_bits;
 int cmf_op_bits(const cmf_file *f, cmf_bits *b);
 
+/* v rounded to dtype dt as it would be stored (F32 unchanged) */
+float cmf_round_dtype(cmf_dtype dt, float v);
+
+/*
+ * a copy of f with the float tensor name's values replaced by v (rows·cols
+ * f32, stored in the tensor's own dtype) and prov (a JSON object, or NULL)
+ * merged into cmf.provenance; a value the dtype cannot hold is an error
+ * naming its element, and nothing is written
+ */
+int cmf_op_set_tensor(const cmf_file *f, const char *name, const float *v, const char *prov,
+		      const char *out);
+
 #endif

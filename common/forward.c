@@ -351,8 +351,7 @@ static void matmul(fw_scratch *s, const float *X, const float *W, float *Y, size
 	s->flops += 2.0 * (double)T * (double)out * (double)in;
 }
 
-/* y (T × n) = x / sqrt(mean(x²) + eps) · w */
-static void rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps)
+void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps)
 {
 	for (size_t t = 0; t < T; t++) {
 		const float *xr = x + t * n;
@@ -362,7 +361,7 @@ static void rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n
 			ss += (double)xr[i] * xr[i];
 		float r = (float)(1.0 / sqrt(ss / (double)n + eps));
 		for (size_t i = 0; i < n; i++)
-			y[t * n + i] = xr[i] * r * w[i];
+			y[t * n + i] = w ? xr[i] * r * w[i] : xr[i] * r;
 	}
 }
 
@@ -455,7 +454,7 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 		nv_seterr("window of %zu positions, scratch holds 1..%zu", T, s->tmax);
 		return -1;
 	}
-	rmsnorm(x, ly->attn_norm, s->a, T, d, m->a.rms_eps);
+	fw_rmsnorm(x, ly->attn_norm, s->a, T, d, m->a.rms_eps);
 	matmul(s, s->a, ly->w[FW_Q], s->q, T, m->qdim, d);
 	matmul(s, s->a, ly->w[FW_K], s->k, T, m->kvdim, d);
 	matmul(s, s->a, ly->w[FW_V], s->v, T, m->kvdim, d);
@@ -468,7 +467,7 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 	matmul(s, s->o, ly->w[FW_O], s->u, T, d, m->qdim);
 	add_into(x, s->u, T * d);
 
-	rmsnorm(x, ly->ffn_norm, s->f, T, d, m->a.rms_eps);
+	fw_rmsnorm(x, ly->ffn_norm, s->f, T, d, m->a.rms_eps);
 	matmul(s, s->f, ly->w[FW_GATE], s->g, T, ff, d);
 	matmul(s, s->f, ly->w[FW_UP], s->u, T, ff, d);
 	/* silu(g)·u into g: the input of down_proj */
@@ -493,7 +492,7 @@ int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logit
 		nv_seterr("window of %zu positions, scratch holds %zu", T, s->tmax);
 		return -1;
 	}
-	rmsnorm(x, m->final_w, s->a, T, d, m->a.rms_eps);
+	fw_rmsnorm(x, m->final_w, s->a, T, d, m->a.rms_eps);
 	for (size_t r0 = 0; r0 < V; r0 += FW_HEAD_ROWS) {
 		size_t nr = V - r0 < FW_HEAD_ROWS ? V - r0 : FW_HEAD_ROWS;
 		const float *E = m->head_all ? m->head_all + r0 * d : m->head_blk;
@@ -552,6 +551,52 @@ int fw_window_logits(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T, 
 			return -1;
 	}
 	return fw_logits(m, s, x, T, logits);
+}
+
+int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw, float *x)
+{
+	fw_scratch s;
+	size_t tmax = 0, off = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < nw; i++)
+		tmax = w[i].len - 1 > tmax ? w[i].len - 1 : tmax;
+	for (size_t i = 0; i < nw && rc == 0; i++) {
+		rc = fw_embed(m, tok + w[i].start, w[i].len - 1, x + off * m->d);
+		off += w[i].len - 1;
+	}
+	if (rc < 0 || fw_scratch_init(&s, m, tmax) < 0)
+		return -1;
+	/* layer-major: each layer converted to f32 once, then run on every window */
+	for (int l = 0; l < m->a.layers && rc == 0; l++) {
+		fw_layer ly;
+
+		if ((rc = fw_layer_load(m, l, NULL, 0, &ly)) < 0)
+			break;
+		off = 0;
+		for (size_t i = 0; i < nw && rc == 0; i++) {
+			rc = fw_layer_run(m, &ly, &s, x + off * m->d, w[i].len - 1, NULL);
+			off += w[i].len - 1;
+		}
+		fw_layer_free(&ly);
+	}
+	fw_scratch_free(&s);
+	return rc;
+}
+
+float *fw_head_f32(const fw_model *m)
+{
+	float *E = nv_malloc(m->vocab, m->d * sizeof(float));
+
+	if (!E)
+		return NULL;
+	if (m->head_all)
+		memcpy(E, m->head_all, m->vocab * m->d * sizeof(float));
+	else if (rows_f32(m->head, 0, m->vocab, E) < 0) {
+		free(E);
+		return NULL;
+	}
+	return E;
 }
 
 fw_window *fw_windows(size_t fit, size_t sel, size_t w, size_t *nwin, size_t *rows)

@@ -135,6 +135,12 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 /* logits (T × vocab) of the final states x (T × d); x is left unchanged */
 int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logits);
 
+/* y (T × n) = x / sqrt(mean(x²) + eps) · w, or with unit weights when w is NULL */
+void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps);
+
+/* the whole head (vocab × d) as f32, fresh; NULL with reason */
+float *fw_head_f32(const fw_model *m);
+
 /* log Σ exp(row) and the argmax of a row of n logits */
 double fw_logsumexp(const float *row, size_t n, size_t *argmax);
 
@@ -160,6 +166,13 @@ typedef struct {
  * is Σ (len − 1), the positions fed.  NULL with reason on exhaustion.
  */
 fw_window *fw_windows(size_t fit, size_t sel, size_t w, size_t *nwin, size_t *rows);
+
+/*
+ * the final hidden states (before the final norm) of every window's fed
+ * positions, windows in order: x (Σ (len − 1) × d).  Layer-major: each
+ * layer is converted to f32 once and run on every window.
+ */
+int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw, float *x);
 
 /*
  * evaluation over the windows of n tokens (fw_windows(n, 0, window)):

@@ -159,15 +159,6 @@ static int cmd_rank(const opts *o)
 	return rc ? rc : rank_line(m, n, bpw, 2, k);
 }
 
-/* true when a and b name the same existing file */
-static int same_file(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return !aout_is_stdout(a) && !aout_is_stdout(b) && stat(a, &sa) == 0 &&
-	       stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 static int cmd_gauge(const char *path, const opts *o)
 {
 	const char *dst = o->out ? o->out : "-";
@@ -181,7 +172,7 @@ static int cmd_gauge(const char *path, const opts *o)
 
 	if (!o->undo)
 		return tool_usage_error("gauge needs --undo factors");
-	if (same_file(path, dst) || same_file(o->undo, dst))
+	if (tool_same_file(path, dst) || tool_same_file(o->undo, dst))
 		return tool_failf("cannot write '%s': it is an input", dst);
 	if (load(path, &m, &hd, v) < 0)
 		return EXIT_FAIL;

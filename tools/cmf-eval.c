@@ -155,17 +155,6 @@ static int generate(const opts *o, fw_model *m, const cmf_file *f, const uint32_
 	return 0;
 }
 
-static int open_model(const char *path, cmf_file *f, fw_model *m)
-{
-	if (cmf_open(path, f) < 0)
-		return tool_fail("cannot open model", path);
-	if (fw_open(m, f) < 0) {
-		cmf_close(f);
-		return tool_fail("cannot run model", path);
-	}
-	return 0;
-}
-
 static int evaluate(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
 {
 	cmf_file bf;
@@ -174,7 +163,7 @@ static int evaluate(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
 	tool_prog p = { tool_now(), 0 };
 	int rc;
 
-	if (o->base && open_model(o->base, &bf, &bm))
+	if (o->base && tool_open_model(o->base, &bf, &bm))
 		return EXIT_FAIL;
 	rc = fw_eval(m, o->base ? &bm : NULL, ids, n, o->window, &r, o->progress ? tool_window_progress : NULL, &p);
 	if (rc < 0)
@@ -200,7 +189,7 @@ int main(int argc, char **argv)
 	tool_name = "cmf-eval";
 	if ((rc = parse_args(argc, argv, &o)) != 0)
 		return rc == -2 ? tool_finish(EXIT_OK) : rc;
-	if (open_model(o.model, &f, &m))
+	if (tool_open_model(o.model, &f, &m))
 		return EXIT_FAIL;
 	if (load_tokens(&o, &f, &ids, &n))
 		rc = EXIT_FAIL;

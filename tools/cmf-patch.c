@@ -83,20 +83,11 @@ static int parse_opts(int argc, char **argv, opts *o)
 	return 0;
 }
 
-/* 1 when a and b name the same existing file */
-static int same_file(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
-}
-
 static int need_out(const opts *o, const char *model)
 {
 	if (!o->out)
 		return tool_usage_error("-o OUT is required");
-	if (model && same_file(o->out, model))
+	if (model && tool_same_file(o->out, model))
 		return tool_failf("refusing to overwrite the input '%s'", model);
 	return 0;
 }
@@ -111,7 +102,7 @@ static int cmd_import(const opts *o)
 	if (need_out(o, NULL))
 		return EXIT_USAGE;
 	for (int i = 0; i < o->nargs; i++)
-		if (same_file(o->out, o->args[i]))
+		if (tool_same_file(o->out, o->args[i]))
 			return tool_failf("refusing to overwrite the input '%s'", o->args[i]);
 	if (nv_import((size_t)o->nargs, o->args, &io, &m) < 0)
 		return tool_fail("import failed", o->args[0]);
@@ -221,7 +212,7 @@ static int check_model_cmd(const char *cmd, const opts *o)
 		return tool_usage_error("truncate needs --layers N");
 	if (!strcmp(cmd, "apply") || !strcmp(cmd, "truncate") || !strcmp(cmd, "export"))
 		return need_out(o, o->args[0]);
-	if (!strcmp(cmd, "extract") && o->out && same_file(o->out, o->args[0]))
+	if (!strcmp(cmd, "extract") && o->out && tool_same_file(o->out, o->args[0]))
 		return tool_failf("refusing to overwrite the input '%s'", o->args[0]);
 	return 0;
 }

@@ -90,15 +90,6 @@ static int parse_opt(int c, opts *o)
 	}
 }
 
-/* a and b name one existing file */
-static int same_file(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
-}
-
 static int check_opts(const opts *o, int nfiles)
 {
 	int model = o->model || o->tokens || o->text || o->state || o->next || o->npatch ||
@@ -124,7 +115,7 @@ static int check_opts(const opts *o, int nfiles)
 		return tool_usage_error("give one of --tokens and --text");
 	if (!o->out && !o->next)
 		return tool_usage_error("-m needs -o prefix, --next-state out, or both");
-	if (o->next && o->state && same_file(o->next, o->state))
+	if (o->next && o->state && tool_same_file(o->next, o->state))
 		return tool_usage_error("--next-state '%s' would overwrite the input state", o->next);
 	return 0;
 }

@@ -11,10 +11,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cmf.h"
 #include "err.h"
+#include "forward.h"
 
 #ifndef NVGKIT_VERSION
 #define NVGKIT_VERSION "0.1.0"
@@ -88,6 +91,27 @@ static inline int tool_finish(int status)
 		return EXIT_FAIL;
 	}
 	return status;
+}
+
+/* 1 when a and b name one existing file (NULL and "-" name none: a stream) */
+static inline int tool_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return a && b && strcmp(a, "-") != 0 && strcmp(b, "-") != 0 && stat(a, &sa) == 0 &&
+	       stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* the model at path opened and made ready to run; 1 (reported) on failure */
+static inline int tool_open_model(const char *path, cmf_file *f, fw_model *m)
+{
+	if (cmf_open(path, f) < 0)
+		return tool_fail("cannot open model", path);
+	if (fw_open(m, f) < 0) {
+		cmf_close(f);
+		return tool_fail("cannot run model", path);
+	}
+	return 0;
 }
 
 /* progress is on when stderr is a terminal, or forced with -v / off with -q */

@@ -453,6 +453,52 @@ static void check_kl(void)
 }
 
 /* the helper: a llama2.c checkpoint straight into memory, logits of one window */
+/*
+ * fw_final_states runs the layers layer-major over every window; the head
+ * on its states must give each window's own fw_window_logits (the same
+ * sgemm calls on the same rows: agreement to 1e-6, f32 rounding of the
+ * logits' magnitude ~1), and fw_head_f32 must hold the head's rows
+ */
+static void check_final_states(fw_model *m, fw_scratch *s, const uint32_t *tok)
+{
+	size_t nw, rows, V = m->vocab, off = 0;
+	fw_window *w = fw_windows(7, 4, 4, &nw, &rows);
+	float *x = malloc(rows * m->d * 4), *lg = malloc(4 * V * 4), *lw = malloc(4 * V * 4);
+	float *xw = malloc(4 * m->d * 4), *E = fw_head_f32(m);
+	double err = 0;
+
+	ok(w && nw == 3 && rows == 8, "windows 4+3 | 4 of the 11 tokens: %zu windows, %zu rows", nw,
+	   rows);
+	ok(fw_final_states(m, tok, w, nw, x) == 0, "final states of every window: %s", nv_err());
+	for (size_t i = 0; i < nw; i++) {
+		size_t T = w[i].len - 1;
+
+		fw_logits(m, s, x + off * m->d, T, lg);
+		fw_window_logits(m, s, tok + w[i].start, T, xw, lw);
+		for (size_t k = 0; k < T * V; k++)
+			err = fmax(err, fabs((double)lg[k] - lw[k]));
+		off += T;
+	}
+	ok(err <= 1e-6, "their logits are each window's own (|err| %.2g)", err);
+	ok(E && fw_logits(m, s, x, 1, lg) == 0, "the head as f32");
+	fw_rmsnorm(x, m->final_w, xw, 1, m->d, m->a.rms_eps);
+	err = 0;
+	for (size_t v = 0; E && v < V; v++) {
+		double z = 0;
+
+		for (size_t i = 0; i < m->d; i++)
+			z += (double)xw[i] * E[v * m->d + i];
+		err = fmax(err, fabs(z - lg[v]));
+	}
+	ok(err <= 1e-5, "its rows give the logits (|err| %.2g)", err);
+	free(w);
+	free(x);
+	free(lg);
+	free(lw);
+	free(xw);
+	free(E);
+}
+
 static int helper(const char *bin, const char *ids, const char *out)
 {
 	nv_map mp;
@@ -567,6 +613,7 @@ int main(int argc, char **argv)
 	   "a shorter window gives the prefix's logits (causal)");
 	check_leads(&m, &s, &rw, tok, T);
 	check_overrides(&m, &s, &rw, &r, tok, T);
+	check_final_states(&m, &s, tok);
 	ok(fw_layer_run(&m, NULL, &s, x, T + 1, NULL) < 0, "a window beyond the scratch is refused");
 	fw_scratch_free(&s);
 	fw_close(&m);

@@ -1,0 +1,289 @@
+/* normcal.c - the final RMSNorm's weight fitted to the source's logits (normcal.h) */
+#include "normcal.h"
+
+#include "err.h"
+#include "mem.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* rows of logits held at a time: bounds the scratch to 2·NC_CHUNK·vocab floats */
+#define NC_CHUNK 256
+
+typedef struct {
+	float *a, *as; /* (NC_CHUNK × d) w ⊙ n and w°⊙ n° of the chunk's rows */
+	float *z, *zs; /* (NC_CHUNK × vocab) logits; z becomes q − p */
+	float *g;      /* (NC_CHUNK × d) (q − p) · E */
+} nc_scratch;
+
+static void scratch_free(nc_scratch *s)
+{
+	free(s->a);
+	free(s->as);
+	free(s->z);
+	free(s->zs);
+	free(s->g);
+}
+
+static int scratch_init(nc_scratch *s, const nc_data *D)
+{
+	memset(s, 0, sizeof *s);
+	s->a = nv_malloc(NC_CHUNK, D->d * sizeof(float));
+	s->as = nv_malloc(NC_CHUNK, D->d * sizeof(float));
+	s->z = nv_malloc(NC_CHUNK, D->vocab * sizeof(float));
+	s->zs = nv_malloc(NC_CHUNK, D->vocab * sizeof(float));
+	s->g = nv_malloc(NC_CHUNK, D->d * sizeof(float));
+	if (!s->a || !s->as || !s->z || !s->zs || !s->g) {
+		scratch_free(s);
+		return -1;
+	}
+	return 0;
+}
+
+/* log Σ exp(z) of a row of n, f64 */
+static double lse(const float *z, size_t n)
+{
+	float mx = z[0];
+	double sum = 0;
+
+	for (size_t i = 1; i < n; i++)
+		if (z[i] > mx)
+			mx = z[i];
+	for (size_t i = 0; i < n; i++)
+		sum += exp((double)z[i] - mx);
+	return mx + log(sum);
+}
+
+/* KL(p ‖ q) of one row; z ← q − p when want_diff */
+static double row_kl(float *z, const float *zs, size_t V, int want_diff)
+{
+	double lq = lse(z, V), lp = lse(zs, V), kl = 0;
+
+	for (size_t v = 0; v < V; v++) {
+		double a = zs[v] - lp, b = z[v] - lq, p = exp(a);
+
+		kl += p * (a - b);
+		if (want_diff)
+			z[v] = (float)(exp(b) - p);
+	}
+	return kl;
+}
+
+/* one chunk of c rows: Σ KL into *kl, Σ gradient into grad (d) when given */
+static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_t *rows, size_t c,
+		    double *kl, double *grad, double *flops)
+{
+	size_t d = D->d, V = D->vocab;
+
+	for (size_t b = 0; b < c; b++) {
+		const float *n = D->n + rows[b] * d;
+
+		for (size_t i = 0; i < d; i++)
+			s->a[b * d + i] = w[i] * n[i];
+		memcpy(s->as + b * d, D->ns + rows[b] * d, d * sizeof(float));
+	}
+	/* z (c × V) = a (c × d) · Eᵀ; zs likewise with the source's head */
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c, (int)V, (int)d, 1.0f, s->a,
+		    (int)d, D->E, (int)d, 0.0f, s->z, (int)V);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c, (int)V, (int)d, 1.0f, s->as,
+		    (int)d, D->Es, (int)d, 0.0f, s->zs, (int)V);
+	*flops += 4.0 * (double)c * (double)V * (double)d;
+	for (size_t b = 0; b < c; b++) {
+		double k = row_kl(s->z + b * V, s->zs + b * V, V, grad != NULL);
+
+		if (!isfinite(k)) {
+			nv_seterr("the KL of calibration row %zu is not finite", rows[b]);
+			return -1;
+		}
+		*kl += k;
+	}
+	if (!grad)
+		return 0;
+	/* g (c × d) = (q − p) (c × V) · E (V × d) */
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c, (int)d, (int)V, 1.0f, s->z,
+		    (int)V, D->E, (int)d, 0.0f, s->g, (int)d);
+	*flops += 2.0 * (double)c * (double)V * (double)d;
+	for (size_t b = 0; b < c; b++)
+		for (size_t i = 0; i < d; i++)
+			grad[i] += (double)D->n[rows[b] * d + i] * s->g[b * d + i];
+	return 0;
+}
+
+int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t n, double *kl,
+	  double *grad, double *flops)
+{
+	nc_scratch s;
+	size_t rows[NC_CHUNK];
+	double sum = 0, fl = 0;
+	int rc = 0;
+
+	if (n == 0) {
+		nv_seterr("no calibration rows to measure");
+		return -1;
+	}
+	if (scratch_init(&s, D) < 0)
+		return -1;
+	if (grad)
+		memset(grad, 0, D->d * sizeof *grad);
+	for (size_t b0 = 0; b0 < n && rc == 0; b0 += NC_CHUNK) {
+		size_t c = n - b0 < NC_CHUNK ? n - b0 : NC_CHUNK;
+
+		for (size_t b = 0; b < c; b++)
+			rows[b] = idx ? idx[b0 + b] : r0 + b0 + b;
+		rc = chunk_kl(D, &s, w, rows, c, &sum, grad, &fl);
+	}
+	scratch_free(&s);
+	if (rc < 0)
+		return -1;
+	*kl = sum / (double)n;
+	if (grad)
+		for (size_t i = 0; i < D->d; i++)
+			grad[i] /= (double)n;
+	if (flops)
+		*flops += fl;
+	return 0;
+}
+
+/* splitmix64: the fixed-seed order of the FIT rows */
+static uint64_t mix(uint64_t *st)
+{
+	uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static void shuffle(size_t *p, size_t n, uint64_t *st)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = i;
+	for (size_t i = n; i > 1; i--) {
+		size_t j = (size_t)(mix(st) % i), t = p[i - 1];
+
+		p[i - 1] = p[j];
+		p[j] = t;
+	}
+}
+
+/* w = w_start ⊙ exp(s), rounded as stored; a value the dtype cannot hold is an error */
+static int weights(const float *w0, const double *s, size_t d, float (*round)(float), float *w)
+{
+	for (size_t i = 0; i < d; i++) {
+		w[i] = (float)((double)w0[i] * exp(s[i]));
+		if (round)
+			w[i] = round(w[i]);
+		if (!isfinite(w[i])) {
+			nv_seterr("the final norm's weight %zu left the stored dtype's range", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+typedef struct {
+	double *s, *m, *v, *g; /* (d) log-scales, Adam's moments, the gradient */
+	float *w;              /* (d) the current weights */
+	size_t *perm;          /* (fit) the FIT rows' order */
+} nc_state;
+
+static void state_free(nc_state *t)
+{
+	free(t->s);
+	free(t->m);
+	free(t->v);
+	free(t->g);
+	free(t->w);
+	free(t->perm);
+}
+
+static int state_init(nc_state *t, size_t d, size_t fit)
+{
+	t->s = nv_calloc(d, sizeof(double));
+	t->m = nv_calloc(d, sizeof(double));
+	t->v = nv_calloc(d, sizeof(double));
+	t->g = nv_calloc(d, sizeof(double));
+	t->w = nv_calloc(d, sizeof(float));
+	t->perm = nv_calloc(fit, sizeof(size_t));
+	if (!t->s || !t->m || !t->v || !t->g || !t->w || !t->perm) {
+		state_free(t);
+		return -1;
+	}
+	return 0;
+}
+
+/* one Adam step (β1 0.9, β2 0.999, ε 1e-8) on s with the gradient in w */
+static void adam(nc_state *t, const float *w0, size_t d, double lr, size_t step)
+{
+	double c1 = 1 - pow(0.9, (double)step), c2 = 1 - pow(0.999, (double)step);
+
+	for (size_t i = 0; i < d; i++) {
+		/* ∂/∂s_i = ∂/∂w_i · w_i */
+		double g = t->g[i] * (double)w0[i] * exp(t->s[i]);
+
+		t->m[i] = 0.9 * t->m[i] + 0.1 * g;
+		t->v[i] = 0.999 * t->v[i] + 0.001 * g * g;
+		t->s[i] -= lr * (t->m[i] / c1) / (sqrt(t->v[i] / c2) + 1e-8);
+	}
+}
+
+/* the batch of step k (1-based) from the FIT order, reshuffled at each pass */
+static const size_t *batch_rows(nc_state *t, const nc_data *D, size_t b, size_t k, uint64_t *st)
+{
+	size_t per = D->fit / b, at = (k - 1) % per;
+
+	if (at == 0)
+		shuffle(t->perm, D->fit, st);
+	return t->perm + at * b;
+}
+
+static int sel_kl(const nc_data *D, const float *w, double *kl, double *flops)
+{
+	return nc_kl(D, w, D->fit, NULL, D->sel, kl, NULL, flops);
+}
+
+int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, nc_result *r)
+{
+	nc_state t;
+	size_t b = o->batch < D->fit ? o->batch : D->fit;
+	uint64_t st = o->seed;
+	double kl, best;
+	int rc = -1;
+
+	memset(r, 0, sizeof *r);
+	if (D->fit == 0 || D->sel == 0 || b == 0 || o->eval_every == 0) {
+		nv_seterr("the calibration needs FIT and SEL rows, a batch and an evaluation period");
+		return -1;
+	}
+	if (state_init(&t, D->d, D->fit) < 0)
+		return -1;
+	memcpy(w, w_start, D->d * sizeof *w);
+	if (nc_kl(D, w, 0, NULL, D->fit, &r->fit_before, NULL, &r->flops) < 0 ||
+	    sel_kl(D, w, &r->sel_before, &r->flops) < 0)
+		goto out;
+	best = r->sel_before;
+	for (size_t k = 1; k <= o->steps; k++) {
+		const size_t *rows = batch_rows(&t, D, b, k, &st);
+
+		if (weights(w_start, t.s, D->d, NULL, t.w) < 0 ||
+		    nc_kl(D, t.w, 0, rows, b, &kl, t.g, &r->flops) < 0)
+			goto out;
+		adam(&t, w_start, D->d, o->lr, k);
+		if (k % o->eval_every && k != o->steps)
+			continue;
+		if (weights(w_start, t.s, D->d, o->round, t.w) < 0 || sel_kl(D, t.w, &kl, &r->flops) < 0)
+			goto out;
+		if (kl < best) {
+			best = kl;
+			r->best_step = k;
+			memcpy(w, t.w, D->d * sizeof *w);
+		}
+	}
+	r->sel_after = best;
+	rc = nc_kl(D, w, 0, NULL, D->fit, &r->fit_after, NULL, &r->flops);
+out:
+	state_free(&t);
+	return rc;
+}

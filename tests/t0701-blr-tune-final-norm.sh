@@ -1,0 +1,144 @@
+#!/bin/bash
+# blr-tune --final-norm: the converted model's final RMSNorm weight fitted to
+# the source's logits on stories260K.  The SEL KL never rises, the held-out
+# KL falls, nothing but model.norm.weight changes, the bytes repeat; bad
+# input is one line, exit 1, no output.
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIR/lib-convert.sh"
+
+NORM=model.norm.weight
+
+cat >craft.py <<'PY'
+import json, sys, zlib
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
+src, out, what = sys.argv[1:4]
+with safe_open(src, "np") as f:
+    meta = f.metadata()
+t = load_file(src)
+a = json.loads(meta["cmf.arch"])
+if what == "vocab":
+    # the vocabulary cut by 12 tokens (a tied head follows the embeddings)
+    e = "model.embed_tokens.weight"
+    t[e] = t[e][:-12].copy()
+    a["vocab_size"] -= 12
+    crc = json.loads(meta["cmf.crc32"])
+    crc[e] = zlib.crc32(t[e].tobytes())
+    meta["cmf.crc32"] = json.dumps(crc)
+meta["cmf.arch"] = json.dumps(a)
+save_file(t, out, metadata=meta)
+PY
+
+# tensors A B [skip]: the names of the tensors whose bytes differ
+cat >diff.py <<'PY'
+import sys
+from safetensors.numpy import load_file
+a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
+assert sorted(a) == sorted(b), "tensor names differ"
+for k in sorted(a):
+    if a[k].dtype != b[k].dtype or a[k].tobytes() != b[k].tobytes():
+        print(k)
+PY
+
+# the "final_norm_calibration" object of a model's cmf.provenance, "key value" lines
+cat >prov.py <<'PY'
+import json, sys
+from safetensors import safe_open
+with safe_open(sys.argv[1], "np") as f:
+    p = json.loads(f.metadata()["cmf.provenance"])["final_norm_calibration"]
+for k, v in sorted(p.items()):
+    print(k, v)
+PY
+
+# val KEY FILE: the value of a "key value" line
+val() {
+	sed -n "s/^$1 //p" "$2"
+}
+
+TUNE="--final-norm --base s2.cmf --tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128"
+
+test_expect_success 'setup: a two-layer conversion at 2 bpw' '
+	convert_setup &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2 -j2 2>err
+'
+
+test_expect_success 'the fit: SEL KL never rises, the report says so' '
+	blr-tune $TUNE --steps 60 -m c/model.cmf -o cal.cmf >rep 2>err &&
+	test_grep "^final-norm: kl sel [0-9.]* -> [0-9.]* fit [0-9.]* -> [0-9.]* | step [0-9]* of 60 |" rep &&
+	"$NVG_PY" prov.py cal.cmf >prov &&
+	awk "\$1 == \"kl_sel_after\" { a = \$2 } \$1 == \"kl_sel_before\" { b = \$2 }
+		END { exit !(a < b) }" prov &&
+	test "$(val steps prov)" = 60 && test "$(val window prov)" = 128 &&
+	cmf-patch verify cal.cmf
+'
+
+test_expect_success 'only the final norm changes, in its own dtype' '
+	"$NVG_PY" diff.py c/model.cmf cal.cmf >changed &&
+	echo "$NORM" >expect &&
+	test_cmp expect changed
+'
+
+test_expect_success 'the held-out KL against the source falls' '
+	head -c 40000 "$NVG_DATA/tinystories-sample.txt" >held.txt &&
+	cmf-eval -q -m c/model.cmf --base s2.cmf --text held.txt --window 128 >before &&
+	cmf-eval -q -m cal.cmf --base s2.cmf --text held.txt --window 128 >after &&
+	echo "kl $(val kl before) -> $(val kl after)" &&
+	awk -v a="$(val kl after)" -v b="$(val kl before)" "BEGIN { exit !(a < b) }"
+'
+
+test_expect_success 'same inputs, same bytes' '
+	blr-tune $TUNE --steps 60 -q -m c/model.cmf -o cal2.cmf >rep2 &&
+	cmp cal.cmf cal2.cmf &&
+	cut -d"|" -f1,2 rep >r1 && cut -d"|" -f1,2 rep2 >r2 &&
+	test_cmp r1 r2
+'
+
+test_expect_success 'no steps: the model back, its norm untouched' '
+	blr-tune $TUNE --steps 0 -m c/model.cmf -o zero.cmf >rep0 &&
+	test_grep "step 0 of 0" rep0 &&
+	"$NVG_PY" diff.py c/model.cmf zero.cmf >changed0 &&
+	test ! -s changed0
+'
+
+test_expect_success '-h prints the man page SYNOPSIS' '
+	blr-tune -h >out &&
+	test_man_synopsis man1/blr-tune.1 >syn &&
+	sed -e "s/^ *//" out >got &&
+	test_cmp syn got
+'
+
+test_expect_success 'usage errors: exit 2' '
+	test_expect_code 2 blr-tune -m c/model.cmf --base s2.cmf --tokens cal.u32 -o x.cmf 2>err &&
+	test_grep "say what to tune" err &&
+	test_expect_code 2 blr-tune $TUNE -m c/model.cmf 2>err &&
+	test_expect_code 2 blr-tune $TUNE -m c/model.cmf --lr 0 -o x.cmf 2>err &&
+	test_expect_code 2 blr-tune $TUNE -m c/model.cmf --text held.txt -o x.cmf 2>err &&
+	test_path_is_missing x.cmf
+'
+
+test_expect_success 'a source of other layers, of another vocabulary: one line, exit 1, no output' '
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --base s.cmf -o x.cmf 2>err &&
+	test_grep "^blr-tune: cannot calibrate .c/model.cmf. against .s.cmf.: its layers is 2, the source.s 5$" err &&
+	test_one_line_error err &&
+	"$NVG_PY" craft.py s2.cmf v.cmf vocab &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --base v.cmf -o x.cmf 2>err &&
+	test_grep "its vocabulary is 512, the source.s 500" err &&
+	test_one_line_error err &&
+	test_path_is_missing x.cmf && test_no_tmp_files .
+'
+
+test_expect_success 'too few tokens, a truncated model, the output onto the input: exit 1' '
+	head -c 4000 cal.u32 >few.u32 &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --tokens few.u32 -o x.cmf 2>err &&
+	test_grep "too few calibration tokens in .few.u32.: 1000, --fit-tokens \\+ --sel-tokens need 1536" err &&
+	head -c 100000 c/model.cmf >trunc.cmf &&
+	test_expect_code 1 blr-tune $TUNE -m trunc.cmf -o x.cmf 2>err &&
+	test_grep "cannot open model .trunc.cmf." err &&
+	cp c/model.cmf m.cmf &&
+	test_expect_code 1 blr-tune $TUNE -m m.cmf -o m.cmf 2>err &&
+	test_grep "refusing to overwrite the input" err &&
+	cmp m.cmf c/model.cmf &&
+	test_path_is_missing x.cmf && test_no_tmp_files .
+'
+
+test_done

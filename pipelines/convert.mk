@@ -2,7 +2,8 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [RHO=0.03] [KV_FACTOR=K] \
-#        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] -j N
+#        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
+#        [CALIBRATE=0|1] -j N
 #
 # makes OUT/model.cmf and its report OUT/model.cmf.blr.txt.  Layer L is
 # calibrated on the hidden states S_L that the model produces with layers
@@ -17,6 +18,10 @@
 # with layers < L dual-svid-encoded), only to report each payload's SEL error.
 # Every intermediate is a file written atomically, so a conversion killed at
 # any moment resumes with the same command and ends with the same bytes.
+# CALIBRATE=1 ends with blr-tune --final-norm: the final RMSNorm weight
+# fitted to the source's logits on the calibration windows (OUT/applied.cmf
+# is the model before it, OUT/calibrate.txt its report line); switching it
+# on or off in an OUT redoes only these last steps.
 # Other targets: `sweep` (OUT/curves.txt: every tensor encoded at each of
 # SWEEP_BPW, the input of plan-alloc), `layers` (the generated rules only),
 # `layer-L` (layer L's payloads and the state after it: one cluster job).
@@ -39,6 +44,7 @@ SEL_TOKENS ?= 2048
 WINDOW     ?= 512
 DEVICE     ?= cpu
 THREADS    ?= 1
+CALIBRATE  ?= 0
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
 BIN        ?=
 
@@ -61,6 +67,12 @@ $(error convert.mk: METHOD '$(METHOD)' is not nvg or dual-svid)
 endif
 ifeq ($(filter auto 1 2,$(PATHS)),)
 $(error convert.mk: PATHS '$(PATHS)' is not auto, 1 or 2)
+endif
+ifeq ($(filter 0 1,$(CALIBRATE)),)
+$(error convert.mk: CALIBRATE '$(CALIBRATE)' is not 0 or 1)
+endif
+ifeq ($(CALIBRATE)$(or $(TOKENS),$(TEXT)),1)
+$(error convert.mk: CALIBRATE=1 needs calibration tokens: give TOKENS or TEXT)
 endif
 ifneq ($(and $(TOKENS),$(TEXT)),)
 $(error convert.mk: give TOKENS or TEXT, not both)
@@ -99,13 +111,18 @@ endif
 $(shell mkdir -p '$(OUT)/logs')
 $(file >$(STAMP),$(PARAMS))
 endif
+# CALIBRATE is not a parameter of the stamp: model.cmf follows OUT/calibrate.set,
+# rewritten only when the setting changes
+ifneq ($(file <$(OUT)/calibrate.set),$(CALIBRATE))
+$(file >$(OUT)/calibrate.set,$(CALIBRATE))
+endif
 endif
 
 .PHONY: all layers sweep help
 all: $(OUT)/model.cmf $(OUT)/model.cmf.blr.txt
 
 help:
-	@sed -n '2,24p' $(lastword $(MAKEFILE_LIST))
+	@sed -n '2,/^$$/p' $(lastword $(MAKEFILE_LIST))
 
 # ---- the tensors to encode, and the rules generated from them ----
 
@@ -222,10 +239,23 @@ $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(
 	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
-$(OUT)/model.cmf: $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json
+# the payloads applied: the model itself, or with CALIBRATE=1 the input of the calibration
+APPLIED := $(OUT)/$(if $(filter 1,$(CALIBRATE)),applied,model).cmf
+$(APPLIED): $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json
 	@$(call say,'apply the payloads to $(MODEL)')
 	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply --provenance $(OUT)/provenance.json -o $@ '$(MODEL)' `$(LIB) patches $(OUT)`
+	$(if $(filter 0,$(CALIBRATE)),@$(call say,'wrote $@ and $@.blr.txt'))
+
+ifeq ($(CALIBRATE),1)
+$(OUT)/model.cmf: $(APPLIED) $(OUT)/calibrate.set
+	@$(call say,'calibrate the final norm against $(MODEL)')
+	$(Q)$(LIB) step $(LOG)/calibrate.log -- $(T)blr-tune --final-norm -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(CAPTURE) -o $@ >$(OUT)/calibrate.txt.tmp
+	$(Q)mv $(OUT)/calibrate.txt.tmp $(OUT)/calibrate.txt
+	$(Q)sed 's/^/convert: /' $(OUT)/calibrate.txt >&2
 	@$(call say,'wrote $@ and $@.blr.txt')
+else
+$(OUT)/model.cmf: $(OUT)/calibrate.set
+endif
 
 # ---- sweep: every tensor at every budget of SWEEP_BPW, on the conversion's Grams ----
 # (nvg: a sweep budget spelled as the tensor's own budget in the conversion is

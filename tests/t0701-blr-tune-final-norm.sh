@@ -141,4 +141,27 @@ test_expect_success 'too few tokens, a truncated model, the output onto the inpu
 	test_path_is_missing x.cmf && test_no_tmp_files .
 '
 
+test_expect_success 'convert.mk CALIBRATE=1: the last step, the same bytes as by hand' '
+	blr-tune $TUNE -q -m c/model.cmf -o byhand.cmf >rep.hand &&
+	cp -a c cc &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=cc BPW=2 CALIBRATE=1 -j2 2>err &&
+	test_grep "calibrate the final norm" err && test_no_grep "encode|capture|advance" err &&
+	cmp byhand.cmf cc/model.cmf &&
+	cut -d"|" -f1,2 rep.hand >r1 && cut -d"|" -f1,2 cc/calibrate.txt >r2 && test_cmp r1 r2 &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=cc BPW=2 CALIBRATE=1 -j2 2>err &&
+	test ! -s err &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=cc BPW=2 -j2 2>err &&
+	test_no_grep "calibrate" err &&
+	cmp c/model.cmf cc/model.cmf &&
+	test_no_tmp_files cc
+'
+
+test_expect_success 'convert.mk refuses CALIBRATE=2, and CALIBRATE=1 without tokens' '
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bad BPW=2 CALIBRATE=2 2>err &&
+	test_grep "CALIBRATE .2. is not 0 or 1" err &&
+	test_must_fail conv MODEL=s2.cmf METHOD=dual-svid OUT=bad BPW=2 CALIBRATE=1 2>err &&
+	test_grep "CALIBRATE=1 needs calibration tokens" err &&
+	test_path_is_missing bad
+'
+
 test_done

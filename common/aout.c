@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /*
@@ -95,10 +96,58 @@ int aout_is_stdout(const char *path)
 	return path == NULL || strcmp(path, "-") == 0;
 }
 
+/*
+ * what path names, decided before anything is created: 0 a regular file or
+ * nothing (the temporary-and-rename path), 1 a character device or FIFO
+ * (written in place: a rename would replace the node), -1 anything else.
+ * A symbolic link is followed: *real is its target, which is replaced.
+ */
+static int out_kind(const char *path, char **real)
+{
+	struct stat st;
+
+	*real = NULL;
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : (nv_seterr("cannot write '%s': %s", path,
+						strerror(errno)), -1);
+	if (S_ISLNK(st.st_mode)) {
+		if (!(*real = realpath(path, NULL)) || stat(*real, &st) != 0) {
+			nv_seterr("cannot write '%s': a symbolic link to nothing", path);
+			free(*real);
+			*real = NULL;
+			return -1;
+		}
+	}
+	if (S_ISREG(st.st_mode))
+		return 0;
+	if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+		return 1;
+	nv_seterr("cannot write '%s': not a regular file, a character device or a FIFO", path);
+	free(*real);
+	*real = NULL;
+	return -1;
+}
+
+/* a character device or FIFO: opened as it is, no temporary, no rename */
+static int open_direct(aout *o, const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
+		nv_seterr("cannot open '%s': %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	o->direct = 1;
+	return 0;
+}
+
 int aout_open(aout *o, const char *path, int flags)
 {
 	size_t len;
-	int fd;
+	char *real;
+	int fd, kind;
 
 	memset(o, 0, sizeof(*o));
 	o->slot = -1;
@@ -110,12 +159,19 @@ int aout_open(aout *o, const char *path, int flags)
 		o->f = stdout;
 		return 0;
 	}
-	len = strlen(path) + 32;
-	o->path = nv_strdup(path);
+	if ((kind = out_kind(path, &real)) < 0)
+		return -1;
+	if (kind == 1) {
+		kind = open_direct(o, real ? real : path);
+		free(real);
+		return kind;
+	}
+	o->path = real ? real : nv_strdup(path);
+	len = strlen(o->path) + 32;
 	o->tmp = nv_malloc(len, 1);
 	if (!o->path || !o->tmp)
 		goto fail;
-	snprintf(o->tmp, len, "%s.tmp.%ld", path, (long)getpid());
+	snprintf(o->tmp, len, "%s.tmp.%ld", o->path, (long)getpid());
 	o->slot = register_tmp(o->tmp);
 	if (o->slot < 0)
 		goto fail;
@@ -156,12 +212,18 @@ int aout_commit(aout *o)
 
 	if (!o->f)
 		return 0;
-	if (!o->tmp) { /* stdout: flushed and checked, closed by the tool */
+	if (!o->tmp) { /* stdout (closed by the tool) or a device or FIFO (closed here) */
 		if (fflush(o->f) != 0 || ferror(o->f)) {
-			nv_seterr("write to standard output failed: %s", strerror(errno));
+			nv_seterr("write to %s failed: %s", o->direct ? "the device" :
+				  "standard output", strerror(errno));
+			rc = -1;
+		}
+		if (o->direct && fclose(o->f) != 0 && rc == 0) {
+			nv_seterr("closing the device failed: %s", strerror(errno));
 			rc = -1;
 		}
 		o->f = NULL;
+		o->direct = 0;
 		return rc;
 	}
 	if (fflush(o->f) != 0 || ferror(o->f)) {
@@ -190,6 +252,12 @@ int aout_commit(aout *o)
 
 void aout_abort(aout *o)
 {
+	if (o->direct) {
+		fclose(o->f);
+		memset(o, 0, sizeof(*o));
+		o->slot = -1;
+		return;
+	}
 	if (!o->f && !o->tmp)
 		return;
 	if (o->tmp) {

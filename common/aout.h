@@ -7,6 +7,13 @@
  * for removal: aout_abort(), an exit without commit, and SIGINT, SIGTERM,
  * SIGHUP or SIGPIPE all unlink it.  "-" means standard output; binary
  * output to a terminal is refused.
+ *
+ * What the path names decides how it is written: a regular file (or no file
+ * yet) as above; a character device or a FIFO (/dev/null, a named pipe) in
+ * place, since a rename would replace the node itself; a symbolic link is
+ * followed, so that its target is replaced atomically and the link stays;
+ * anything else (a directory, a socket, a block device, a link to nothing)
+ * is refused before anything is created.
  */
 #ifndef NV_AOUT_H
 #define NV_AOUT_H
@@ -18,6 +25,7 @@ typedef struct {
 	char *path;  /* final name (NULL for stdout) */
 	char *tmp;   /* temporary name (NULL for stdout) */
 	int slot;    /* registry slot for signal-time removal, -1 when none */
+	int direct;  /* a device or FIFO written in place */
 } aout;
 
 #define AOUT_BINARY 1 /* refuse a terminal on stdout */

@@ -4,11 +4,13 @@
 #include "tap.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,6 +93,72 @@ static int refused_on_tty(void)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static int write_all(const char *path, const char *text)
+{
+	aout o;
+
+	if (aout_open(&o, path, 0) < 0)
+		return -1;
+	if (aout_write(&o, text, strlen(text)) < 0) {
+		aout_abort(&o);
+		return -1;
+	}
+	return aout_commit(&o);
+}
+
+/* the node path is a character device, a FIFO, a link: what lstat says */
+static int node_is(const char *path, mode_t type)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+/*
+ * a device or FIFO is written in place (a rename would replace the node:
+ * as root, -o /dev/null replaced the system's /dev/null); a symbolic link
+ * is followed and stays a link; anything else is refused up front
+ */
+static void check_nodes(void)
+{
+	char fifo[512], link[512], target[512], sub[512], null[512], buf[16] = { 0 };
+	int rd;
+
+	/* as root, a node of our own (1, 3): a regression must not take the system's */
+	snprintf(null, sizeof null, "%s/null", dir);
+	if (geteuid() != 0 || mknod(null, S_IFCHR | 0666, makedev(1, 3)) != 0)
+		snprintf(null, sizeof null, "/dev/null");
+	ok(write_all(null, "gone") == 0 && node_is(null, S_IFCHR) &&
+	   entries() == (strcmp(null, "/dev/null") != 0), "%s is written in place and stays a device",
+	   null);
+	if (strcmp(null, "/dev/null"))
+		unlink(null);
+	snprintf(fifo, sizeof fifo, "%s/pipe", dir);
+	mkfifo(fifo, 0600);
+	/* a reader first, so that the writer's open does not wait */
+	rd = open(fifo, O_RDONLY | O_NONBLOCK);
+	ok(write_all(fifo, "through") == 0 && read(rd, buf, sizeof buf - 1) == 7 &&
+	   !strcmp(buf, "through") && node_is(fifo, S_IFIFO), "a FIFO gets the bytes and stays a FIFO");
+	close(rd);
+	unlink(fifo);
+	snprintf(target, sizeof target, "%s/target", dir);
+	snprintf(link, sizeof link, "%s/link", dir);
+	write_all(target, "old");
+	if (symlink(target, link) != 0)
+		printf("# symlink: %s\n", strerror(errno));
+	ok(write_all(link, "new") == 0 && node_is(link, S_IFLNK) && content_is(target, "new") &&
+	   entries() == 2, "a symbolic link is followed: its target replaced, the link kept");
+	unlink(target);
+	ok(write_all(link, "x") < 0 && strstr(nv_err(), "link to nothing") && entries() == 1,
+	   "a link to nothing is refused: %s", nv_err());
+	unlink(link);
+	snprintf(sub, sizeof sub, "%s/sub", dir);
+	mkdir(sub, 0700);
+	ok(write_all(sub, "x") < 0 && strstr(nv_err(), "not a regular file") && node_is(sub, S_IFDIR) &&
+	   entries() == 1, "a directory is refused before anything is made: %s", nv_err());
+	rmdir(sub);
+}
+
 int main(void)
 {
 	char path[512], tmp[600];
@@ -136,6 +204,7 @@ int main(void)
 	ok(st < 0 && strstr(nv_err(), "cannot create"), "a missing directory is an error: %s", nv_err());
 	ok(aout_is_stdout("-") && aout_is_stdout(NULL) && !aout_is_stdout("x"), "'-' and NULL mean stdout");
 	is_int(refused_on_tty(), 0, "binary output to a terminal is refused");
+	check_nodes();
 	rmdir(dir);
 	return done_testing();
 }

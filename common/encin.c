@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blr.h"
 #include "err.h"
+#include "mem.h"
 #include "fileio.h"
 #include "names.h"
 #include "nvgg.h"
@@ -79,23 +81,28 @@ void nv_encin_free(nv_encin *in)
 	nv_mat_free(&in->w);
 	nv_mat_free(&in->hfit);
 	nv_mat_free(&in->hsel);
+	nv_mat_free(&in->wsrc);
+	nv_mat_free(&in->csel);
+	nv_mat_free(&in->ssel);
 	if (in->have_hc)
 		nv_hctx_free(&in->hc);
 	free(in->gauge);
 }
 
-/* an NVGG as f64 (n × n) whose width must be n */
-static int load_gram(const char *path, size_t n, nv_mat *g, uint32_t *crc, uint64_t *count)
+/* an NVGG (or with cross an NVGC) as f64 (n × n) whose width must be n */
+static int load_moment(const char *path, int cross, size_t n, nv_mat *g, uint32_t *crc,
+		       uint64_t *count)
 {
+	const char *what = cross ? "cross Gram" : "Gram";
 	nvgg gg;
 	double *d;
 
-	if (nvgg_read(path, &gg) < 0)
-		return fail("cannot read Gram", path);
+	if ((cross ? nvgc_read(path, &gg) : nvgg_read(path, &gg)) < 0)
+		return fail(cross ? "cannot read cross Gram" : "cannot read Gram", path);
 	if (gg.n != n) {
 		nv_seterr("%u wide, but W has %zu columns", gg.n, n);
 		nvgg_free(&gg);
-		return fail("Gram does not fit W", path);
+		return fail(cross ? "cross Gram does not fit W" : "Gram does not fit W", path);
 	}
 	d = nvgg_to_f64(&gg);
 	if (crc)
@@ -103,11 +110,116 @@ static int load_gram(const char *path, size_t n, nv_mat *g, uint32_t *crc, uint6
 	if (count)
 		*count = gg.count;
 	nvgg_free(&gg);
-	if (!d)
-		return fail("cannot read Gram", path);
+	if (!d) {
+		nv_seterr("out of memory");
+		return fail("cannot read", what);
+	}
 	g->r = g->c = n;
 	g->d = d;
 	return 0;
+}
+
+static int load_gram(const char *path, size_t n, nv_mat *g, uint32_t *crc, uint64_t *count)
+{
+	return load_moment(path, 0, n, g, crc, count);
+}
+
+/* a moment of the positions another one counted: the same count */
+static int same_count(const char *path, uint64_t got, uint64_t want, const char *other)
+{
+	if (got == want)
+		return 0;
+	nv_seterr("it counts %llu positions, %s %llu", (unsigned long long)got, other,
+		  (unsigned long long)want);
+	return fail("moment does not fit", path);
+}
+
+/*
+ * w ← M = W (Cᵀ + λI)(G + λI)⁻¹, λ = damp·tr(G)/n.  Undamped, M = W Cᵀ G⁻¹
+ * minimises E‖M x_q − W x_src‖²; the damping keeps M = W where the streams
+ * agree (C = G).  Solved as Mᵀ = (G + λI)⁻¹ (C + λI) Wᵀ.
+ */
+static int transport_target(const nv_encin_spec *o, nv_encin *in)
+{
+	size_t n = o->n;
+	nv_mat c = { 0 }, x = { 0 };
+	double tr = 0, lam;
+	int rc = -1;
+	uint64_t count;
+
+	if (load_moment(o->cross, 1, n, &c, NULL, &count) < 0 ||
+	    same_count(o->cross, count, in->fit_count, "the FIT Gram") < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		tr += in->hfit.d[i * n + i];
+	lam = o->cross_damp * tr / (double)n;
+	if (nv_mat_zeros(&x, n, o->m) < 0)
+		goto out;
+	nv_gemm(1.0, &c, 0, &in->w, 1, 0.0, &x); /* X (n × m) = C Wᵀ */
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < o->m; k++)
+			x.d[i * o->m + k] += lam * in->w.d[k * n + i];
+	if (nv_posv_many(&in->hfit, lam, &x) < 0) {
+		fail("cannot solve for the transport target of", o->cross);
+		goto out;
+	}
+	in->wsrc = in->w;
+	if (nv_mat_zeros(&in->w, o->m, n) < 0)
+		goto out;
+	for (size_t k = 0; k < o->m; k++)
+		for (size_t i = 0; i < n; i++)
+			in->w.d[k * n + i] = x.d[i * o->m + k];
+	rc = 0;
+out:
+	nv_mat_free(&c);
+	nv_mat_free(&x);
+	return rc;
+}
+
+/* the SEL cross-moment and source Gram, of the SEL Gram's positions */
+static int load_sel_moments(const nv_encin_spec *o, nv_encin *in)
+{
+	uint64_t c1, c2;
+
+	if (load_moment(o->cross_sel, 1, o->n, &in->csel, NULL, &c1) < 0 ||
+	    same_count(o->cross_sel, c1, in->sel_count, "the SEL Gram") < 0 ||
+	    load_moment(o->src_sel, 0, o->n, &in->ssel, NULL, &c2) < 0 ||
+	    same_count(o->src_sel, c2, in->sel_count, "the SEL Gram") < 0)
+		return -1;
+	return 0;
+}
+
+int nv_encin_transport_err(const nv_encin *in, const uint8_t *bytes, size_t len, double *out)
+{
+	const nv_mat *w = in->wsrc.d ? &in->wsrc : &in->w;
+	size_t m = w->r, n = w->c;
+	nv_mat wh = { 0 }, p = { 0 };
+	float *f = nv_malloc(m * n, sizeof(float));
+	double den, num;
+	int rc = -1;
+
+	if (!f || blr_dequantize(bytes, len, f) < 0 || nv_mat_zeros(&wh, m, n) < 0 ||
+	    nv_mat_zeros(&p, m, n) < 0)
+		goto out;
+	for (size_t i = 0; i < m * n; i++)
+		wh.d[i] = f[i];
+	nv_gemm(1.0, w, 0, &in->ssel, 0, 0.0, &p); /* W S */
+	den = nv_dot_all(&p, w);
+	nv_gemm(1.0, &wh, 0, &in->hsel, 0, 0.0, &p); /* Ŵ G */
+	num = nv_dot_all(&p, &wh) + den;
+	nv_gemm(1.0, w, 0, &in->csel, 1, 0.0, &p); /* W Cᵀ */
+	num -= 2 * nv_dot_all(&p, &wh);
+	if (!(den > 0) || !isfinite(num)) {
+		nv_seterr("E‖W x_src‖² on SEL is %g", den);
+		goto out;
+	}
+	*out = num / den;
+	rc = 0;
+out:
+	free(f);
+	nv_mat_free(&wh);
+	nv_mat_free(&p);
+	return rc;
 }
 
 /* the tensor -t from a model file (the -m model or --target-from) */
@@ -208,7 +320,11 @@ int nv_encin_load(const nv_encin_spec *o, const cmf_file *cf, nv_encin *in, nv_p
 		return -1;
 	if (o->fit && load_gram(o->fit, o->n, &in->hfit, &in->fit_crc, &in->fit_count) < 0)
 		return -1;
-	if (o->sel && load_gram(o->sel, o->n, &in->hsel, NULL, NULL) < 0)
+	if (o->sel && load_gram(o->sel, o->n, &in->hsel, NULL, &in->sel_count) < 0)
+		return -1;
+	if (o->cross && transport_target(o, in) < 0)
+		return -1;
+	if (o->cross_sel && load_sel_moments(o, in) < 0)
 		return -1;
 	if (o->nvg && load_hctx(o, in, prof) < 0)
 		return -1;

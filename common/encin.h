@@ -25,6 +25,9 @@ typedef struct {
 	const char *plan;        /* plan file, or NULL */
 	const char *fit, *sel, *hctx; /* NVGG Grams, context file (NULL: built from fit) */
 	const char *gauge, *blocks;   /* "invE" and the head blocks, or NULL */
+	const char *cross;       /* NVGC E[x_q x_srcᵀ] on FIT: the transport target, or NULL */
+	const char *cross_sel, *src_sel; /* NVGC on SEL and NVGG of x_src on SEL, or NULL */
+	double cross_damp;       /* λ = cross_damp·tr(G)/n */
 	unsigned long long shuffle;   /* gauge placebo seed, 0 none */
 	size_t m, n;             /* the shape (from --shape, or the model) */
 	double bpw, rho;
@@ -41,6 +44,9 @@ typedef struct {
 	double *gauge;           /* (m) row gauge applied to w, or NULL */
 	size_t gauge_blocks;
 	double gauge_lo, gauge_hi;
+	nv_mat wsrc;             /* (m × n) W itself when w is its transport target */
+	nv_mat csel, ssel;       /* (n × n) SEL cross-moment and source Gram, or empty */
+	uint64_t sel_count;
 } nv_encin;
 
 /* open the model, find the tensor: shape (checked against a given one) and
@@ -54,5 +60,13 @@ int nv_encin_plan(nv_encin_spec *s);
 /* read and check everything; the "hctx" stage is timed into prof */
 int nv_encin_load(const nv_encin_spec *s, const cmf_file *cf, nv_encin *in, nv_prof *prof);
 void nv_encin_free(nv_encin *in);
+
+/*
+ * the transport objective on SEL of a payload (bytes, len) for W:
+ * E‖Ŵx_q − W x_src‖² / E‖W x_src‖²
+ *   = (tr(Ŵ G Ŵᵀ) − 2 tr(Ŵ C Wᵀ) + tr(W S Wᵀ)) / tr(W S Wᵀ)
+ * with G, C, S the SEL Gram, cross-moment and source Gram
+ */
+int nv_encin_transport_err(const nv_encin *in, const uint8_t *bytes, size_t len, double *out);
 
 #endif

@@ -27,11 +27,40 @@ int gr_init(gr_acc *a, size_t n)
 	return 0;
 }
 
+int gr_init_cross(gr_acc *a, size_t n)
+{
+	if (gr_init(a, n) < 0)
+		return -1;
+	a->cross = 1;
+	if (!(a->buf2 = nv_malloc(GR_BLOCK, n * sizeof(double)))) {
+		gr_free(a);
+		return -1;
+	}
+	return 0;
+}
+
 void gr_free(gr_acc *a)
 {
 	free(a->g);
 	free(a->buf);
+	free(a->buf2);
 	memset(a, 0, sizeof *a);
+}
+
+/* rows r0..r0+k of x (· × n) as f64 into buf; a non-finite value is an error */
+static int block_f64(const float *x, size_t r0, size_t k, size_t n, double *buf)
+{
+	for (size_t i = 0; i < k * n; i++) {
+		float v = x[r0 * n + i];
+
+		if (!isfinite(v)) {
+			nv_seterr("row %zu, channel %zu is %s", r0 + i / n, i % n,
+				  isnan(v) ? "nan" : "infinite");
+			return -1;
+		}
+		buf[i] = v;
+	}
+	return 0;
 }
 
 int gr_add(gr_acc *a, const float *x, size_t T)
@@ -41,19 +70,28 @@ int gr_add(gr_acc *a, const float *x, size_t T)
 	for (size_t r0 = 0; r0 < T; r0 += GR_BLOCK) {
 		size_t k = T - r0 < GR_BLOCK ? T - r0 : GR_BLOCK;
 
-		for (size_t i = 0; i < k * n; i++) {
-			float v = x[r0 * n + i];
-
-			if (!isfinite(v)) {
-				nv_seterr("row %zu, channel %zu is %s", r0 + i / n, i % n,
-					  isnan(v) ? "nan" : "infinite");
-				return -1;
-			}
-			a->buf[i] = v;
-		}
+		if (block_f64(x, r0, k, n, a->buf) < 0)
+			return -1;
 		/* G (n × n) += Bᵀ B, B (k × n) */
 		cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)k, 1.0, a->buf,
 			    (int)n, 1.0, a->g, (int)n);
+		a->count += k;
+	}
+	return 0;
+}
+
+int gr_add_cross(gr_acc *a, const float *xq, const float *xs, size_t T)
+{
+	size_t n = a->n;
+
+	for (size_t r0 = 0; r0 < T; r0 += GR_BLOCK) {
+		size_t k = T - r0 < GR_BLOCK ? T - r0 : GR_BLOCK;
+
+		if (block_f64(xq, r0, k, n, a->buf) < 0 || block_f64(xs, r0, k, n, a->buf2) < 0)
+			return -1;
+		/* C (n × n) += Bqᵀ Bs, Bq and Bs (k × n) */
+		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)n, (int)k, 1.0,
+			    a->buf, (int)n, a->buf2, (int)n, 1.0, a->g, (int)n);
 		a->count += k;
 	}
 	return 0;
@@ -72,7 +110,10 @@ int gr_finish(const gr_acc *a, nvgg *out)
 	if (n > UINT32_MAX || !(out->g = nv_malloc(n, n * sizeof(float))))
 		return -1;
 	inv = 1.0 / (double)a->count;
-	for (size_t i = 0; i < n; i++)
+	out->cross = a->cross;
+	for (size_t i = 0; a->cross && i < n * n; i++)
+		out->g[i] = (float)(a->g[i] * inv);
+	for (size_t i = 0; !a->cross && i < n; i++)
 		for (size_t j = i; j < n; j++) {
 			float v = (float)(a->g[i * n + j] * inv);
 
@@ -215,6 +256,11 @@ typedef struct {
 	st_reader in;
 	st_writer out;
 	int has_in, has_out;
+	/* the source stream, for the cross-moments */
+	fw_scratch s2;
+	float *x2;      /* (window × d) its hidden states */
+	st_reader xin;
+	int has_xin;
 } cap_ctx;
 
 static void cap_free(cap_ctx *c)
@@ -223,9 +269,32 @@ static void cap_free(cap_ctx *c)
 		st_close(&c->in);
 	if (c->has_out)
 		st_abort(&c->out);
+	if (c->has_xin)
+		st_close(&c->xin);
 	fw_layer_free(&c->ly);
 	fw_scratch_free(&c->s);
+	fw_scratch_free(&c->s2);
 	free(c->x);
+	free(c->x2);
+}
+
+/* the source stream's state S_L^src: the same tokens, windows and layer as S_L */
+static int cross_open(cap_ctx *c, const st_header *want)
+{
+	const gr_capture_opts *o = c->o;
+
+	if (fw_scratch_init(&c->s2, c->m, o->window) < 0 ||
+	    !(c->x2 = nv_malloc(o->window, c->m->d * sizeof(float))))
+		return -1;
+	if (st_open(&c->xin, o->cross_in) < 0)
+		goto bad;
+	c->has_xin = 1;
+	if (st_check(&c->xin.h, want) < 0)
+		goto bad;
+	return 0;
+bad:
+	nv_preerr("source state file '%s'", o->cross_in);
+	return -1;
 }
 
 static int cap_open(cap_ctx *c)
@@ -244,6 +313,8 @@ static int cap_open(cap_ctx *c)
 			return -1;
 		if (st_check(&c->in.h, &want) < 0)
 			goto bad_state;
+		if (o->cross_in && cross_open(c, &want) < 0)
+			return -1;
 	}
 	if (fw_layer_load(c->m, o->layer, o->ov, o->nov, &c->ly) < 0)
 		return -1;
@@ -300,14 +371,41 @@ static int window_grams(cap_ctx *c, const fw_leads *ld, const fw_window *w, size
 	return 0;
 }
 
-static int init_accs(const fw_model *m, gr_acc acc[GR_NLEAD][2])
+/*
+ * the source stream's window through the same float layer: each lead's
+ * cross-moment with the converted stream's lead ld at the same positions
+ */
+static int window_cross(cap_ctx *c, const fw_leads *ld, const fw_window *w, size_t wi,
+			size_t row0, gr_acc xacc[GR_NLEAD][2])
+{
+	size_t T = w->len - 1;
+	fw_leads ls;
+
+	if (st_rows(&c->xin, row0, T, c->x2) < 0) {
+		nv_preerr("source state file '%s'", c->o->cross_in);
+		return -1;
+	}
+	if (fw_layer_run(c->m, &c->ly, &c->s2, c->x2, T, &ls) < 0)
+		return -1;
+	const float *q[GR_NLEAD] = { ld->q, ld->o, ld->gate, ld->down };
+	const float *p[GR_NLEAD] = { ls.q, ls.o, ls.gate, ls.down };
+	for (int i = 0; i < GR_NLEAD; i++)
+		if (gr_add_cross(&xacc[i][w->sel], q[i], p[i], T) < 0) {
+			nv_preerr("layer %d, source lead %s, window %zu", c->o->layer,
+				  gr_lead_name[i], wi);
+			return -1;
+		}
+	return 0;
+}
+
+static int init_accs(const fw_model *m, gr_acc acc[GR_NLEAD][2], int cross)
 {
 	size_t n[GR_NLEAD] = { m->d, m->qdim, m->d, m->ff };
 
 	memset(acc, 0, sizeof(gr_acc) * GR_NLEAD * 2);
 	for (int i = 0; i < GR_NLEAD; i++)
 		for (int p = 0; p < 2; p++)
-			if (gr_init(&acc[i][p], n[i]) < 0)
+			if ((cross ? gr_init_cross : gr_init)(&acc[i][p], n[i]) < 0)
 				return -1;
 	return 0;
 }
@@ -337,7 +435,7 @@ static int check_tokens(const fw_model *m, const gr_capture_opts *o)
 }
 
 static int run_windows(cap_ctx *c, const fw_window *w, size_t nwin, size_t rows,
-		       gr_acc acc[GR_NLEAD][2])
+		       gr_acc acc[GR_NLEAD][2], gr_acc xacc[GR_NLEAD][2])
 {
 	size_t row0 = 0;
 
@@ -350,6 +448,8 @@ static int run_windows(cap_ctx *c, const fw_window *w, size_t nwin, size_t rows,
 			return -1;
 		if (c->o->grams && window_grams(c, &ld, &w[i], i, acc) < 0)
 			return -1;
+		if (c->has_xin && window_cross(c, &ld, &w[i], i, row0, xacc) < 0)
+			return -1;
 		if (c->has_out && st_append(&c->out, c->x, T) < 0)
 			return -1;
 		row0 += T;
@@ -361,21 +461,43 @@ static int run_windows(cap_ctx *c, const fw_window *w, size_t nwin, size_t rows,
 
 int gr_capture(fw_model *m, const gr_capture_opts *o, gr_acc acc[GR_NLEAD][2], double *flops)
 {
+	return gr_capture_cross(m, o, acc, NULL, flops);
+}
+
+/* what a cross capture needs beyond a plain one */
+static int check_cross(const gr_capture_opts *o, gr_acc xacc[GR_NLEAD][2])
+{
+	if (!o->cross_in)
+		return 0;
+	if (!xacc || !o->state_in || o->nov) {
+		nv_seterr("the cross-moments need S_L and S_L^src, and take no patches");
+		return -1;
+	}
+	return 0;
+}
+
+int gr_capture_cross(fw_model *m, const gr_capture_opts *o, gr_acc acc[GR_NLEAD][2],
+		     gr_acc xacc[GR_NLEAD][2], double *flops)
+{
 	cap_ctx c = { .m = m, .o = o };
 	fw_window *w = NULL;
 	size_t nwin, rows;
 	int rc = -1;
 
 	memset(acc, 0, sizeof(gr_acc) * GR_NLEAD * 2);
-	if (check_tokens(m, o) < 0 || !(w = fw_windows(o->fit, o->sel, o->window, &nwin, &rows)))
+	if (xacc)
+		memset(xacc, 0, sizeof(gr_acc) * GR_NLEAD * 2);
+	if (check_tokens(m, o) < 0 || check_cross(o, xacc) < 0 ||
+	    !(w = fw_windows(o->fit, o->sel, o->window, &nwin, &rows)))
 		return -1;
 	if (nwin == 0) {
 		nv_seterr("no window of at least 2 tokens in FIT %zu + SEL %zu", o->fit, o->sel);
 		goto out;
 	}
-	if ((o->grams && init_accs(m, acc) < 0) || cap_open(&c) < 0)
+	if ((o->grams && init_accs(m, acc, 0) < 0) || (o->cross_in && init_accs(m, xacc, 1) < 0) ||
+	    cap_open(&c) < 0)
 		goto out;
-	if (run_windows(&c, w, nwin, rows, acc) < 0)
+	if (run_windows(&c, w, nwin, rows, acc, xacc) < 0)
 		goto out;
 	if (c.has_out) {
 		c.has_out = 0;
@@ -385,7 +507,7 @@ int gr_capture(fw_model *m, const gr_capture_opts *o, gr_acc acc[GR_NLEAD][2], d
 	rc = 0;
 out:
 	if (flops)
-		*flops = c.s.flops;
+		*flops = c.s.flops + c.s2.flops;
 	cap_free(&c);
 	free(w);
 	return rc;

@@ -21,6 +21,8 @@ typedef struct {
 	uint64_t count;
 	double *g;   /* (n × n), upper triangle accumulated */
 	double *buf; /* (GR_BLOCK × n) rows converted to f64 */
+	double *buf2; /* (GR_BLOCK × n) the source stream's rows (cross only) */
+	int cross;    /* a cross-moment: g is the whole (n × n) Σ x_q x_srcᵀ */
 } gr_acc;
 
 #define GR_BLOCK 256
@@ -31,7 +33,13 @@ void gr_free(gr_acc *a);
 /* add rows x (T × n); a non-finite value is an error naming its row and channel */
 int gr_add(gr_acc *a, const float *x, size_t T);
 
-/* the mean Gram (needs count ≥ 1) */
+/* a cross-moment accumulator (NVGC): C += X_qᵀ X_src through dgemm, f64 */
+int gr_init_cross(gr_acc *a, size_t n);
+
+/* add the row pairs xq, xs (T × n each), the same positions of two streams */
+int gr_add_cross(gr_acc *a, const float *xq, const float *xs, size_t T);
+
+/* the mean Gram, or the mean cross-moment (needs count ≥ 1) */
 int gr_finish(const gr_acc *a, nvgg *out);
 
 /*
@@ -55,6 +63,7 @@ typedef struct {
 	int layer;
 	const char *state_in;  /* S_L, or NULL: from the embeddings */
 	const char *state_out; /* S_{L+1}, or NULL */
+	const char *cross_in;  /* S_L^src (the source stream), or NULL: see gr_capture_cross */
 	const fw_override *ov; /* patches of layer L */
 	size_t nov;
 	int grams;             /* accumulate the leads' Grams */
@@ -70,6 +79,14 @@ typedef struct {
  */
 int gr_capture(fw_model *m, const gr_capture_opts *o, gr_acc acc[GR_NLEAD][2],
 	       double *flops);
+
+/*
+ * gr_capture that also runs the float layer L over the source stream's
+ * states o->cross_in (S_L^src; needs o->state_in, no patches) and
+ * accumulates each lead's cross-moment E[x_q x_srcᵀ] into xacc[lead][part]
+ */
+int gr_capture_cross(fw_model *m, const gr_capture_opts *o, gr_acc acc[GR_NLEAD][2],
+		     gr_acc xacc[GR_NLEAD][2], double *flops);
 
 /* the state header for a run (layer: the layer the states enter) */
 int gr_state_header(const fw_model *m, const gr_capture_opts *o, uint32_t layer,

@@ -246,6 +246,30 @@ int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, do
 	return (int)info;
 }
 
+int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
+{
+	size_t n = a->r;
+	nv_mat w;
+	lapack_int info;
+
+	assert(a->c == n && x->r == n);
+	if (nv_mat_copy(&w, a) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		w.d[i * n + i] += shift;
+	/* the upper triangle of row-major A is the lower one of the same matrix column-major */
+	info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)x->c, w.d,
+			     (lapack_int)n, x->d, (lapack_int)x->c);
+	nv_mat_free(&w);
+	assert(info >= 0);
+	nv_flops_add((uint64_t)n * n * n / 3 + 2ull * n * n * x->c);
+	if (info > 0) {
+		nv_seterr("system not positive definite (leading minor %d of %zu)", (int)info, n);
+		return -1;
+	}
+	return 0;
+}
+
 int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 {
 	size_t n = a->r;

@@ -65,6 +65,10 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge);
  * LAPACK's info: 0, or > 0 when the shifted matrix is not positive definite. */
 int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x);
 
+/* X (n × k) ← (A + shift·I)⁻¹·X for symmetric A (n × n), every column at once
+ * (dposv); a matrix that is not positive definite is an error with reason */
+int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);
+
 /* the thread count of OpenBLAS; tools call it once */
 void nv_set_threads(int n);
 /* the thread count OpenBLAS uses now */

@@ -59,23 +59,36 @@ static int nvgg_check_values(const float *g, size_t n)
 	return 0;
 }
 
-int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out)
+/* a cross-moment's entries need only be finite */
+static int nvgc_check_values(const float *g, size_t n)
 {
-	uint32_t magic, n;
+	for (size_t i = 0; i < n * n; i++)
+		if (!isfinite(g[i])) {
+			nv_seterr("C[%zu,%zu] = %g is not finite", i / n, i % n, g[i]);
+			return -1;
+		}
+	return 0;
+}
+
+/* an NVGG (cross 0) or NVGC (cross 1) file's bytes: the layout is one */
+static int parse_kind(const uint8_t *buf, size_t len, int cross, nvgg *out)
+{
+	uint32_t magic, n, want_magic = cross ? NVGC_MAGIC : NVGG_MAGIC;
+	const char *kind = cross ? "NVGC" : "NVGG";
 	uint64_t count;
 	size_t want;
 	float *g;
 
 	memset(out, 0, sizeof(*out));
 	if (len < NVGG_HEADER) {
-		nv_seterr("%zu bytes is shorter than the 16-byte NVGG header", len);
+		nv_seterr("%zu bytes is shorter than the 16-byte %s header", len, kind);
 		return -1;
 	}
 	magic = le_u32(buf);
 	n = le_u32(buf + 4);
 	count = le_u64(buf + 8);
-	if (magic != NVGG_MAGIC) {
-		nv_seterr("magic 0x%08X is not NVGG (0x%08X)", magic, NVGG_MAGIC);
+	if (magic != want_magic) {
+		nv_seterr("magic 0x%08X is not %s (0x%08X)", magic, kind, want_magic);
 		return -1;
 	}
 	if (n == 0) {
@@ -83,7 +96,7 @@ int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out)
 		return -1;
 	}
 	if (count == 0) {
-		nv_seterr("count 0: a Gram of no tokens has no mean");
+		nv_seterr("count 0: a %s of no tokens has no mean", cross ? "moment" : "Gram");
 		return -1;
 	}
 	want = nvgg_size(n);
@@ -98,17 +111,29 @@ int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out)
 		return -1;
 	for (size_t i = 0; i < (size_t)n * n; i++)
 		g[i] = le_f32(buf + NVGG_HEADER + 4 * i);
-	if (nvgg_check_values(g, n) < 0) {
+	if ((cross ? nvgc_check_values(g, n) : nvgg_check_values(g, n)) < 0) {
 		free(g);
 		return -1;
 	}
 	out->n = n;
 	out->count = count;
 	out->g = g;
+	out->cross = cross;
 	return 0;
 }
 
-int nvgg_read(const char *path, nvgg *out)
+int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out)
+{
+	return parse_kind(buf, len, 0, out);
+}
+
+int nvgc_parse(const uint8_t *buf, size_t len, nvgg *out)
+{
+	return parse_kind(buf, len, 1, out);
+}
+
+/* cross −1: the kind the file's magic says */
+static int read_kind(const char *path, int cross, nvgg *out)
 {
 	nv_map m;
 	int rc;
@@ -116,9 +141,26 @@ int nvgg_read(const char *path, nvgg *out)
 	memset(out, 0, sizeof(*out));
 	if (nv_map_file(path, &m) < 0)
 		return -1;
-	rc = nvgg_parse(m.data, m.len, out);
+	if (cross < 0)
+		cross = m.len >= 4 && le_u32(m.data) == NVGC_MAGIC;
+	rc = parse_kind(m.data, m.len, cross, out);
 	nv_map_free(&m);
 	return rc;
+}
+
+int nvgg_read_any(const char *path, nvgg *out)
+{
+	return read_kind(path, -1, out);
+}
+
+int nvgc_read(const char *path, nvgg *out)
+{
+	return read_kind(path, 1, out);
+}
+
+int nvgg_read(const char *path, nvgg *out)
+{
+	return read_kind(path, 0, out);
 }
 
 int nvgg_write(const char *path, const nvgg *g)
@@ -130,7 +172,7 @@ int nvgg_write(const char *path, const nvgg *g)
 		nv_seterr("n %u is outside [1, %u]", g->n, UINT32_MAX);
 		return -1;
 	}
-	put_u32(hd, NVGG_MAGIC);
+	put_u32(hd, g->cross ? NVGC_MAGIC : NVGG_MAGIC);
 	put_u32(hd + 4, g->n);
 	put_u64(hd + 8, g->count);
 	if (aout_open(&o, path, AOUT_BINARY) < 0)
@@ -159,6 +201,11 @@ int nvgg_merge(const nvgg *in, size_t k, nvgg *out)
 			nv_seterr("shard %zu has n %u, shard 0 has n %u", s, in[s].n, in[0].n);
 			return -1;
 		}
+		if (in[s].cross != in[0].cross) {
+			nv_seterr("shard %zu is %s, shard 0 is %s", s, in[s].cross ? "NVGC" : "NVGG",
+				  in[0].cross ? "NVGC" : "NVGG");
+			return -1;
+		}
 		if (in[s].count == 0 || total > UINT64_MAX - in[s].count) {
 			nv_seterr("shard %zu: count %llu is zero or the total overflows", s,
 				  (unsigned long long)in[s].count);
@@ -184,6 +231,7 @@ int nvgg_merge(const nvgg *in, size_t k, nvgg *out)
 	free(acc);
 	out->n = in[0].n;
 	out->count = total;
+	out->cross = in[0].cross;
 	return 0;
 }
 

@@ -11,6 +11,12 @@
  * (|G_ij − G_ji| ≤ NVGG_SYM_TOL · max(G_ii, G_jj, 1e-30)) and a non-negative
  * diagonal.  Failures set a reason (err.h) naming the field, its value and
  * what was allowed; the caller adds the file name.
+ *
+ * NVGC, the cross-moment of two streams at the same positions
+ * (man/man5/nvgc.5), has the same layout with magic 0x4E564743 ("NVGC"):
+ * C[i][j] = (1/count)·Σ x_q[i]·x_src[j], not symmetric; its readers check
+ * everything above but symmetry and the diagonal's sign.  It merges by count
+ * like NVGG; the two kinds never mix.
  */
 #ifndef NV_NVGG_H
 #define NV_NVGG_H
@@ -19,12 +25,14 @@
 #include <stdint.h>
 
 #define NVGG_MAGIC 0x4E564747u
+#define NVGC_MAGIC 0x4E564743u
 #define NVGG_SYM_TOL 1e-5
 
 typedef struct {
 	uint32_t n;
 	uint64_t count;
 	float *g; /* (n × n) row-major, owned */
+	int cross; /* 1: an NVGC cross-moment (written with its magic) */
 } nvgg;
 
 /* validate and decode a whole file's bytes (len bytes) into out (g owned) */
@@ -32,6 +40,13 @@ int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out);
 
 /* read and validate path ("-" = stdin) */
 int nvgg_read(const char *path, nvgg *out);
+
+/* the same for an NVGC cross-moment */
+int nvgc_parse(const uint8_t *buf, size_t len, nvgg *out);
+int nvgc_read(const char *path, nvgg *out);
+
+/* an NVGG or an NVGC file, by its magic (out->cross says which) */
+int nvgg_read_any(const char *path, nvgg *out);
 
 /* write atomically ("-" = stdout, refused on a terminal) */
 int nvgg_write(const char *path, const nvgg *g);

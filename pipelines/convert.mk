@@ -3,7 +3,7 @@
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
-#        [CALIBRATE=0|1] -j N
+#        [TRANSPORT=0|1] [CALIBRATE=0|1] -j N
 #
 # makes OUT/model.cmf and its report OUT/model.cmf.blr.txt.  Layer L is
 # calibrated on the hidden states S_L that the model produces with layers
@@ -18,6 +18,11 @@
 # with layers < L dual-svid-encoded), only to report each payload's SEL error.
 # Every intermediate is a file written atomically, so a conversion killed at
 # any moment resumes with the same command and ends with the same bytes.
+# TRANSPORT=1 (nvg) also keeps the source model's own states OUT/src/S_L
+# (nothing encoded), captures each lead's cross-moment of the two streams
+# (L/g.<lead>.{fit,sel}.cross, NVGC) and encodes the transport target
+# W (Cᵀ+λI)(G+λI)⁻¹ of every tensor of layers ≥ 1 (nvg-encode --cross); the
+# SEL error it reports is E‖Ŵx_q − W x_src‖² / E‖W x_src‖².
 # CALIBRATE=1 ends with blr-tune --final-norm: the final RMSNorm weight
 # fitted to the source's logits on the calibration windows (OUT/applied.cmf
 # is the model before it, OUT/calibrate.txt its report line); switching it
@@ -45,6 +50,7 @@ WINDOW     ?= 512
 DEVICE     ?= cpu
 THREADS    ?= 1
 CALIBRATE  ?= 0
+TRANSPORT  ?= 0
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
 BIN        ?=
 
@@ -70,6 +76,12 @@ $(error convert.mk: PATHS '$(PATHS)' is not auto, 1 or 2)
 endif
 ifeq ($(filter 0 1,$(CALIBRATE)),)
 $(error convert.mk: CALIBRATE '$(CALIBRATE)' is not 0 or 1)
+endif
+ifeq ($(filter 0 1,$(TRANSPORT)),)
+$(error convert.mk: TRANSPORT '$(TRANSPORT)' is not 0 or 1)
+endif
+ifeq ($(TRANSPORT)$(METHOD),1dual-svid)
+$(error convert.mk: TRANSPORT=1 is nvg's: dual-svid reads no Grams)
 endif
 ifeq ($(CALIBRATE)$(or $(TOKENS),$(TEXT)),1)
 $(error convert.mk: CALIBRATE=1 needs calibration tokens: give TOKENS or TEXT)
@@ -98,7 +110,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) threads=$(THREADS) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)
 STAMP := $(OUT)/params
 ifneq ($(wildcard $(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
@@ -167,9 +179,15 @@ NVG_ENV := OPENBLAS_NUM_THREADS=$(THREADS)
 ENCODE_COMMON = --shape $(SHAPE_$(1)_$(2)) $(KV_$(1)_$(2)) --paths $(PATHS) \
 	--kv-factor $(KV_FACTOR) --threads $(THREADS)
 NVG_CTX = --hctx $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx --fit $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
-	--sel $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
+	--sel $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram $(call XP_ARGS,$(1),$(LEAD_$(1)_$(2)))
 NVG_DEPS = $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
-	$(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
+	$(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram $(call XP_DEPS,$(1),$(LEAD_$(1)_$(2)))
+# transport (layers ≥ 1): the lead's cross-moments and the source stream's SEL Gram
+xport = $(and $(filter 1,$(TRANSPORT)),$(filter-out 0,$(1)))
+XP_DEPS = $(if $(call xport,$(1)),$(OUT)/L$(1)/g.$(2).fit.cross $(OUT)/L$(1)/g.$(2).sel.cross \
+	$(OUT)/L$(1)/src.$(2).sel.gram)
+XP_ARGS = $(if $(call xport,$(1)),--cross $(OUT)/L$(1)/g.$(2).fit.cross \
+	--cross-sel $(OUT)/L$(1)/g.$(2).sel.cross --src-sel $(OUT)/L$(1)/src.$(2).sel.gram)
 SEL_GRAM = $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
 SVID_OPTS = --method dual-svid
 ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
@@ -199,11 +217,25 @@ $(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir
 layer-$(1): $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep) $(if $(filter $(NEXT_$(1)),$(NEED_STATE)),$(OUT)/S$(NEXT_$(1)).state)
 endef
 
-# capture layer L's inputs from S_L (float layer)
+# capture layer L's inputs from S_L (float layer); with transport, also the
+# cross-moments with the source stream's inputs from S_L^src
+crosses_of = $(if $(call xport,$(1)),$(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/g.$(d).fit.cross \
+	$(OUT)/L$(1)/g.$(d).sel.cross))
 define capture
-$(call grams_of,$(1)) &: $(call state_dep,$(1)) | $(OUT)/L$(1)/.dir
+$(call grams_of,$(1)) $(call crosses_of,$(1)) &: $(call state_dep,$(1)) $(if $(call xport,$(1)),$(OUT)/src/S$(1).state) | $(OUT)/L$(1)/.dir
 	@$(call say,'layer $(1)/$(NLAYERS): capture $(call leads_of,$(1))')
-	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).capture.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) -o $(OUT)/L$(1)/g
+	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).capture.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(if $(call xport,$(1)),--cross-state $(OUT)/src/S$(1).state) $(CAPTURE) -o $(OUT)/L$(1)/g
+endef
+
+# the source stream (transport): layer L in float on S_L^src, its Grams
+# (L/src.*) and S_{L+1}^src; from the embeddings at layer 0
+SRC_GRAMS = $(foreach d,q o gate down,$(OUT)/L$(1)/src.$(d).fit.gram $(OUT)/L$(1)/src.$(d).sel.gram)
+src_next = $(if $(filter $(NEXT_$(1)),$(NEED_STATE)),$(OUT)/src/S$(NEXT_$(1)).state)
+define src_stream
+$(call SRC_GRAMS,$(1)) $(call src_next,$(1)) &: $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state) | $(OUT)/L$(1)/.dir
+	@mkdir -p $(OUT)/src
+	@$(call say,'layer $(1)/$(NLAYERS): source stream')
+	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).source.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(if $(filter-out 0,$(1)),--state $(OUT)/src/S$(1).state) $(CAPTURE) -o $(OUT)/L$(1)/src $(if $(call src_next,$(1)),--next-state $(call src_next,$(1)))
 endef
 
 # nvg: the inputs' contexts
@@ -229,6 +261,9 @@ $(foreach l,$(LAYERS),$(if $(filter $(NEXT_$(l)),$(NEED_STATE)),$(eval $(call ad
 endif
 ifeq ($(METHOD),nvg)
 $(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call nvg_contexts,$(l)))))
+endif
+ifeq ($(TRANSPORT),1)
+$(foreach l,$(LAYERS),$(eval $(call src_stream,$(l))))
 endif
 
 REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))

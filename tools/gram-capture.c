@@ -20,14 +20,14 @@ static const char synopsis[] =
 	"gram-capture -n N [--fit-tokens F --sel-tokens S] -o prefix [file ...]\n"
 	"gram-capture -m model.cmf (--tokens file | --text file) -l L [--state S_L]\n"
 	"             [--fit-tokens F --sel-tokens S] [--window W] [--patch name=payload ...]\n"
-	"             [--next-state out] [-o prefix] [-q | -v]\n"
+	"             [--next-state out] [--cross-state S_L_src] [-o prefix] [-q | -v]\n"
 	"gram-capture --merge [-o out.gram] a.gram b.gram ...\n"
 	"gram-capture -h | --version\n";
 
 #define MAX_PATCH 64
 
 typedef struct {
-	const char *model, *tokens, *text, *state, *next, *out;
+	const char *model, *tokens, *text, *state, *next, *out, *cross;
 	size_t n, fit, sel, window;
 	long layer;
 	int has_n, has_fit, has_sel, has_layer, merge, progress;
@@ -77,6 +77,7 @@ static int parse_opt(int c, opts *o)
 	case 'T': o->text = optarg; return 0;
 	case 's': o->state = optarg; return 0;
 	case 'N': o->next = optarg; return 0;
+	case 'X': o->cross = optarg; return 0;
 	case 'F': o->has_fit = 1; return size_opt("--fit-tokens", optarg, 2, &o->fit);
 	case 'S': o->has_sel = 1; return size_opt("--sel-tokens", optarg, 2, &o->sel);
 	case 'w': return size_opt("--window", optarg, 2, &o->window);
@@ -93,7 +94,7 @@ static int parse_opt(int c, opts *o)
 static int check_opts(const opts *o, int nfiles)
 {
 	int model = o->model || o->tokens || o->text || o->state || o->next || o->npatch ||
-		    o->has_layer;
+		    o->has_layer || o->cross;
 
 	if (o->has_fit != o->has_sel)
 		return tool_usage_error("give both --fit-tokens and --sel-tokens, or neither");
@@ -115,6 +116,8 @@ static int check_opts(const opts *o, int nfiles)
 		return tool_usage_error("give one of --tokens and --text");
 	if (!o->out && !o->next)
 		return tool_usage_error("-m needs -o prefix, --next-state out, or both");
+	if (o->cross && (!o->state || !o->out || o->npatch))
+		return tool_usage_error("--cross-state needs --state and -o, and takes no --patch");
 	if (o->next && o->state && tool_same_file(o->next, o->state))
 		return tool_usage_error("--next-state '%s' would overwrite the input state", o->next);
 	return 0;
@@ -127,7 +130,8 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "text", 1, 0, 'T' }, { "state", 1, 0, 's' }, { "next-state", 1, 0, 'N' },
 		{ "fit-tokens", 1, 0, 'F' }, { "sel-tokens", 1, 0, 'S' }, { "window", 1, 0, 'w' },
 		{ "patch", 1, 0, 'p' }, { "merge", 0, 0, 'M' }, { "help", 0, 0, 'h' },
-		{ "version", 0, 0, 'V' }, { "output", 1, 0, 'o' }, { 0, 0, 0, 0 },
+		{ "version", 0, 0, 'V' }, { "output", 1, 0, 'o' }, { "cross-state", 1, 0, 'X' },
+		{ 0, 0, 0, 0 },
 	};
 	int c, rc;
 
@@ -153,7 +157,7 @@ static int write_grams(nvgg *g, char **names, size_t k)
 /* finish accumulators acc[0..k) into the files names[0..k) */
 static int finish_all(gr_acc *const *acc, char **names, size_t k)
 {
-	nvgg g[2 * GR_NLEAD];
+	nvgg g[4 * GR_NLEAD];
 	size_t done = 0;
 	int rc = EXIT_FAIL;
 
@@ -169,21 +173,22 @@ out:
 	return rc;
 }
 
-static char *name_of(const char *prefix, const char *lead, const char *part)
+/* prefix[.lead][.part].ext */
+static char *name_of(const char *prefix, const char *lead, const char *part, const char *ext)
 {
 	size_t len = strlen(prefix) + 32;
 	char *s = malloc(len);
 
 	if (s)
-		snprintf(s, len, "%s%s%s%s%s.gram", prefix, lead ? "." : "", lead ? lead : "",
-			 part ? "." : "", part ? part : "");
+		snprintf(s, len, "%s%s%s%s%s.%s", prefix, lead ? "." : "", lead ? lead : "",
+			 part ? "." : "", part ? part : "", ext);
 	return s;
 }
 
 static int write_parts(const char *prefix, const char *lead, gr_acc *acc, int split)
 {
-	char *names[2] = { name_of(prefix, lead, split ? "fit" : NULL),
-			   split ? name_of(prefix, lead, "sel") : NULL };
+	char *names[2] = { name_of(prefix, lead, split ? "fit" : NULL, "gram"),
+			   split ? name_of(prefix, lead, "sel", "gram") : NULL };
 	gr_acc *a[2] = { &acc[0], &acc[1] };
 	int rc = finish_all(a, names, split ? 2 : 1);
 
@@ -217,7 +222,7 @@ static int merge_mode(const opts *o, char **files, int nfiles)
 	int k = 0, rc = EXIT_FAIL;
 
 	for (; in && k < nfiles; k++)
-		if (nvgg_read(files[k], &in[k]) < 0) {
+		if (nvgg_read_any(files[k], &in[k]) < 0) {
 			tool_fail("cannot read Gram", files[k]);
 			goto done;
 		}
@@ -237,18 +242,21 @@ done:
 	return rc;
 }
 
-static int write_leads(const opts *o, gr_acc acc[GR_NLEAD][2], int split)
+/* the leads' Grams (and with xacc their cross-moments, .cross) */
+static int write_leads(const opts *o, gr_acc acc[GR_NLEAD][2], gr_acc (*xacc)[2], int split)
 {
-	char *names[2 * GR_NLEAD] = { 0 };
-	gr_acc *a[2 * GR_NLEAD];
+	char *names[4 * GR_NLEAD] = { 0 };
+	gr_acc *a[4 * GR_NLEAD];
 	size_t k = 0;
 	int rc;
 
-	for (int i = 0; i < GR_NLEAD; i++)
-		for (int p = 0; p < (split ? 2 : 1); p++) {
-			a[k] = &acc[i][p];
-			names[k++] = name_of(o->out, gr_lead_name[i], split ? (p ? "sel" : "fit") : NULL);
-		}
+	for (int x = 0; x < (xacc ? 2 : 1); x++)
+		for (int i = 0; i < GR_NLEAD; i++)
+			for (int p = 0; p < (split ? 2 : 1); p++) {
+				a[k] = x ? &xacc[i][p] : &acc[i][p];
+				names[k++] = name_of(o->out, gr_lead_name[i],
+						     split ? (p ? "sel" : "fit") : NULL, x ? "cross" : "gram");
+			}
 	rc = finish_all(a, names, k);
 	for (size_t i = 0; i < k; i++)
 		free(names[i]);
@@ -257,20 +265,21 @@ static int write_leads(const opts *o, gr_acc acc[GR_NLEAD][2], int split)
 
 static int capture(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
 {
-	gr_acc acc[GR_NLEAD][2];
+	gr_acc acc[GR_NLEAD][2], xacc[GR_NLEAD][2];
 	tool_prog p = { tool_now(), 0 };
 	gr_capture_opts co = {
 		.tok = ids, .ntok = n, .fit = o->has_fit ? o->fit : n, .sel = o->has_fit ? o->sel : 0,
 		.window = o->window, .layer = (int)o->layer, .state_in = o->state,
-		.state_out = o->next, .ov = o->patch, .nov = o->npatch, .grams = o->out != NULL,
+		.state_out = o->next, .cross_in = o->cross, .ov = o->patch, .nov = o->npatch,
+		.grams = o->out != NULL,
 		.progress = o->progress ? tool_window_progress : NULL, .ctx = &p,
 	};
 	double flops;
 	int rc = EXIT_FAIL;
 
-	if (gr_capture(m, &co, acc, &flops) < 0)
+	if (gr_capture_cross(m, &co, acc, o->cross ? xacc : NULL, &flops) < 0)
 		tool_fail("capture failed", o->model);
-	else if (!o->out || (rc = write_leads(o, acc, o->has_fit)) != EXIT_OK)
+	else if (!o->out || (rc = write_leads(o, acc, o->cross ? xacc : NULL, o->has_fit)) != EXIT_OK)
 		rc = o->out ? EXIT_FAIL : EXIT_OK;
 	if (rc == EXIT_OK && o->progress) {
 		double t = tool_now() - p.t0;
@@ -281,8 +290,11 @@ static int capture(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
 	if (rc != EXIT_OK && o->next)
 		unlink(o->next);
 	for (int i = 0; i < GR_NLEAD; i++)
-		for (int q = 0; q < 2; q++)
+		for (int q = 0; q < 2; q++) {
 			gr_free(&acc[i][q]);
+			if (o->cross)
+				gr_free(&xacc[i][q]);
+		}
 	return rc;
 }
 
@@ -294,12 +306,8 @@ static int model_mode(const opts *o)
 	size_t n = 0;
 	int rc = EXIT_FAIL;
 
-	if (cmf_open(o->model, &f) < 0)
-		return tool_fail("cannot open model", o->model);
-	if (fw_open(&m, &f) < 0) {
-		cmf_close(&f);
-		return tool_fail("cannot run model", o->model);
-	}
+	if (tool_open_model(o->model, &f, &m))
+		return EXIT_FAIL;
 	if (o->text ? tok_text_ids(&f, o->text, &ids, &n) < 0 : tok_read_ids(o->tokens, &ids, &n) < 0)
 		tool_fail(o->text ? "cannot tokenize" : "cannot read tokens",
 			  o->text ? o->text : o->tokens);

@@ -23,7 +23,8 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--threads N] [--profile]\n"
-	"[--target-raw M.raw]\n"
+	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
+	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
 	"[--device cpu|opencl|auto|both] [--cl-platform P]\n"
 	"[--cl-device D] [-o OUT.blr]\n"
@@ -42,7 +43,7 @@ typedef struct {
 	nv_encin_spec s; /* what to read */
 	const char *shape, *out;
 	double kv_factor;
-	int paths, profile, have_rho;
+	int paths, profile, have_rho, have_damp;
 	nv_method method;
 	long threads;
 	nvdev_opts dev;
@@ -53,7 +54,7 @@ typedef struct {
 enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
-	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS
+	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP
 };
 
 static const struct option longopts[] = {
@@ -65,6 +66,10 @@ static const struct option longopts[] = {
 	{"threads", required_argument, NULL, O_THREADS},
 	{"profile", no_argument, NULL, O_PROFILE}, {"rho", required_argument, NULL, O_RHO},
 	{"target-raw", required_argument, NULL, O_TARGET},
+	{"cross", required_argument, NULL, O_CROSS},
+	{"cross-sel", required_argument, NULL, O_CROSS_SEL},
+	{"src-sel", required_argument, NULL, O_SRC_SEL},
+	{"cross-damp", required_argument, NULL, O_CROSS_DAMP},
 	{"row-gauge", required_argument, NULL, O_GAUGE},
 	{"head-blocks", required_argument, NULL, O_BLOCKS},
 	{"gauge-shuffle", required_argument, NULL, O_SHUFFLE},
@@ -90,6 +95,11 @@ static int value_opt(int c, const char *a, opts *o)
 	case O_KVF:
 		if (nv_parse_double_open(a, 0.0, 16.0, &o->kv_factor) < 0)
 			return tool_fail("invalid --kv-factor", a), -1;
+		return 0;
+	case O_CROSS_DAMP:
+		o->have_damp = 1;
+		if (nv_parse_double(a, 0.0, 1e6, &o->s.cross_damp) < 0)
+			return tool_fail("invalid --cross-damp", a), -1;
 		return 0;
 	case O_RHO:
 		o->have_rho = 1;
@@ -155,6 +165,9 @@ static int plain_opt(int c, const char *a, opts *o)
 	case O_FIT: o->s.fit = a; break;
 	case O_SEL: o->s.sel = a; break;
 	case O_TARGET: o->s.target = a; break;
+	case O_CROSS: o->s.cross = a; break;
+	case O_CROSS_SEL: o->s.cross_sel = a; break;
+	case O_SRC_SEL: o->s.src_sel = a; break;
 	case O_BLOCKS: o->s.blocks = a; break;
 	case 'm': o->s.model = a; break;
 	case 't': o->ts[o->nt < 64 ? o->nt : 63] = o->s.tname = a, o->nt++; break;
@@ -176,9 +189,24 @@ static int check_several(const opts *o)
 		return o->nout > 1 || o->nshape > 1 ? tool_usage_error("one tensor, one -o") : 0;
 	if (o->nout != o->nt || (o->nshape > 1 && o->nshape != o->nt))
 		return tool_usage_error("several tensors need one -o each, and one --shape or one each");
-	if (o->s.gauge || o->s.target || o->s.target_from)
-		return tool_usage_error("several tensors take no --row-gauge, --target-raw or "
-					"--target-from");
+	if (o->s.gauge || o->s.target || o->s.target_from || o->s.cross || o->s.cross_sel)
+		return tool_usage_error("several tensors take no --row-gauge, --target-raw, "
+					"--target-from, --cross or --cross-sel");
+	return 0;
+}
+
+/* the transport target and its SEL objective; returns a usage status or 0 */
+static int check_transport(const opts *o)
+{
+	if (o->s.cross && (o->method != NV_METHOD_NVG || o->s.target || o->s.target_from ||
+			   o->s.gauge))
+		return tool_usage_error("--cross is nvg's, without --target-raw, --target-from "
+					"or --row-gauge");
+	if (o->have_damp && !o->s.cross)
+		return tool_usage_error("--cross-damp needs --cross");
+	if (!o->s.cross_sel != !o->s.src_sel || (o->s.cross_sel && (!o->s.sel || o->s.gauge)))
+		return tool_usage_error("--cross-sel and --src-sel go together, with --sel and "
+					"without --row-gauge");
 	return 0;
 }
 
@@ -213,7 +241,7 @@ static int check_usage(const opts *o)
 					"(--gauge-shuffle with them)");
 	if (o->s.gauge && !o->s.fit)
 		return tool_usage_error("--row-gauge needs --fit FIT.gram");
-	return check_several(o);
+	return check_transport(o) ? EXIT_USAGE : check_several(o);
 }
 
 /* 0: go on; 1: exit now with *st */
@@ -226,6 +254,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->dev = (nvdev_opts){ NVCL_CPU, -1, -1, 1, 0 };
 	o->kv_factor = 1.0;
 	o->s.rho = 0.03;
+	o->s.cross_damp = 0.03;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hw:o:m:t:", longopts, NULL)) != -1) {
 		if (c == 'h' || c == O_VERSION) {
@@ -297,6 +326,18 @@ static void report(const opts *o, const nvdev_result *r, nv_prof *prof, double s
 		(double)nv_flops() / fmax(secs, 1e-9) * 1e-9);
 }
 
+/* "| transport sel E" after the report line: the objective of the payload as stored */
+static int add_transport_err(const nv_encin *in, nv_enc_result *res)
+{
+	size_t k = strlen(res->line);
+	double e;
+
+	if (nv_encin_transport_err(in, res->bytes, res->len, &e) < 0)
+		return -1;
+	snprintf(res->line + k, sizeof(res->line) - k, " | transport sel %.4f", e);
+	return 0;
+}
+
 /* write and report tensor i; its exit status */
 static int finish_one(const opts *o, size_t i, const char *subj, nvdev_result *r,
 		      const nv_encin *in, nv_prof *prof, double t0)
@@ -314,6 +355,8 @@ static int finish_one(const opts *o, size_t i, const char *subj, nvdev_result *r
 	}
 	if (in->gauge && nv_undo_row_gauge(r->res.bytes, r->res.len, in->gauge, o->s.m) < 0)
 		return tool_fail("cannot encode", subj);
+	if (in->csel.d && add_transport_err(in, &r->res) < 0)
+		return tool_fail("cannot measure the transport objective of", subj);
 	if (write_payload(out, &r->res) < 0)
 		return tool_fail("cannot write", aout_is_stdout(out) ? "standard output" : out);
 	report(o, r, prof, nv_now() - t0);

@@ -205,9 +205,40 @@ static void test_solve(void)
 	nv_mat_free(&a);
 }
 
+/* every column of X solved at once: (A + shift·I)·X = B to rounding */
+static void test_posv_many(void)
+{
+	nv_mat a, b, x, z;
+	double gap = 0;
+
+	spd(&a, 10);
+	fill(&b, 10, 7);
+	nv_mat_copy(&x, &b);
+	is_int(nv_posv_many(&a, 0.25, &x), 0, "posv_many of 7 right-hand sides");
+	for (size_t i = 0; i < 10; i++)
+		for (size_t k = 0; k < 7; k++) {
+			double s = 0.25 * x.d[i * 7 + k];
+
+			for (size_t j = 0; j < 10; j++)
+				s += a.d[i * 10 + j] * x.d[j * 7 + k];
+			gap = fmax(gap, fabs(s - b.d[i * 7 + k]));
+		}
+	/* cond(A) ≤ ~6, entries ~1: residuals of a few ulps */
+	ok(gap < 1e-12, "(A + 0.25·I)·X = B (gap %.2g)", gap);
+	nv_mat_zeros(&z, 10, 10);
+	nv_mat_free(&x);
+	nv_mat_copy(&x, &b);
+	int rc = nv_posv_many(&z, 0.0, &x);
+
+	ok(rc < 0 && strstr(nv_err(), "not positive definite"),
+	   "a singular matrix is an error, not an abort: %s", nv_err());
+	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&x), nv_mat_free(&z);
+}
+
 int main(void)
 {
 	nv_set_threads(1);
+	test_posv_many();
 	test_gemm();
 	test_syrk();
 	test_chol();

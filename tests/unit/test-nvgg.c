@@ -162,6 +162,7 @@ static void merge(tap_rng *rng)
 	for (int s = 0; s < 3; s++) {
 		double acc[N * N] = { 0 };
 
+		sh[s] = (nvgg){ 0 };
 		sh[s].n = N;
 		sh[s].count = counts[s];
 		sh[s].g = malloc(sizeof(float) * N * N);
@@ -261,6 +262,40 @@ static int check_file(const char *path)
 	return 0;
 }
 
+/* NVGC: the NVGG layout with its own magic; not symmetric; the kinds never mix */
+static void cross_kind(tap_rng *rng)
+{
+	size_t len;
+	uint8_t *b = gram_bytes(4, 9, rng, &len);
+	nvgg g, h, gg, m[2], out;
+
+	ok(nvgc_parse(b, len, &g) < 0 && strstr(nv_err(), "is not NVGC"),
+	   "an NVGG is not a cross-moment: %s", nv_err());
+	put_u32(b, NVGC_MAGIC);
+	put_f32(b + 16 + 4 * 1, 5.0f); /* C[0][1] ≠ C[1][0], a diagonal < 0 */
+	put_f32(b + 16 + 4 * 5, -1.0f);
+	ok(nvgc_parse(b, len, &g) == 0 && g.cross && g.g[1] == 5.0f && g.g[5] == -1.0f,
+	   "an NVGC needs no symmetry and no sign on its diagonal");
+	ok(nvgg_parse(b, len, &h) < 0 && strstr(nv_err(), "is not NVGG"), "and is not a Gram: %s",
+	   nv_err());
+	put_f32(b + 16 + 4 * 7, NAN);
+	ok(nvgc_parse(b, len, &h) < 0 && strstr(nv_err(), "C[1,3]"), "a NaN is named: %s", nv_err());
+	free(b);
+	b = gram_bytes(4, 9, rng, &len);
+	nvgg_parse(b, len, &gg);
+	m[0] = gg;
+	m[1] = g;
+	ok(nvgg_merge(m, 2, &out) < 0 && strstr(nv_err(), "shard 1 is NVGC, shard 0 is NVGG"),
+	   "an NVGC never merges with an NVGG: %s", nv_err());
+	m[0] = g;
+	ok(nvgg_merge(m, 2, &out) == 0 && out.cross && out.count == 18 && out.g[1] == 5.0f,
+	   "two NVGCs merge by count into an NVGC");
+	nvgg_free(&out);
+	nvgg_free(&g);
+	nvgg_free(&gg);
+	free(b);
+}
+
 int main(int argc, char **argv)
 {
 	tap_rng rng = { 42 };
@@ -276,6 +311,7 @@ int main(int argc, char **argv)
 	parse_rejects(&rng);
 	write_read(&rng, dir);
 	merge(&rng);
+	cross_kind(&rng);
 	mutations(&rng);
 	{
 		char p[4096];

@@ -374,11 +374,7 @@ static void add_bias(float *y, const float *b, size_t T, size_t n)
 			y[t * n + i] += b[i];
 }
 
-/*
- * rotate-half RoPE on the heads of y (T × nh·hd): in each head, the pair
- * (j, j + hd/2) turns by the angle of position t and frequency j
- */
-static void rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd)
+void fw_rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd, int inverse)
 {
 	size_t half = hd / 2;
 
@@ -388,16 +384,15 @@ static void rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd)
 			const float *c = s->cos_t + t * half, *sn = s->sin_t + t * half;
 
 			for (size_t j = 0; j < half; j++) {
-				float a = v[j], b = v[j + half];
+				float a = v[j], b = v[j + half], si = inverse ? -sn[j] : sn[j];
 
-				v[j] = a * c[j] - b * sn[j];
-				v[j + half] = b * c[j] + a * sn[j];
+				v[j] = a * c[j] - b * si;
+				v[j + half] = b * c[j] + a * si;
 			}
 		}
 }
 
-/* row t of S (T × T): causal softmax over columns 0..t, zeros after */
-static void causal_softmax(float *S, size_t T)
+void fw_causal_softmax(float *S, size_t T)
 {
 	for (size_t t = 0; t < T; t++) {
 		float *r = S + t * T, mx = r[0];
@@ -430,7 +425,7 @@ static void attention(const fw_model *m, fw_scratch *s, size_t T)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
 			    s->q + h * hd, (int)m->qdim, s->k + g * hd, (int)m->kvdim, 0.0f, s->s,
 			    (int)T);
-		causal_softmax(s->s, T);
+		fw_causal_softmax(s->s, T);
 		/* o_h (T × hd) = S · v_g (T × hd) */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
 			    s->s, (int)T, s->v + g * hd, (int)m->kvdim, 0.0f, s->o + h * hd,
@@ -461,8 +456,8 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 	add_bias(s->q, ly->bias[0], T, m->qdim);
 	add_bias(s->k, ly->bias[1], T, m->kvdim);
 	add_bias(s->v, ly->bias[2], T, m->kvdim);
-	rope(s, s->q, T, m->nh, m->hd);
-	rope(s, s->k, T, m->nkv, m->hd);
+	fw_rope(s, s->q, T, m->nh, m->hd, 0);
+	fw_rope(s, s->k, T, m->nkv, m->hd, 0);
 	attention(m, s, T);
 	matmul(s, s->o, ly->w[FW_O], s->u, T, d, m->qdim);
 	add_into(x, s->u, T * d);

@@ -138,6 +138,16 @@ int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logit
 /* y (T × n) = x / sqrt(mean(x²) + eps) · w, or with unit weights when w is NULL */
 void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps);
 
+/*
+ * rotate-half RoPE on the heads of y (T × nh·hd): in each head, the pair
+ * (j, j + hd/2) turns by the angle of position t and frequency j (by its
+ * negative with inverse: the transpose, for a backward pass)
+ */
+void fw_rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd, int inverse);
+
+/* row t of S (T × T): causal softmax over columns 0..t, zeros after */
+void fw_causal_softmax(float *S, size_t T);
+
 /* the whole head (vocab × d) as f32, fresh; NULL with reason */
 float *fw_head_f32(const fw_model *m);
 

@@ -3,6 +3,7 @@
 
 #include "err.h"
 #include "mem.h"
+#include "rng.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -146,28 +147,6 @@ int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t
 	return 0;
 }
 
-/* splitmix64: the fixed-seed order of the FIT rows */
-static uint64_t mix(uint64_t *st)
-{
-	uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-static void shuffle(size_t *p, size_t n, uint64_t *st)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = i;
-	for (size_t i = n; i > 1; i--) {
-		size_t j = (size_t)(mix(st) % i), t = p[i - 1];
-
-		p[i - 1] = p[j];
-		p[j] = t;
-	}
-}
-
 /* w = w_start ⊙ exp(s), rounded as stored; a value the dtype cannot hold is an error */
 static int weights(const float *w0, const double *s, size_t d, float (*round)(float), float *w)
 {
@@ -235,7 +214,7 @@ static const size_t *batch_rows(nc_state *t, const nc_data *D, size_t b, size_t 
 	size_t per = D->fit / b, at = (k - 1) % per;
 
 	if (at == 0)
-		shuffle(t->perm, D->fit, st);
+		nv_shuffle(t->perm, D->fit, st);
 	return t->perm + at * b;
 }
 

@@ -10,8 +10,9 @@
 #   convert-lib.sh step LOG -- CMD…
 #   convert-lib.sh encode LOG REP BLR|- MODEL NAME -- CMD…
 #                     (NAME extracted from MODEL as raw f32; CMD gets -w RAW -o BLR)
-#   convert-lib.sh patch-args OUT LAYER
-#   convert-lib.sh patches OUT
+#   convert-lib.sh patch-args OUT LAYER [SUB]
+#   convert-lib.sh patches OUT [SUB]
+#                     (SUB: the payloads' subdirectory of L<n>/, "tuned/" after blr-tune)
 #   convert-lib.sh report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE
 #   convert-lib.sh curves OUT 'B1 B2 …'
 set -eo pipefail
@@ -136,7 +137,7 @@ encoded() {
 patch_args() {
 	local name layer bpw m n short lead
 	encoded "$1" "$2" | while read -r name layer bpw m n short lead; do
-		printf ' --patch %s=%s' "$name" "$1/L$layer/$short.blr"
+		printf ' --patch %s=%s' "$name" "$1/L$layer/${3:-}$short.blr"
 	done
 	echo
 }
@@ -145,7 +146,7 @@ patch_args() {
 patches() {
 	local name layer bpw m n short lead
 	encoded "$1" | while read -r name layer bpw m n short lead; do
-		printf ' %s=%s' "$name" "$1/L$layer/$short.blr"
+		printf ' %s=%s' "$name" "$1/L$layer/${2:-}$short.blr"
 	done
 	echo
 }

@@ -3,7 +3,7 @@
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
-#        [TRANSPORT=0|1] [CALIBRATE=0|1] -j N
+#        [TRANSPORT=0|1] [TUNE=0|1] [CALIBRATE=0|1] -j N
 #
 # makes OUT/model.cmf and its report OUT/model.cmf.blr.txt.  Layer L is
 # calibrated on the hidden states S_L that the model produces with layers
@@ -23,6 +23,11 @@
 # (L/g.<lead>.{fit,sel}.cross, NVGC) and encodes the transport target
 # W (Cᵀ+λI)(G+λI)⁻¹ of every tensor of layers ≥ 1 (nvg-encode --cross); the
 # SEL error it reports is E‖Ŵx_q − W x_src‖² / E‖W x_src‖².
+# TUNE=1 (nvg) keeps the source stream too and, after a layer's tensors are
+# encoded, tunes the scales of all its payloads together so that the block
+# on S_L follows the source block on S_L^src (blr-tune --layer: same signs
+# and bits, L/tuned/*.blr, its report in L/tune.txt); the tuned layer
+# advances the states and goes into the model.
 # CALIBRATE=1 ends with blr-tune --final-norm: the final RMSNorm weight
 # fitted to the source's logits on the calibration windows (OUT/applied.cmf
 # is the model before it, OUT/calibrate.txt its report line); switching it
@@ -51,6 +56,7 @@ DEVICE     ?= cpu
 THREADS    ?= 1
 CALIBRATE  ?= 0
 TRANSPORT  ?= 0
+TUNE       ?= 0
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
 BIN        ?=
 
@@ -83,6 +89,12 @@ endif
 ifeq ($(TRANSPORT)$(METHOD),1dual-svid)
 $(error convert.mk: TRANSPORT=1 is nvg's: dual-svid reads no Grams)
 endif
+ifeq ($(filter 0 1,$(TUNE)),)
+$(error convert.mk: TUNE '$(TUNE)' is not 0 or 1)
+endif
+ifeq ($(TUNE)$(METHOD),1dual-svid)
+$(error convert.mk: TUNE=1 is nvg's)
+endif
 ifeq ($(CALIBRATE)$(or $(TOKENS),$(TEXT)),1)
 $(error convert.mk: CALIBRATE=1 needs calibration tokens: give TOKENS or TEXT)
 endif
@@ -110,7 +122,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) threads=$(THREADS) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)
 STAMP := $(OUT)/params
 ifneq ($(wildcard $(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
@@ -184,6 +196,7 @@ NVG_DEPS = $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).
 	$(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram $(call XP_DEPS,$(1),$(LEAD_$(1)_$(2)))
 # transport (layers ≥ 1): the lead's cross-moments and the source stream's SEL Gram
 xport = $(and $(filter 1,$(TRANSPORT)),$(filter-out 0,$(1)))
+SRC_STREAM := $(filter 1,$(TRANSPORT) $(TUNE))
 XP_DEPS = $(if $(call xport,$(1)),$(OUT)/L$(1)/g.$(2).fit.cross $(OUT)/L$(1)/g.$(2).sel.cross \
 	$(OUT)/L$(1)/src.$(2).sel.gram)
 XP_ARGS = $(if $(call xport,$(1)),--cross $(OUT)/L$(1)/g.$(2).fit.cross \
@@ -249,9 +262,23 @@ endef
 
 # S_{L+1}, the states after layer L as encoded (refused tensors stay float)
 define advance
-$(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
+$(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep) $(call tune_dep,$(1))
 	@$(call say,'layer $(1)/$(NLAYERS): advance to S$(NEXT_$(1))')
-	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1)` --next-state $$@
+	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1) $(SUB)` --next-state $$@
+endef
+
+# block reconstruction (TUNE=1): the layer's payloads tuned together into L/tuned/
+SUB := $(if $(filter 1,$(TUNE)),tuned/)
+tune_dep = $(if $(and $(filter 1,$(TUNE)),$(ENC_$(1))),$(OUT)/L$(1)/tune.txt)
+define tune
+$(OUT)/L$(1)/tune.txt: $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
+	@$(call say,'layer $(1)/$(NLAYERS): tune the block')
+	$(Q)mkdir -p $(OUT)/L$(1)/tuned
+	$(Q)args=`$(LIB) patch-args $(OUT) $(1)`; if [ -n "$$$$args" ]; then \
+		$(NVG_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
+	else echo "layer $(1): nothing encoded" >$$@.tmp; fi
+	$(Q)sed 's/^/convert: /' $$@.tmp >&2
+	$(Q)mv $$@.tmp $$@
 endef
 
 $(foreach l,$(LAYERS),$(eval $(call layer_rules,$(l))))
@@ -262,8 +289,11 @@ endif
 ifeq ($(METHOD),nvg)
 $(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call nvg_contexts,$(l)))))
 endif
-ifeq ($(TRANSPORT),1)
+ifneq ($(SRC_STREAM),)
 $(foreach l,$(LAYERS),$(eval $(call src_stream,$(l))))
+endif
+ifeq ($(TUNE),1)
+$(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call tune,$(l)))))
 endif
 
 REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
@@ -276,9 +306,9 @@ $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(
 
 # the payloads applied: the model itself, or with CALIBRATE=1 the input of the calibration
 APPLIED := $(OUT)/$(if $(filter 1,$(CALIBRATE)),applied,model).cmf
-$(APPLIED): $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json
+$(APPLIED): $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json $(foreach l,$(LAYERS),$(call tune_dep,$(l)))
 	@$(call say,'apply the payloads to $(MODEL)')
-	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply --provenance $(OUT)/provenance.json -o $@ '$(MODEL)' `$(LIB) patches $(OUT)`
+	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply --provenance $(OUT)/provenance.json -o $@ '$(MODEL)' `$(LIB) patches $(OUT) $(SUB)`
 	$(if $(filter 0,$(CALIBRATE)),@$(call say,'wrote $@ and $@.blr.txt'))
 
 ifeq ($(CALIBRATE),1)

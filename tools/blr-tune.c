@@ -6,10 +6,16 @@
 #include "mem.h"
 #include "normcal.h"
 #include "parse.h"
+#include "aout.h"
+#include "fileio.h"
 #include "tok.h"
 #include "tool.h"
+#include "tune.h"
 
 #include <getopt.h>
+#include <libgen.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,20 +25,42 @@ static const char synopsis[] =
 	"         (--tokens file | --text file) [--fit-tokens F] [--sel-tokens S]\n"
 	"         [--window W] [--steps N] [--batch B] [--lr X] [--eval-every K]\n"
 	"         [--seed N] -o out.cmf [-q | -v]\n"
+	"blr-tune --layer L -m source.cmf (--tokens file | --text file)\n"
+	"         [--state S_L --src-state S_L_src] --patch name=payload ...\n"
+	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
+	"         [--batch B] [--lr X] [--eval-every K] [--seed N] -o dir\n"
+	"         [-q | -v]\n"
 	"blr-tune -h | --version\n";
 
+#define MAX_PATCH FW_NMAT
+
 typedef struct {
-	const char *model, *base, *tokens, *text, *out;
-	size_t fit, sel, window;
-	long seed;
-	int final_norm, progress;
-	nc_opts nc;
+	const char *model, *base, *tokens, *text, *out, *state, *src_state;
+	size_t fit, sel, window, steps, batch, eval_every, npatch;
+	long seed, layer;
+	double lr;
+	int final_norm, has_layer, progress, has_batch, has_lr;
+	const char *patch_name[MAX_PATCH], *patch_file[MAX_PATCH];
 } opts;
 
 static int size_opt(const char *name, const char *arg, size_t lo, size_t hi, size_t *v)
 {
 	if (nv_parse_size(arg, lo, hi, v) < 0)
 		return tool_usage_error("bad %s '%s': %s", name, arg, nv_err());
+	return 0;
+}
+
+/* NAME=PAYLOAD */
+static int add_patch(opts *o, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+
+	if (!eq || eq == arg || !eq[1])
+		return tool_usage_error("bad --patch '%s': want name=payload", arg);
+	if (o->npatch == MAX_PATCH)
+		return tool_usage_error("more than %d patches", MAX_PATCH);
+	o->patch_name[o->npatch] = strndup(arg, (size_t)(eq - arg));
+	o->patch_file[o->npatch++] = eq + 1;
 	return 0;
 }
 
@@ -50,13 +78,22 @@ static int parse_opt(int c, opts *o)
 	case 'F': return size_opt("--fit-tokens", optarg, 2, SIZE_MAX / 8, &o->fit);
 	case 'S': return size_opt("--sel-tokens", optarg, 2, SIZE_MAX / 8, &o->sel);
 	case 'w': return size_opt("--window", optarg, 2, 1 << 20, &o->window);
-	case 'n': return size_opt("--steps", optarg, 0, 1 << 20, &o->nc.steps);
-	case 'B': return size_opt("--batch", optarg, 1, 1 << 16, &o->nc.batch);
-	case 'e': return size_opt("--eval-every", optarg, 1, 1 << 20, &o->nc.eval_every);
+	case 'n': return size_opt("--steps", optarg, 0, 1 << 20, &o->steps);
+	case 'B': o->has_batch = 1; return size_opt("--batch", optarg, 1, 1 << 16, &o->batch);
+	case 'e': return size_opt("--eval-every", optarg, 1, 1 << 20, &o->eval_every);
 	case 'l':
-		if (nv_parse_double(optarg, 1e-6, 1.0, &o->nc.lr) < 0)
+		o->has_lr = 1;
+		if (nv_parse_double(optarg, 1e-6, 1.0, &o->lr) < 0)
 			return tool_usage_error("bad --lr '%s': %s", optarg, nv_err());
 		return 0;
+	case 'L':
+		o->has_layer = 1;
+		if (nv_parse_long(optarg, 0, 1 << 20, &o->layer) < 0)
+			return tool_usage_error("bad --layer '%s': %s", optarg, nv_err());
+		return 0;
+	case 'x': o->state = optarg; return 0;
+	case 'X': o->src_state = optarg; return 0;
+	case 'p': return add_patch(o, optarg);
 	case 's':
 		if (nv_parse_long(optarg, 0, 1L << 62, &o->seed) < 0)
 			return tool_usage_error("bad --seed '%s': %s", optarg, nv_err());
@@ -67,6 +104,18 @@ static int parse_opt(int c, opts *o)
 	}
 }
 
+static int check_layer(const opts *o)
+{
+	if (!o->model || !o->out || !o->npatch)
+		return tool_usage_error("--layer needs -m source.cmf, --patch and -o dir");
+	if (o->base)
+		return tool_usage_error("--layer takes no --base: -m is the source model");
+	if (!o->state != !o->src_state || (!o->state && o->layer != 0))
+		return tool_usage_error("give --state and --src-state together (layer 0 may "
+					"start from the embeddings)");
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
 	static const struct option lo[] = {
@@ -75,7 +124,8 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "sel-tokens", 1, 0, 'S' }, { "window", 1, 0, 'w' }, { "steps", 1, 0, 'n' },
 		{ "batch", 1, 0, 'B' }, { "lr", 1, 0, 'l' }, { "eval-every", 1, 0, 'e' },
 		{ "seed", 1, 0, 's' }, { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
-		{ 0, 0, 0, 0 },
+		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
+		{ "patch", 1, 0, 'p' }, { 0, 0, 0, 0 },
 	};
 	int c, rc;
 
@@ -84,12 +134,16 @@ static int parse_args(int argc, char **argv, opts *o)
 			return rc;
 	if (optind < argc)
 		return tool_usage_error("unexpected argument '%s'", argv[optind]);
-	if (!o->final_norm)
-		return tool_usage_error("say what to tune: --final-norm");
-	if (!o->model || !o->base || !o->out)
-		return tool_usage_error("-m model.cmf, --base source.cmf and -o out.cmf are required");
+	if (o->final_norm == o->has_layer)
+		return tool_usage_error("say what to tune: --final-norm or --layer L");
 	if (!o->tokens == !o->text)
 		return tool_usage_error("give one of --tokens and --text");
+	if (o->has_layer)
+		return check_layer(o);
+	if (!o->model || !o->base || !o->out)
+		return tool_usage_error("-m model.cmf, --base source.cmf and -o out.cmf are required");
+	if (o->npatch || o->state || o->src_state)
+		return tool_usage_error("--final-norm takes no --patch, --state or --src-state");
 	if (tool_same_file(o->out, o->model) || tool_same_file(o->out, o->base))
 		return tool_failf("refusing to overwrite the input '%s'", o->out);
 	return 0;
@@ -111,7 +165,7 @@ static int same_shape(const opts *o, const fw_model *m, const fw_model *b)
 }
 
 /* the calibration tokens, FIT + SEL of them at least */
-static int load_tokens(const opts *o, const cmf_file *f, uint32_t **ids)
+static int load_tokens(const opts *o, const cmf_file *f, uint32_t **ids, size_t *count)
 {
 	size_t n;
 
@@ -125,6 +179,7 @@ static int load_tokens(const opts *o, const cmf_file *f, uint32_t **ids)
 				  "--sel-tokens need %zu", o->text ? o->text : o->tokens, n,
 				  o->fit + o->sel);
 	}
+	*count = n;
 	return 0;
 }
 
@@ -209,18 +264,19 @@ static float round_bf16(float v)
 }
 
 /* the report line on stdout, and the same figures for cmf.provenance */
-static void report(const opts *o, const nc_result *r, double secs, char *prov, size_t cap)
+static void report(const opts *o, const nc_result *r, const nc_opts *no, double secs, char *prov,
+		   size_t cap)
 {
 	printf("final-norm: kl sel %.6f -> %.6f fit %.6f -> %.6f | step %zu of %zu | %.1f s "
 	       "%.1f GFLOP/s\n", r->sel_before, r->sel_after, r->fit_before, r->fit_after,
-	       r->best_step, o->nc.steps, secs, r->flops / secs * 1e-9);
+	       r->best_step, no->steps, secs, r->flops / secs * 1e-9);
 	snprintf(prov, cap,
 		 "{\"final_norm_calibration\":{\"kl_sel_before\":%.9g,\"kl_sel_after\":%.9g,"
 		 "\"kl_fit_before\":%.9g,\"kl_fit_after\":%.9g,\"best_step\":%zu,\"steps\":%zu,"
 		 "\"batch\":%zu,\"lr\":%.9g,\"eval_every\":%zu,\"seed\":%ld,\"fit_tokens\":%zu,"
 		 "\"sel_tokens\":%zu,\"window\":%zu}}",
-		 r->sel_before, r->sel_after, r->fit_before, r->fit_after, r->best_step, o->nc.steps,
-		 o->nc.batch, o->nc.lr, o->nc.eval_every, o->seed, o->fit, o->sel, o->window);
+		 r->sel_before, r->sel_after, r->fit_before, r->fit_after, r->best_step, no->steps,
+		 no->batch, no->lr, no->eval_every, o->seed, o->fit, o->sel, o->window);
 }
 
 static int final_norm(opts *o, const cmf_file *f, fw_model *m, fw_model *b, const uint32_t *ids)
@@ -234,15 +290,16 @@ static int final_norm(opts *o, const cmf_file *f, fw_model *m, fw_model *b, cons
 
 	if (!w || prepare(o, m, b, ids, &t) != 0)
 		goto out;
-	o->nc.round = m->final_norm->dtype == CMF_F16 ? round_f16
-		    : m->final_norm->dtype == CMF_BF16 ? round_bf16 : NULL;
-	o->nc.seed = (uint64_t)o->seed;
+	nc_opts no = { o->steps, o->has_batch ? o->batch : 256, o->eval_every,
+		       o->has_lr ? o->lr : 0.01, (uint64_t)o->seed,
+		       m->final_norm->dtype == CMF_F16 ? round_f16
+		       : m->final_norm->dtype == CMF_BF16 ? round_bf16 : NULL };
 	nc_data D = { m->d, m->vocab, t.E, t.Es, t.n, t.ns, t.fit, t.sel };
-	if (nc_fit(&D, m->final_w, &o->nc, w, &r) < 0) {
+	if (nc_fit(&D, m->final_w, &no, w, &r) < 0) {
 		tool_fail("cannot calibrate the final norm of", o->model);
 		goto out;
 	}
-	report(o, &r, tool_now() - t0, prov, sizeof prov);
+	report(o, &r, &no, tool_now() - t0, prov, sizeof prov);
 	if (cmf_op_set_tensor(f, m->final_norm->name, w, prov, o->out) < 0)
 		tool_fail("cannot write", o->out);
 	else
@@ -253,13 +310,159 @@ out:
 	return rc;
 }
 
+/* the tuned layer's data: both streams' rows, the source block's outputs */
+typedef struct {
+	float *xq, *xs, *ys;
+	fw_window *w;
+	size_t nw, rows;
+	double energy[2]; /* E‖y_src − x_src‖² per position, FIT and SEL */
+} layer_data;
+
+static void layer_data_free(layer_data *ld)
+{
+	free(ld->xq);
+	free(ld->xs);
+	free(ld->ys);
+	free(ld->w);
+}
+
+static int layer_prepare(const opts *o, const fw_model *m, const uint32_t *ids, size_t n,
+			 layer_data *ld)
+{
+	int l = (int)o->layer;
+	fw_window *w2;
+	size_t nw2, rows2, cnt[2] = { 0, 0 }, d = m->d;
+
+	if (tn_rows(m, o->state, l, ids, n, o->fit, o->sel, o->window, &ld->xq, &ld->w, &ld->nw,
+		    &ld->rows) < 0)
+		return tool_fail("cannot read the converted stream of layer", o->state ? o->state
+							    : "embeddings");
+	if (tn_rows(m, o->src_state, l, ids, n, o->fit, o->sel, o->window, &ld->xs, &w2, &nw2,
+		    &rows2) < 0)
+		return tool_fail("cannot read the source stream of layer",
+				 o->src_state ? o->src_state : "embeddings");
+	free(w2);
+	if (!(ld->ys = nv_malloc(ld->rows, d * sizeof(float))) ||
+	    tn_block_out(m, l, ld->xs, ld->w, ld->nw, ld->ys) < 0)
+		return tool_fail("cannot run the source block of", o->model);
+	for (size_t i = 0, r = 0; i < ld->nw; i++)
+		for (size_t t = 0; t < ld->w[i].len - 1; t++, r++) {
+			for (size_t k = 0; k < d; k++) {
+				double e = (double)ld->ys[r * d + k] - ld->xs[r * d + k];
+
+				ld->energy[ld->w[i].sel] += e * e;
+			}
+			cnt[ld->w[i].sel]++;
+		}
+	for (int p = 0; p < 2; p++)
+		ld->energy[p] /= cnt[p] ? (double)cnt[p] : 1.0;
+	return 0;
+}
+
+/* dir/<the input payload's file name> */
+static char *out_path(const char *dir, const char *in)
+{
+	char *copy = nv_strdup(in), *s = NULL;
+
+	if (copy && (s = nv_malloc(strlen(dir) + strlen(in) + 2, 1)))
+		sprintf(s, "%s/%s", dir, basename(copy));
+	free(copy);
+	return s;
+}
+
+/* every tuned payload, or none: a failure removes the ones written */
+static int write_payloads(const opts *o, uint8_t **out, const tn_input *in)
+{
+	char *path[MAX_PATCH] = { 0 };
+	size_t k = 0;
+	int rc = EXIT_OK;
+
+	for (; k < o->npatch && rc == EXIT_OK; k++) {
+		aout a;
+
+		if (!(path[k] = out_path(o->out, o->patch_file[k])))
+			rc = tool_fail("cannot write into", o->out);
+		else if (aout_open(&a, path[k], AOUT_BINARY) < 0 ||
+			 aout_write(&a, out[k], in[k].len) < 0 || aout_commit(&a) < 0)
+			rc = tool_fail("cannot write", path[k]);
+	}
+	for (size_t i = 0; i < k; i++) {
+		if (rc != EXIT_OK && i + 1 < k)
+			unlink(path[i]);
+		free(path[i]);
+	}
+	return rc;
+}
+
+static int layer_tune(const opts *o, const fw_model *m, const layer_data *ld, tn_input *in)
+{
+	uint8_t *out[MAX_PATCH] = { 0 };
+	tn_opts to = { o->steps, o->has_batch ? o->batch : 2, o->eval_every,
+		       o->has_lr ? o->lr : 0.005, (uint64_t)o->seed };
+	tn_result r;
+	double t0 = tool_now(), secs;
+	int rc;
+
+	if (tn_tune(m, (int)o->layer, in, o->npatch, ld->xq, ld->ys, ld->w, ld->nw, &to, out,
+		    &r) < 0)
+		return tool_fail("cannot tune layer", o->patch_file[0]);
+	secs = tool_now() - t0;
+	printf("layer %ld: loss fit %.6f -> %.6f sel %.6f -> %.6f | step %zu of %zu | %.1f s "
+	       "%.1f GFLOP/s\n", o->layer, r.fit_before / ld->energy[0], r.fit_after / ld->energy[0],
+	       r.sel_before / ld->energy[1], r.sel_after / ld->energy[1], r.best_step, to.steps,
+	       secs, r.flops / secs * 1e-9);
+	rc = write_payloads(o, out, in);
+	for (size_t i = 0; i < o->npatch; i++)
+		free(out[i]);
+	return rc;
+}
+
+static int layer_mode(const opts *o, const fw_model *m, const uint32_t *ids, size_t n)
+{
+	tn_input in[MAX_PATCH];
+	uint8_t *buf[MAX_PATCH] = { 0 };
+	layer_data ld = { 0 };
+	struct stat st;
+	size_t k = 0;
+	int rc = EXIT_FAIL;
+
+	if (stat(o->out, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		tool_failf("the output '%s' is not a directory", o->out);
+		return EXIT_FAIL;
+	}
+	for (size_t i = 0; i < o->npatch; i++) {
+		char *p = out_path(o->out, o->patch_file[i]);
+		int same = p && tool_same_file(p, o->patch_file[i]);
+
+		free(p);
+		if (same)
+			return tool_failf("refusing to overwrite the input '%s'", o->patch_file[i]);
+	}
+	for (; k < o->npatch; k++) {
+		if (nv_read_file(o->patch_file[k], &buf[k], &in[k].len) < 0) {
+			tool_fail("cannot read patch", o->patch_file[k]);
+			goto out;
+		}
+		in[k].name = o->patch_name[k];
+		in[k].payload = buf[k];
+	}
+	if (layer_prepare(o, m, ids, n, &ld) == 0)
+		rc = layer_tune(o, m, &ld, in);
+out:
+	while (k-- > 0)
+		free(buf[k]);
+	layer_data_free(&ld);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	opts o = { .fit = 8192, .sel = 2048, .window = 512, .progress = tool_progress_default(),
-		   .nc = { .steps = 100, .batch = 256, .eval_every = 10, .lr = 0.01 } };
+		   .steps = 100, .eval_every = 10 };
 	cmf_file f, bf;
 	fw_model m, bm;
 	uint32_t *ids = NULL;
+	size_t n = 0;
 	int rc;
 
 	tool_name = "blr-tune";
@@ -267,17 +470,24 @@ int main(int argc, char **argv)
 		return rc == -2 ? tool_finish(EXIT_OK) : rc;
 	if (tool_open_model(o.model, &f, &m))
 		return EXIT_FAIL;
+	if (o.has_layer) {
+		rc = load_tokens(&o, &f, &ids, &n) ? EXIT_FAIL : layer_mode(&o, &m, ids, n);
+		goto out;
+	}
 	if (tool_open_model(o.base, &bf, &bm)) {
 		fw_close(&m);
 		cmf_close(&f);
 		return EXIT_FAIL;
 	}
 	rc = EXIT_FAIL;
-	if (same_shape(&o, &m, &bm) == 0 && load_tokens(&o, &f, &ids) == 0)
+	if (same_shape(&o, &m, &bm) == 0 && load_tokens(&o, &f, &ids, &n) == 0)
 		rc = final_norm(&o, &f, &m, &bm, ids);
-	free(ids);
 	fw_close(&bm);
 	cmf_close(&bf);
+out:
+	for (size_t i = 0; i < o.npatch; i++)
+		free((char *)o.patch_name[i]);
+	free(ids);
 	fw_close(&m);
 	cmf_close(&f);
 	return tool_finish(rc);

@@ -1,0 +1,210 @@
+/* block.c - a Llama block forward with its intermediates, and its backward (block.h) */
+#include "block.h"
+
+#include "err.h"
+#include "mem.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bk_free(bk_cache *c)
+{
+	float **f[] = { &c->a, &c->q, &c->k, &c->v, &c->p, &c->o, &c->x1, &c->f, &c->g, &c->u,
+			&c->m, &c->y, &c->dm, &c->dg, &c->du, &c->df, &c->dx1, &c->dout, &c->dq,
+			&c->dk, &c->dv, &c->dp };
+
+	for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+		free(*f[i]);
+		*f[i] = NULL;
+	}
+	fw_scratch_free(&c->s);
+}
+
+int bk_init(bk_cache *c, const fw_model *m, size_t tmax)
+{
+	size_t d = m->d, ff = m->ff, qd = m->qdim, kd = m->kvdim;
+	struct {
+		float **p;
+		size_t cols;
+	} b[] = { { &c->a, d },     { &c->q, qd },        { &c->k, kd },    { &c->v, kd },
+		  { &c->p, m->nh * tmax }, { &c->o, qd }, { &c->x1, d },    { &c->f, d },
+		  { &c->g, ff },    { &c->u, ff },        { &c->m, ff },    { &c->y, d },
+		  { &c->dm, ff },   { &c->dg, ff },       { &c->du, ff },   { &c->df, d },
+		  { &c->dx1, d },   { &c->dout, qd },     { &c->dq, qd },   { &c->dk, kd },
+		  { &c->dv, kd },   { &c->dp, tmax } };
+
+	memset(c, 0, sizeof *c);
+	c->tmax = tmax;
+	if (fw_scratch_init(&c->s, m, tmax) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+		if (!(*b[i].p = nv_malloc(tmax, b[i].cols * sizeof(float)))) {
+			bk_free(c);
+			return -1;
+		}
+	return 0;
+}
+
+/* C (M × N) = alpha·op(A)·op(B) + beta·C, row-major with leading dimensions */
+static void mm(int ta, int tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
+	       const float *B, size_t ldb, float beta, float *C, size_t ldc)
+{
+	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+		    (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+static void add_bias(float *y, const float *b, size_t T, size_t n)
+{
+	for (size_t t = 0; b && t < T; t++)
+		for (size_t i = 0; i < n; i++)
+			y[t * n + i] += b[i];
+}
+
+/* the attention of every head: P_h kept, o_h = P_h v_g */
+static void attend(const fw_model *m, bk_cache *c, size_t T)
+{
+	size_t hd = m->hd, rep = m->nh / m->nkv, qd = m->qdim, kd = m->kvdim;
+	float scale = (float)(1.0 / sqrt((double)hd));
+
+	for (size_t h = 0; h < m->nh; h++) {
+		size_t g = h / rep;
+		float *P = c->p + h * T * T;
+
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
+			    c->q + h * hd, (int)qd, c->k + g * hd, (int)kd, 0.0f, P, (int)T);
+		fw_causal_softmax(P, T);
+		mm(0, 0, T, hd, T, P, T, c->v + g * hd, kd, 0.0f, c->o + h * hd, qd);
+	}
+}
+
+int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *x, size_t T)
+{
+	size_t d = m->d, ff = m->ff, qd = m->qdim, kd = m->kvdim;
+
+	if (T == 0 || T > c->tmax) {
+		nv_seterr("window of %zu positions, the block holds 1..%zu", T, c->tmax);
+		return -1;
+	}
+	c->T = T;
+	fw_rmsnorm(x, ly->attn_norm, c->a, T, d, m->a.rms_eps);
+	mm(0, 1, T, qd, d, c->a, d, ly->w[FW_Q], d, 0.0f, c->q, qd);
+	mm(0, 1, T, kd, d, c->a, d, ly->w[FW_K], d, 0.0f, c->k, kd);
+	mm(0, 1, T, kd, d, c->a, d, ly->w[FW_V], d, 0.0f, c->v, kd);
+	add_bias(c->q, ly->bias[0], T, qd);
+	add_bias(c->k, ly->bias[1], T, kd);
+	add_bias(c->v, ly->bias[2], T, kd);
+	fw_rope(&c->s, c->q, T, m->nh, m->hd, 0);
+	fw_rope(&c->s, c->k, T, m->nkv, m->hd, 0);
+	attend(m, c, T);
+	/* x1 = x + o·Woᵀ, the product first and then the sum, as fw_layer_run */
+	mm(0, 1, T, d, qd, c->o, qd, ly->w[FW_O], qd, 0.0f, c->x1, d);
+	for (size_t i = 0; i < T * d; i++)
+		c->x1[i] = x[i] + c->x1[i];
+	fw_rmsnorm(c->x1, ly->ffn_norm, c->f, T, d, m->a.rms_eps);
+	mm(0, 1, T, ff, d, c->f, d, ly->w[FW_GATE], d, 0.0f, c->g, ff);
+	mm(0, 1, T, ff, d, c->f, d, ly->w[FW_UP], d, 0.0f, c->u, ff);
+	for (size_t i = 0; i < T * ff; i++)
+		c->m[i] = c->g[i] / (1.0f + expf(-c->g[i])) * c->u[i];
+	mm(0, 1, T, d, ff, c->m, ff, ly->w[FW_DOWN], ff, 0.0f, c->y, d);
+	for (size_t i = 0; i < T * d; i++)
+		c->y[i] = c->x1[i] + c->y[i];
+	return 0;
+}
+
+/*
+ * dx (T × n) += rmsnorm's transpose at x with weight w applied to dy:
+ * dx_i += r·w_i·dy_i − x_i·r³/n·Σ_j w_j dy_j x_j,  r = (mean(x²) + eps)^−½
+ */
+static void rmsnorm_back(const float *x, const float *w, const float *dy, float *dx, size_t T,
+			 size_t n, double eps)
+{
+	for (size_t t = 0; t < T; t++) {
+		const float *xr = x + t * n, *gr = dy + t * n;
+		double ss = 0, dot = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			ss += (double)xr[i] * xr[i];
+			dot += (double)w[i] * gr[i] * xr[i];
+		}
+		double r = 1.0 / sqrt(ss / (double)n + eps), k = r * r * r * dot / (double)n;
+		for (size_t i = 0; i < n; i++)
+			dx[t * n + i] += (float)(r * w[i] * gr[i] - xr[i] * k);
+	}
+}
+
+/* dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale, in place in dp; rows causal */
+static void softmax_back(const float *P, float *dp, size_t T, float scale)
+{
+	for (size_t t = 0; t < T; t++) {
+		const float *pr = P + t * T;
+		float *dr = dp + t * T;
+		double dot = 0;
+
+		for (size_t j = 0; j <= t; j++)
+			dot += (double)dr[j] * pr[j];
+		for (size_t j = 0; j < T; j++)
+			dr[j] = j <= t ? (float)(pr[j] * (dr[j] - dot) * scale) : 0.0f;
+	}
+}
+
+/* from do (T × qdim): dq (T × qdim), dk and dv (T × kvdim), RoPE undone on dq and dk */
+static void attend_back(const fw_model *m, bk_cache *c, size_t T)
+{
+	size_t hd = m->hd, rep = m->nh / m->nkv, qd = m->qdim, kd = m->kvdim;
+	float scale = (float)(1.0 / sqrt((double)hd));
+
+	memset(c->dk, 0, T * kd * sizeof(float));
+	memset(c->dv, 0, T * kd * sizeof(float));
+	for (size_t h = 0; h < m->nh; h++) {
+		size_t g = h / rep;
+		const float *P = c->p + h * T * T;
+
+		/* dP (T × T) = do_h · v_gᵀ;  dv_g += P_hᵀ · do_h */
+		mm(0, 1, T, T, hd, c->dout + h * hd, qd, c->v + g * hd, kd, 0.0f, c->dp, T);
+		mm(1, 0, T, hd, T, P, T, c->dout + h * hd, qd, 1.0f, c->dv + g * hd, kd);
+		softmax_back(P, c->dp, T, scale);
+		/* dq_h = dS · k_g;  dk_g += dSᵀ · q_h */
+		mm(0, 0, T, hd, T, c->dp, T, c->k + g * hd, kd, 0.0f, c->dq + h * hd, qd);
+		mm(1, 0, T, hd, T, c->dp, T, c->q + h * hd, qd, 1.0f, c->dk + g * hd, kd);
+	}
+	fw_rope(&c->s, c->dq, T, m->nh, hd, 1);
+	fw_rope(&c->s, c->dk, T, m->nkv, hd, 1);
+}
+
+/* the MLP's part: dWd, dWg, dWu, and dx1 = dy + the FFN norm's share */
+static void mlp_back(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
+		     float *dw[FW_NMAT])
+{
+	size_t T = c->T, d = m->d, ff = m->ff;
+
+	mm(1, 0, d, ff, T, dy, d, c->m, ff, 1.0f, dw[FW_DOWN], ff);
+	mm(0, 0, T, ff, d, dy, d, ly->w[FW_DOWN], ff, 0.0f, c->dm, ff);
+	for (size_t i = 0; i < T * ff; i++) {
+		float g = c->g[i], s = 1.0f / (1.0f + expf(-g));
+
+		c->dg[i] = c->dm[i] * c->u[i] * s * (1.0f + g * (1.0f - s));
+		c->du[i] = c->dm[i] * g * s;
+	}
+	mm(1, 0, ff, d, T, c->dg, ff, c->f, d, 1.0f, dw[FW_GATE], d);
+	mm(1, 0, ff, d, T, c->du, ff, c->f, d, 1.0f, dw[FW_UP], d);
+	mm(0, 0, T, d, ff, c->dg, ff, ly->w[FW_GATE], d, 0.0f, c->df, d);
+	mm(0, 0, T, d, ff, c->du, ff, ly->w[FW_UP], d, 1.0f, c->df, d);
+	memcpy(c->dx1, dy, T * d * sizeof(float));
+	rmsnorm_back(c->x1, ly->ffn_norm, c->df, c->dx1, T, d, m->a.rms_eps);
+}
+
+void bk_backward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
+		 float *dw[FW_NMAT])
+{
+	size_t T = c->T, d = m->d, qd = m->qdim, kd = m->kvdim;
+
+	mlp_back(m, ly, c, dy, dw);
+	mm(1, 0, d, qd, T, c->dx1, d, c->o, qd, 1.0f, dw[FW_O], qd);
+	mm(0, 0, T, qd, d, c->dx1, d, ly->w[FW_O], qd, 0.0f, c->dout, qd);
+	attend_back(m, c, T);
+	mm(1, 0, qd, d, T, c->dq, qd, c->a, d, 1.0f, dw[FW_Q], d);
+	mm(1, 0, kd, d, T, c->dk, kd, c->a, d, 1.0f, dw[FW_K], d);
+	mm(1, 0, kd, d, T, c->dv, kd, c->a, d, 1.0f, dw[FW_V], d);
+}

@@ -1,0 +1,63 @@
+/*
+ * block.h - one Llama block run forward with its intermediates kept, and
+ * the backward pass from the gradient of its output to the gradients of
+ * its seven projection matrices (blr-tune's block reconstruction).
+ *
+ * The forward is forward.h's fw_layer_run, step for step (the same
+ * fw_rmsnorm, fw_rope and fw_causal_softmax, the same sgemm calls), for a
+ * window of T positions:
+ *
+ *   a  = rmsnorm(x)·w_attn                 q, k, v = a·Wqᵀ, a·Wkᵀ, a·Wvᵀ (+b), RoPE(q, k)
+ *   P_h = softmax(q_h k_gᵀ/√hd + causal)   o_h = P_h v_g
+ *   x1 = x + o·Woᵀ                          f  = rmsnorm(x1)·w_ffn
+ *   g, u = f·Wgᵀ, f·Wuᵀ                     m  = silu(g) ⊙ u
+ *   y  = x1 + m·Wdᵀ
+ *
+ * and the backward, from dy (T × d):
+ *
+ *   dWd += dyᵀ m      dm = dy Wd      dg = dm ⊙ u ⊙ silu'(g)    du = dm ⊙ silu(g)
+ *   dWg += dgᵀ f      dWu += duᵀ f    df = dg Wg + du Wu
+ *   dx1 = dy + rmsnorm'(x1; w_ffn)ᵀ df
+ *   dWo += dx1ᵀ o     do = dx1 Wo
+ *   dP_h = do_h v_gᵀ  dv_g += P_hᵀ do_h
+ *   dS_h = P_h ⊙ (dP_h − rowsum(dP_h ⊙ P_h)) / √hd
+ *   dq_h = dS_h k_g   dk_g += dS_hᵀ q_h   (then RoPE's transpose on dq, dk)
+ *   dWq += dqᵀ a      dWk += dkᵀ a        dWv += dvᵀ a
+ *
+ * The input x is data (the calibration states), so nothing flows back
+ * into it or into the norms' weights.  Everything is f32, every product a
+ * cblas_sgemm.
+ */
+#ifndef NV_BLOCK_H
+#define NV_BLOCK_H
+
+#include <stddef.h>
+
+#include "forward.h"
+
+typedef struct {
+	size_t tmax, T;
+	fw_scratch s;          /* RoPE tables */
+	float *a, *q, *k, *v;  /* (T × d), (T × qdim), (T × kvdim) ×2; q, k after RoPE */
+	float *p;              /* (nh × T × T) attention probabilities */
+	float *o, *x1, *f;     /* (T × qdim), (T × d), (T × d) */
+	float *g, *u, *m;      /* (T × ff) gate, up, silu(gate)·up */
+	float *y;              /* (T × d) the block's output */
+	/* backward scratch */
+	float *dm, *dg, *du, *df, *dx1, *dout, *dq, *dk, *dv, *dp;
+} bk_cache;
+
+int bk_init(bk_cache *c, const fw_model *m, size_t tmax);
+void bk_free(bk_cache *c);
+
+/* the block of layer ly on x (T × d), intermediates into c, output c->y */
+int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *x, size_t T);
+
+/*
+ * after bk_forward: dw[i] (out × in of projection i) += ∂L/∂W_i for the
+ * output gradient dy (T × d) = ∂L/∂y
+ */
+void bk_backward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
+		 float *dw[FW_NMAT]);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * tune.h - block reconstruction: the continuous scales of every BLR path of
+ * one layer tuned together, signs fixed, so that the converted block on the
+ * converted stream's states follows the source block on the source's
+ * (blr-tune --layer; DESIGN.md, "Following the source").
+ *
+ * A path is Ŵ_p = diag(h) S_U diag(ℓ) S_Vᵀ diag(g) (blr(5)).  With dW the
+ * gradient of the loss with respect to the layer's Ŵ (block.h), and
+ * P = dW·(diag(g) S_V) (m × r), Q = dWᵀ·(diag(h) S_U) (n × r):
+ *
+ *   ∂/∂h_i = Σ_k S_U,ik ℓ_k P_ik    ∂/∂ℓ_k = Σ_i h_i S_U,ik P_ik
+ *   ∂/∂g_j = Σ_k S_V,jk ℓ_k Q_jk
+ *
+ * Every scale v is parametrised as v_start·exp(s) (relative steps, no sign
+ * change, a zeroed rank scale stays zero), and Adam steps on s over batches
+ * of FIT windows in a fixed-seed order, the loss the mean over positions of
+ * ‖block_q(x_q) − y_src‖².  Every eval_every steps and after the last, the
+ * scales are stored as f16 in payloads of the same bytes otherwise, and
+ * those payloads' loss over the SEL windows chooses: the start counts as
+ * step 0, so a tuned layer is never worse on SEL than the untuned one.
+ * Same inputs and thread count, same bytes.
+ */
+#ifndef NV_TUNE_H
+#define NV_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "forward.h"
+
+typedef struct {
+	const char *name;       /* a projection of the layer */
+	const uint8_t *payload; /* its BLR bytes (borrowed) */
+	size_t len;
+} tn_input;
+
+typedef struct {
+	size_t steps, batch, eval_every; /* batch: FIT windows a step */
+	double lr;
+	uint64_t seed;
+} tn_opts;
+
+typedef struct {
+	double fit_before, fit_after; /* mean ‖y − y_src‖² per position, FIT windows */
+	double sel_before, sel_after; /* the same on SEL (sel_after ≤ sel_before) */
+	size_t best_step;
+	double flops;
+} tn_result;
+
+/*
+ * tune the payloads in[0..nin) of layer l of m: x (rows × d) the converted
+ * stream's states entering the layer, ysrc (rows × d) the source block's
+ * outputs on the source stream's states, windows w[0..nw) over those rows
+ * (FIT windows first); out[i] gets fresh payload bytes for in[i]
+ */
+int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const float *x,
+	    const float *ysrc, const fw_window *w, size_t nw, const tn_opts *o, uint8_t **out,
+	    tn_result *r);
+
+/*
+ * the rows of the calibration windows entering layer l: from a state file
+ * (checked against the tokens, windows, width and layer: state.h), or with
+ * state NULL the embeddings (layer 0 only).  *x (rows × d) and *w (nw
+ * windows) are fresh.
+ */
+int tn_rows(const fw_model *m, const char *state, int l, const uint32_t *tok, size_t ntok,
+	    size_t fit, size_t sel, size_t window, float **x, fw_window **w, size_t *nw,
+	    size_t *rows);
+
+/* y (rows × d) = the float block l of m on x, window by window */
+int tn_block_out(const fw_model *m, int l, const float *x, const fw_window *w, size_t nw,
+		 float *y);
+
+#endif

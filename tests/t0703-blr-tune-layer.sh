@@ -1,0 +1,146 @@
+#!/bin/bash
+# blr-tune --layer: block reconstruction of one layer's payloads on
+# stories260K.  SEL never worse, signs and sizes kept, the same bytes twice,
+# the tuned layer closer to the source model; bad input refused; convert.mk
+# TUNE=1.
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIR/lib-convert.sh"
+
+# the tools run with convert.mk's one OpenBLAS thread (issue 13, item 11)
+export OPENBLAS_NUM_THREADS=1
+
+C="--tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128"
+SHORTS="q:self_attn.q_proj k:self_attn.k_proj v:self_attn.v_proj o:self_attn.o_proj
+gate:mlp.gate_proj up:mlp.up_proj down:mlp.down_proj"
+
+# patches L DIR: --patch NAME=DIR/short.blr for layer L's seven projections
+patches() {
+	for s in $SHORTS; do
+		printf ' --patch model.layers.%s.%s.weight=%s/%s.blr' "$1" "${s#*:}" "$2" "${s%%:*}"
+	done
+}
+
+# applied L0DIR L1DIR: NAME=PAYLOAD arguments of cmf-patch apply for both layers
+applied() {
+	for s in $SHORTS; do
+		printf ' model.layers.0.%s.weight=%s/%s.blr' "${s#*:}" "$1" "${s%%:*}"
+		printf ' model.layers.1.%s.weight=%s/%s.blr' "${s#*:}" "$2" "${s%%:*}"
+	done
+}
+
+# same.py A B: the two payloads differ in their f16 scales only
+cat >same.py <<'PY'
+import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+assert len(a) == len(b) and a[:16] == b[:16], "size or header differs"
+m, n, r, p = struct.unpack("<IIHB", a[4:15])
+at = 16
+for _ in range(p):
+    at += 2 * (m + n + r)
+    bits = r * (m + n) // 8
+    assert a[at:at + bits] == b[at:at + bits], "signs differ"
+    at += bits
+PY
+
+test_expect_success 'setup: a two-layer conversion at 2 bpw, the source stream' '
+	convert_setup &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2 -j2 2>err &&
+	gram-capture -q -m s2.cmf $C -l 0 --next-state S1src.state
+'
+
+test_expect_success 'layer 1: SEL never worse, every payload written, signs and sizes kept' '
+	mkdir t1 &&
+	blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		$(patches 1 c/L1) --steps 60 -o t1 >rep 2>err &&
+	test_grep "^layer 1: loss fit [0-9.]* -> [0-9.]* sel [0-9.]* -> [0-9.]* | step [0-9]* of 60 |" rep &&
+	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" rep >sel &&
+	awk "{ exit !(\$2 <= \$1) }" sel &&
+	for s in q k v o gate up down; do
+		blr-pack info t1/$s.blr >/dev/null && "$NVG_PY" same.py c/L1/$s.blr t1/$s.blr || return 1
+	done &&
+	test_must_fail cmp -s c/L1/down.blr t1/down.blr
+'
+
+test_expect_success 'same inputs, same bytes; no steps, the inputs back' '
+	mkdir t1b t0s &&
+	blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		$(patches 1 c/L1) --steps 60 -o t1b >rep2 &&
+	for s in q k v o gate up down; do cmp t1/$s.blr t1b/$s.blr || return 1; done &&
+	blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		$(patches 1 c/L1) --steps 0 -o t0s >rep0 &&
+	test_grep "step 0 of 0" rep0 &&
+	for s in q k v o gate up down; do cmp c/L1/$s.blr t0s/$s.blr || return 1; done
+'
+
+test_expect_success 'the tuned layer brings the model closer to its source (held-out KL)' '
+	head -c 40000 "$NVG_DATA/tinystories-sample.txt" >held.txt &&
+	cmf-patch apply -o tuned.cmf s2.cmf $(applied c/L0 t1) &&
+	cmf-eval -q -m c/model.cmf --base s2.cmf --text held.txt --window 128 >before &&
+	cmf-eval -q -m tuned.cmf --base s2.cmf --text held.txt --window 128 >after &&
+	b=$(sed -n "s/^kl //p" before) a=$(sed -n "s/^kl //p" after) &&
+	echo "kl $b -> $a" &&
+	awk -v a="$a" -v b="$b" "BEGIN { exit !(a < b) }"
+'
+
+test_expect_success 'layer 0 starts from the embeddings' '
+	mkdir t0 &&
+	blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --steps 20 -o t0 >rep.0 &&
+	test_grep "^layer 0: " rep.0 && test -f t0/down.blr
+'
+
+test_expect_success 'bad input: one line, exit 1, nothing written' '
+	mkdir bad &&
+	gram-capture -q -m s2.cmf --tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 \
+		--window 64 -l 0 --next-state S1w64.state &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state S1w64.state \
+		--src-state S1src.state $(patches 1 c/L1) -o bad 2>err &&
+	test_grep "window" err && test_one_line_error err &&
+	test_expect_code 1 blr-tune --layer 0 -m s2.cmf $C --state c/S1.state \
+		--src-state S1src.state $(patches 0 c/L0) -o bad 2>err &&
+	test_grep "layer" err && test_one_line_error err &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		--patch model.layers.1.self_attn.q_proj.weight=c/L1/down.blr -o bad 2>err &&
+	test_grep "shape" err && test_one_line_error err &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		--patch model.layers.0.self_attn.q_proj.weight=c/L0/q.blr -o bad 2>err &&
+	test_grep "not a projection of layer 1" err && test_one_line_error err &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		$(patches 1 c/L1) -o rep 2>err &&
+	test_grep "is not a directory" err &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		$(patches 1 c/L1) -o c/L1 2>err &&
+	test_grep "refusing to overwrite the input" err &&
+	test_expect_code 2 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state $(patches 1 c/L1) \
+		-o bad 2>err &&
+	test_expect_code 2 blr-tune --layer 1 -m s2.cmf $C --base s.cmf --state c/S1.state \
+		--src-state S1src.state $(patches 1 c/L1) -o bad 2>err &&
+	test -z "$(ls bad)" && test_no_tmp_files . &&
+	for s in q k v o gate up down; do blr-pack info c/L1/$s.blr >/dev/null || return 1; done
+'
+
+test_expect_success 'convert.mk TUNE=1: every layer tuned, -j1 and -j2 the same bytes' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu BPW=2 TUNE=1 -j2 2>err &&
+	test_grep "layer 1: loss fit" tu/L1/tune.txt &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu1 BPW=2 TUNE=1 -j1 2>err &&
+	cmp tu/model.cmf tu1/model.cmf &&
+	cmf-patch extract -o a.raw tu/model.cmf model.layers.1.mlp.down_proj.weight &&
+	blr-pack unpack -o b.raw tu/L1/tuned/down.blr && cmp a.raw b.raw &&
+	test_no_tmp_files tu
+'
+
+test_expect_success 'TUNE=1: a lost tuning is made again, to the same bytes' '
+	rm tu/L1/tune.txt tu/L1/tuned/gate.blr &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu BPW=2 TUNE=1 -j2 2>err &&
+	test_grep "layer 1/2: tune the block" err &&
+	cmp tu/model.cmf tu1/model.cmf
+'
+
+test_expect_success 'convert.mk refuses TUNE=2, and TUNE=1 with dual-svid' '
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE=2 2>err &&
+	test_grep "TUNE .2. is not 0 or 1" err &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE=1 METHOD=dual-svid 2>err &&
+	test_grep "TUNE=1 is nvg" err &&
+	test_path_is_missing badc
+'
+
+test_done

@@ -455,6 +455,13 @@ out:
 	return rc;
 }
 
+static void free_patches(opts *o)
+{
+	for (size_t i = 0; i < o->npatch; i++)
+		free((char *)o->patch_name[i]);
+	o->npatch = 0;
+}
+
 int main(int argc, char **argv)
 {
 	opts o = { .fit = 8192, .sel = 2048, .window = 512, .progress = tool_progress_default(),
@@ -466,18 +473,17 @@ int main(int argc, char **argv)
 	int rc;
 
 	tool_name = "blr-tune";
-	if ((rc = parse_args(argc, argv, &o)) != 0)
-		return rc == -2 ? tool_finish(EXIT_OK) : rc;
-	if (tool_open_model(o.model, &f, &m))
-		return EXIT_FAIL;
+	if ((rc = parse_args(argc, argv, &o)) != 0 || tool_open_model(o.model, &f, &m)) {
+		free_patches(&o);
+		return rc == -2 ? tool_finish(EXIT_OK) : rc ? rc : EXIT_FAIL;
+	}
 	if (o.has_layer) {
 		rc = load_tokens(&o, &f, &ids, &n) ? EXIT_FAIL : layer_mode(&o, &m, ids, n);
 		goto out;
 	}
 	if (tool_open_model(o.base, &bf, &bm)) {
-		fw_close(&m);
-		cmf_close(&f);
-		return EXIT_FAIL;
+		rc = EXIT_FAIL;
+		goto out;
 	}
 	rc = EXIT_FAIL;
 	if (same_shape(&o, &m, &bm) == 0 && load_tokens(&o, &f, &ids, &n) == 0)
@@ -485,8 +491,7 @@ int main(int argc, char **argv)
 	fw_close(&bm);
 	cmf_close(&bf);
 out:
-	for (size_t i = 0; i < o.npatch; i++)
-		free((char *)o.patch_name[i]);
+	free_patches(&o);
 	free(ids);
 	fw_close(&m);
 	cmf_close(&f);

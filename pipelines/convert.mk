@@ -107,6 +107,19 @@ CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
 $(foreach v,MODEL PLAN CALIB,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
 $(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
 $(foreach v,BPW RHO KV_FACTOR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
+# every value in the range its tool takes, checked before OUT is touched
+in_range = $(shell awk -v v='$(1)' 'BEGIN { exit !(v + 0 $(2) && v + 0 $(3)) }' && echo y)
+range = $(if $(call in_range,$($(1)),$(2),$(3)),,$(error convert.mk: $(1) '$($(1))' is not $(2) and $(3)))
+$(call range,BPW,> 0,< 16)
+$(call range,KV_FACTOR,> 0,< 16)
+$(call range,RHO,>= 0,<= 1e6)
+$(call range,THREADS,>= 1,<= 64)
+$(call range,WINDOW,>= 2,<= 1048576)
+$(call range,FIT_TOKENS,>= 2,<= 1e15)
+$(call range,SEL_TOKENS,>= 2,<= 1e15)
+ifeq ($(filter cpu opencl auto,$(DEVICE)),)
+$(error convert.mk: DEVICE '$(DEVICE)' is not cpu, opencl or auto)
+endif
 ifneq ($(TOKENS),)
 ifneq ($(CAPTURE_GRAMS),)
 have_tokens := $(shell echo $$(( $$(stat -L -c %s '$(TOKENS)') / 4 )))
@@ -124,16 +137,18 @@ PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) 
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
 	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)
 STAMP := $(OUT)/params
-ifneq ($(wildcard $(STAMP)),)
+# an empty stamp is one whose writing failed (a full disk): no stamp at all
+ifneq ($(file <$(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
 $(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's); remove it or choose another OUT)
 endif
 else
-ifneq ($(shell ls -A '$(OUT)' 2>/dev/null),)
+ifneq ($(filter-out logs params,$(shell ls -A '$(OUT)' 2>/dev/null)),)
 $(error convert.mk: OUT '$(OUT)' is not empty and holds no conversion stamp; choose an empty or new directory)
 endif
 $(shell mkdir -p '$(OUT)/logs')
-$(file >$(STAMP),$(PARAMS))
+$(file >$(STAMP).tmp,$(PARAMS))
+$(shell mv -f '$(STAMP).tmp' '$(STAMP)')
 endif
 # CALIBRATE is not a parameter of the stamp: model.cmf follows OUT/calibrate.set,
 # rewritten only when the setting changes

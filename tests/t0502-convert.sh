@@ -169,4 +169,16 @@ test_expect_success 'a tensor the encoder refuses stays in its source dtype and 
 	test "$(prov_value refuse/model.cmf refused_tensors)" = "[\"model.layers.1.mlp.up_proj.weight\"]"
 '
 
+test_expect_success 'every value is checked before OUT is touched; an empty stamp is no stamp' '
+	for a in BPW=0 BPW=16 BPW=1e9 WINDOW=1 THREADS=65 RHO=1e9 KV_FACTOR=0 DEVICE=gpu \
+		SEL_TOKENS=1; do
+		test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=range BPW=2 $a 2>err &&
+		test_grep "convert.mk: ${a%%=*} .${a#*=}. is not" err &&
+		test_path_is_missing range || return 1
+	done &&
+	mkdir -p full/logs && : >full/params &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=full BPW=2.5 METHOD=dual-svid 2>err &&
+	cmf-patch verify full/model.cmf
+'
+
 test_done

@@ -1,5 +1,6 @@
 /* import_safetensors.c - Hugging Face safetensors (one file or an indexed shard set) with config.json (see import.h) */
 #include "import.h"
+#include "hfconfig.h"
 #include "err.h"
 #include "fileio.h"
 #include "mem.h"
@@ -39,7 +40,8 @@ static char *read_text(const char *path)
 	return (char *)s;
 }
 
-static int read_config(const char *src0, cmf_arch *a)
+/* cmf.arch from config.json, every key honoured or refused (hfconfig.h) */
+static int read_config(const char *src0, cmf_arch *a, int *untied)
 {
 	char *path = beside(src0, "config.json"), *text;
 	int rc = -1;
@@ -47,7 +49,8 @@ static int read_config(const char *src0, cmf_arch *a)
 	if (!path)
 		return -1;
 	if ((text = read_text(path))) {
-		rc = cmf_arch_parse(text, path, a);
+		rc = cmf_arch_parse(text, path, a) < 0 || hf_config_check(text, path, a, untied) < 0
+			     ? -1 : 0;
 		free(text);
 	}
 	free(path);
@@ -190,11 +193,11 @@ int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m
 	size_t n0 = strlen(src[0]), nfiles;
 	struct stat st;
 	char **files;
-	int rc;
+	int rc, untied;
 
 	if (nsrc == 1 && stat(src[0], &st) == 0 && S_ISDIR(st.st_mode))
 		return import_dir(src[0], dtype, m);
-	if (read_config(src[0], &m->arch) < 0)
+	if (read_config(src[0], &m->arch, &untied) < 0)
 		return -1;
 	if (nsrc == 1 && n0 >= 5 && strcmp(src[0] + n0 - 5, ".json") == 0) {
 		rc = index_shards(src[0], &files, &nfiles);
@@ -208,7 +211,13 @@ int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m
 	} else {
 		rc = import_files(nsrc, src, dtype, m);
 	}
-	if (rc == 0 && !imp_model_find(m, "lm_head.weight"))
+	if (rc == 0 && !imp_model_find(m, "lm_head.weight")) {
+		if (untied) {
+			nv_seterr("config.json says tie_word_embeddings false, and there is no "
+				  "lm_head.weight");
+			return -1;
+		}
 		m->arch.tied = 1;
+	}
 	return rc;
 }

@@ -77,9 +77,10 @@ rng = np.random.default_rng(11)
 cfg = {"model_type": "llama", "hidden_size": 16, "intermediate_size": 32,
        "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
        "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "vocab_size": 8,
-       "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": [2, 3]}
+       "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": [2, 3]}
 json.dump(cfg, open("st/config.json", "w"))
-json.dump(cfg, open("sh/config.json", "w"))
+# the shards carry lm_head: untied there
+json.dump(dict(cfg, tie_word_embeddings=False), open("sh/config.json", "w"))
 a = rng.standard_normal((8, 16)).astype(np.float32)
 b = rng.standard_normal((16, 16)).astype(np.float16)
 c = rng.standard_normal((32, 16)).astype(np.float32)

@@ -149,7 +149,7 @@ test_expect_success 'convert.mk CALIBRATE=1: the last step, the same bytes as by
 	cmp byhand.cmf cc/model.cmf &&
 	cut -d"|" -f1,2 rep.hand >r1 && cut -d"|" -f1,2 cc/calibrate.txt >r2 && test_cmp r1 r2 &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=cc BPW=2 CALIBRATE=1 -j2 2>err &&
-	test ! -s err &&
+	test_no_grep "calibrate|apply|encode" err &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=cc BPW=2 -j2 2>err &&
 	test_no_grep "calibrate" err &&
 	cmp c/model.cmf cc/model.cmf &&

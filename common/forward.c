@@ -529,6 +529,18 @@ double fw_kl(const float *p, double lse_p, const float *q, double lse_q, size_t 
 	return kl > 0 ? kl : 0;
 }
 
+/* a hidden state that is not finite stops the forward, naming the layer that made it */
+static int check_finite(const float *x, size_t n, int layer)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i])) {
+			nv_seterr("layer %d makes a non-finite hidden state (%g): the model's weights "
+				  "are broken", layer, (double)x[i]);
+			return -1;
+		}
+	return 0;
+}
+
 int fw_window_logits(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T, float *x,
 		     float *logits)
 {
@@ -542,10 +554,18 @@ int fw_window_logits(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T, 
 			return -1;
 		rc = fw_layer_run(m, &ly, s, x, T, NULL);
 		fw_layer_free(&ly);
-		if (rc < 0)
+		if (rc < 0 || check_finite(x, T * m->d, l) < 0)
 			return -1;
 	}
-	return fw_logits(m, s, x, T, logits);
+	if (fw_logits(m, s, x, T, logits) < 0)
+		return -1;
+	for (size_t i = 0; i < T * m->vocab; i++)
+		if (!isfinite(logits[i])) {
+			nv_seterr("the head makes a non-finite logit (%g): the model's weights are "
+				  "broken", (double)logits[i]);
+			return -1;
+		}
+	return 0;
 }
 
 int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw, float *x)

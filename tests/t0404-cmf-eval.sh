@@ -16,9 +16,18 @@ from safetensors.numpy import load_file, save_file
 src, out, what = sys.argv[1:4]
 with safe_open(src, "np") as f:
     meta = f.metadata()
+t = load_file(src)
 if what == "arch":
     a = json.loads(meta["cmf.arch"]); a["model_type"] = "gpt2"; meta["cmf.arch"] = json.dumps(a)
-save_file(load_file(src), out, metadata=meta)
+if what in ("nan", "inf"):
+    # one weight of layer 1's down_proj broken, its CRC updated (a valid file)
+    import zlib
+    k = "model.layers.1.mlp.down_proj.weight"
+    t[k] = t[k].copy()
+    t[k].flat[5] = float(what)
+    crc = json.loads(meta["cmf.crc32"]); crc[k] = zlib.crc32(t[k].tobytes())
+    meta["cmf.crc32"] = json.dumps(crc)
+save_file(t, out, metadata=meta)
 PY
 
 # val KEY FILE: the value of a "key value" line
@@ -133,6 +142,17 @@ test_expect_success '-h prints the SYNOPSIS of cmf-eval(1)' '
 	cmf-eval -h >usage &&
 	tr -s " \t\n" " " <usage | sed "s/^ //; s/ \$//" >got &&
 	test_cmp want got
+'
+
+test_expect_success 'a NaN or Inf weight: exit 1, the layer named, no report (nor JSON)' '
+	for w in nan inf; do
+		"$NVG_PY" craft.py s.cmf $w.cmf $w &&
+		test_expect_code 1 cmf-eval -q -m $w.cmf --base s.cmf --tokens tok.u32 --limit 300 \
+			--json >out 2>err &&
+		test_one_line_error err &&
+		test_grep "layer 1 makes a non-finite hidden state" err &&
+		test ! -s out || return 1
+	done
 '
 
 test_done

@@ -17,18 +17,6 @@
 
 enum { T = 9, D = 16, FF = 24, QD = 16, KD = 8, NH = 4, NKV = 2, HD = 4 };
 
-/* y = W x (+ b), W (m × n) f32, x and y f64 */
-static void mv(const float *W, const float *b, const double *x, double *y, size_t m, size_t n)
-{
-	for (size_t i = 0; i < m; i++) {
-		double s = b ? b[i] : 0;
-
-		for (size_t j = 0; j < n; j++)
-			s += (double)W[i * n + j] * x[j];
-		y[i] = s;
-	}
-}
-
 static void norm(const double *x, const float *w, double *y)
 {
 	double ss = 0;
@@ -60,9 +48,9 @@ static void ref_block(const ref_w *rw, float *const w[FW_NMAT], const double *x,
 		double a[D];
 
 		norm(x + t * D, rw->an[0], a);
-		mv(w[FW_Q], rw->b[0][0], a, q[t], QD, D);
-		mv(w[FW_K], rw->b[0][1], a, k[t], KD, D);
-		mv(w[FW_V], rw->b[0][2], a, v[t], KD, D);
+		ref_mv(w[FW_Q], rw->b[0][0], a, q[t], QD, D);
+		ref_mv(w[FW_K], rw->b[0][1], a, k[t], KD, D);
+		ref_mv(w[FW_V], rw->b[0][2], a, v[t], KD, D);
 		rope(q[t], NH, t);
 		rope(k[t], NKV, t);
 	}
@@ -85,15 +73,15 @@ static void ref_block(const ref_w *rw, float *const w[FW_NMAT], const double *x,
 				for (size_t e = 0; e < HD; e++)
 					o[h * HD + e] += exp(s[j] - mx) / sum * v[j][gk * HD + e];
 		}
-		mv(w[FW_O], NULL, o, x1, D, QD);
+		ref_mv(w[FW_O], NULL, o, x1, D, QD);
 		for (size_t i = 0; i < D; i++)
 			x1[i] += x[t * D + i];
 		norm(x1, rw->fn[0], f);
-		mv(w[FW_GATE], NULL, f, g, FF, D);
-		mv(w[FW_UP], NULL, f, u, FF, D);
+		ref_mv(w[FW_GATE], NULL, f, g, FF, D);
+		ref_mv(w[FW_UP], NULL, f, u, FF, D);
 		for (size_t i = 0; i < FF; i++)
 			g[i] = g[i] / (1 + exp(-g[i])) * u[i];
-		mv(w[FW_DOWN], NULL, g, md, D, FF);
+		ref_mv(w[FW_DOWN], NULL, g, md, D, FF);
 		for (size_t i = 0; i < D; i++)
 			y[t * D + i] = x1[i] + md[i];
 	}

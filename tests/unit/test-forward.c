@@ -25,18 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* y = W x (+ b), W (m × n) */
-static void ref_mv(const float *W, const float *b, const double *x, double *y, size_t m, size_t n)
-{
-	for (size_t i = 0; i < m; i++) {
-		double s = b ? b[i] : 0;
-
-		for (size_t j = 0; j < n; j++)
-			s += (double)W[i * n + j] * x[j];
-		y[i] = s;
-	}
-}
-
 static void ref_norm(const double *x, const float *w, double *y, size_t n, double eps)
 {
 	double ss = 0;

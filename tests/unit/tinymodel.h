@@ -135,6 +135,18 @@ static void __attribute__((unused)) build_tiny(mem_model *mm, ref_w *rw, tap_rng
 	mm->f.has_arch = 1;
 }
 
+/* y = W x (+ b), W (m × n) */
+static void __attribute__((unused)) ref_mv(const float *W, const float *b, const double *x, double *y, size_t m, size_t n)
+{
+	for (size_t i = 0; i < m; i++) {
+		double s = b ? b[i] : 0;
+
+		for (size_t j = 0; j < n; j++)
+			s += (double)W[i * n + j] * x[j];
+		y[i] = s;
+	}
+}
+
 /* the reference's weights, freed */
 static void __attribute__((unused)) free_ref(ref_w *rw)
 {

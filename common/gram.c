@@ -120,6 +120,15 @@ int gr_finish(const gr_acc *a, nvgg *out)
 			out->g[i * n + j] = v;
 			out->g[j * n + i] = v;
 		}
+	/* the f64 sums cannot overflow, but a mean beyond f32 would store inf */
+	for (size_t i = 0; i < n * n; i++)
+		if (!isfinite(out->g[i])) {
+			nv_seterr("entry [%zu,%zu] = %g of the mean is beyond f32", i / n, i % n,
+				  a->g[i] * inv);
+			free(out->g);
+			out->g = NULL;
+			return -1;
+		}
 	out->n = (uint32_t)n;
 	out->count = a->count;
 	return 0;

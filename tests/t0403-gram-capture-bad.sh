@@ -178,4 +178,14 @@ test_expect_success 'usage errors exit 2' '
 	test_expect_code 2 gram-capture -n 4 2>err
 '
 
+test_expect_success '-n rows whose mean square is beyond f32: refused, no Gram of inf written' '
+	"$NVG_PY" -c "
+import numpy as np
+np.full((4, 3), 3e38, dtype=np.float32).tofile(\"big.f32\")" &&
+	test_expect_code 1 gram-capture -n 3 -o big big.f32 2>err &&
+	test_one_line_error err &&
+	test_grep "beyond f32" err &&
+	test_path_is_missing big.gram && test_no_tmp_files .
+'
+
 test_done

@@ -203,4 +203,11 @@ test_expect_success 'no temporary files left' '
 	test_no_tmp_files .
 '
 
+test_expect_success 'a target above the top of the curves is an error, not a smaller plan' '
+	test_expect_code 1 plan-alloc --bpw 2.5 -o top.plan curves.txt 2>err &&
+	test_grep "target 2.5 bpw is above the top of the curves: at most 2 bpw" err &&
+	test_path_is_missing top.plan &&
+	plan-alloc -q --bpw 2 -o top.plan curves.txt
+'
+
 test_done

@@ -591,16 +591,6 @@ static double floor_bits(const grp *g, size_t ng)
 	return b;
 }
 
-/* the most bits the groups can be stored in */
-static double ceiling_bits(const grp *g, size_t ng)
-{
-	double b = 0;
-
-	for (size_t i = 0; i < ng; i++)
-		b += g[i].cost[g[i].n - 1];
-	return b;
-}
-
 /* one solve with the curves flagged in kept held exact */
 static int solve_kept(const alloc_set *s, const alloc_opts *o, const unsigned char *kept,
 		      alloc_result *r)
@@ -622,12 +612,6 @@ static int solve_kept(const alloc_set *s, const alloc_opts *o, const unsigned ch
 		nv_seterr("target %g bpw is below the floor of the curves: at least %.6g bpw%s",
 			  o->bpw, (least + ALLOC_KEEP_BPW * kept_w) / r->weights,
 			  kept_w > 0 ? " with the kept layers at 16" : "");
-		goto out;
-	}
-	/* with no layer to keep, a target above every curve's top would plan less than asked */
-	if (o->keep == 0 && ceiling_bits(g, ng) < o->bpw * r->weights * (1 - 1e-9)) {
-		nv_seterr("target %g bpw is above the top of the curves: at most %.6g bpw; "
-			  "sweep higher budgets", o->bpw, ceiling_bits(g, ng) / r->weights);
 		goto out;
 	}
 	if (!(ch = nv_malloc(ng ? ng : 1, sizeof(size_t))))
@@ -862,4 +846,17 @@ int alloc_write_svg(FILE *f, const alloc_set *s, const alloc_result *r, double t
 		return -1;
 	}
 	return 0;
+}
+
+double alloc_ceiling(const alloc_set *s)
+{
+	double bits = 0, w = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const alloc_curve *c = &s->c[i];
+
+		bits += c->weights * c->pts[c->npts - 1].bpw;
+		w += c->weights;
+	}
+	return w > 0 ? bits / w : 0;
 }

@@ -97,6 +97,9 @@ typedef struct {
 int alloc_solve(const alloc_set *s, const alloc_opts *o, alloc_result *r);
 void alloc_result_free(alloc_result *r);
 
+/* the largest average bpw the curves reach: every curve at its top point */
+double alloc_ceiling(const alloc_set *s);
+
 /* the plan: layer groups as "layer bpw" rows, tensor groups as tensor
  * rules, kept layers as keep rules; a comment line first */
 int alloc_write_plan(FILE *f, const alloc_set *s, const alloc_result *r, double target);

@@ -200,6 +200,13 @@ static int run(opts *o)
 		alloc_free(&s);
 		s = g;
 	}
+	/* with no layer kept, a target above every curve's top would plan less than asked */
+	if (o->a.keep == 0 && alloc_ceiling(&s) < o->a.bpw * (1 - 1e-9)) {
+		nv_seterr("target %g bpw is above the top of the curves: at most %.6g bpw; sweep "
+			  "higher budgets", o->a.bpw, alloc_ceiling(&s));
+		tool_fail("allocating", o->in);
+		goto out;
+	}
 	if (alloc_solve(&s, &o->a, &r) < 0) {
 		tool_fail("allocating", o->in);
 		goto out;

@@ -17,6 +17,19 @@
 #include "nvg_cl.h"
 #include "tap.h"
 
+/*
+ * LeakSanitizer's stop-the-world tracer now and then dies of signal 11 while
+ * PoCL's worker threads wind down at exit (seen under make SAN=1 check with
+ * a fresh kernel cache), failing a test whose checks all passed.  The leak
+ * check of the OpenCL unit tests is off; ASan and UBSan stay on, and the
+ * tools' OpenCL runs keep theirs (tests/lsan-opencl.supp).
+ */
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void)
+{
+	return "detect_leaks=0";
+}
+
 /* under make SAN=1: PoCL's and clBLAST's process-lifetime allocations are
  * theirs (tests/lsan-opencl.supp says the same for the tool tests) */
 const char *__lsan_default_suppressions(void);

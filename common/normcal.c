@@ -2,6 +2,7 @@
 #include "normcal.h"
 
 #include "err.h"
+#include "adam.h"
 #include "mem.h"
 #include "rng.h"
 
@@ -112,10 +113,10 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
 	return 0;
 }
 
-int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t n, double *kl,
-	  double *grad, double *flops)
+/* nc_kl with the caller's scratch: a fit allocates its 2·NC_CHUNK·vocab floats once */
+static int kl_rows(const nc_data *D, nc_scratch *s, const float *w, size_t r0, const size_t *idx,
+		   size_t n, double *kl, double *grad, double *flops)
 {
-	nc_scratch s;
 	size_t rows[NC_CHUNK];
 	double sum = 0, fl = 0;
 	int rc = 0;
@@ -124,8 +125,6 @@ int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t
 		nv_seterr("no calibration rows to measure");
 		return -1;
 	}
-	if (scratch_init(&s, D) < 0)
-		return -1;
 	if (grad)
 		memset(grad, 0, D->d * sizeof *grad);
 	for (size_t b0 = 0; b0 < n && rc == 0; b0 += NC_CHUNK) {
@@ -133,9 +132,8 @@ int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t
 
 		for (size_t b = 0; b < c; b++)
 			rows[b] = idx ? idx[b0 + b] : r0 + b0 + b;
-		rc = chunk_kl(D, &s, w, rows, c, &sum, grad, &fl);
+		rc = chunk_kl(D, s, w, rows, c, &sum, grad, &fl);
 	}
-	scratch_free(&s);
 	if (rc < 0)
 		return -1;
 	*kl = sum / (double)n;
@@ -145,6 +143,19 @@ int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t
 	if (flops)
 		*flops += fl;
 	return 0;
+}
+
+int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t n, double *kl,
+	  double *grad, double *flops)
+{
+	nc_scratch s;
+	int rc;
+
+	if (scratch_init(&s, D) < 0)
+		return -1;
+	rc = kl_rows(D, &s, w, r0, idx, n, kl, grad, flops);
+	scratch_free(&s);
+	return rc;
 }
 
 /* w = w_start ⊙ exp(s), rounded as stored; a value the dtype cannot hold is an error */
@@ -166,10 +177,12 @@ typedef struct {
 	double *s, *m, *v, *g; /* (d) log-scales, Adam's moments, the gradient */
 	float *w;              /* (d) the current weights */
 	size_t *perm;          /* (fit) the FIT rows' order */
+	nc_scratch sc;         /* the logits of every step and evaluation */
 } nc_state;
 
 static void state_free(nc_state *t)
 {
+	scratch_free(&t->sc);
 	free(t->s);
 	free(t->m);
 	free(t->v);
@@ -178,8 +191,13 @@ static void state_free(nc_state *t)
 	free(t->perm);
 }
 
-static int state_init(nc_state *t, size_t d, size_t fit)
+static int state_init(nc_state *t, const nc_data *D)
 {
+	size_t d = D->d, fit = D->fit;
+
+	memset(t, 0, sizeof *t);
+	if (scratch_init(&t->sc, D) < 0)
+		return -1;
 	t->s = nv_calloc(d, sizeof(double));
 	t->m = nv_calloc(d, sizeof(double));
 	t->v = nv_calloc(d, sizeof(double));
@@ -193,19 +211,12 @@ static int state_init(nc_state *t, size_t d, size_t fit)
 	return 0;
 }
 
-/* one Adam step (β1 0.9, β2 0.999, ε 1e-8) on s with the gradient in w */
+/* one Adam step on s, the gradient in w turned into ∂/∂s_i = ∂/∂w_i · w_i */
 static void adam(nc_state *t, const float *w0, size_t d, double lr, size_t step)
 {
-	double c1 = 1 - pow(0.9, (double)step), c2 = 1 - pow(0.999, (double)step);
-
-	for (size_t i = 0; i < d; i++) {
-		/* ∂/∂s_i = ∂/∂w_i · w_i */
-		double g = t->g[i] * (double)w0[i] * exp(t->s[i]);
-
-		t->m[i] = 0.9 * t->m[i] + 0.1 * g;
-		t->v[i] = 0.999 * t->v[i] + 0.001 * g * g;
-		t->s[i] -= lr * (t->m[i] / c1) / (sqrt(t->v[i] / c2) + 1e-8);
-	}
+	for (size_t i = 0; i < d; i++)
+		t->g[i] = t->g[i] * (double)w0[i] * exp(t->s[i]);
+	nv_adam(t->s, t->m, t->v, t->g, d, lr, step);
 }
 
 /* the batch of step k (1-based) from the FIT order, reshuffled at each pass */
@@ -218,9 +229,9 @@ static const size_t *batch_rows(nc_state *t, const nc_data *D, size_t b, size_t 
 	return t->perm + at * b;
 }
 
-static int sel_kl(const nc_data *D, const float *w, double *kl, double *flops)
+static int sel_kl(const nc_data *D, nc_state *t, const float *w, double *kl, double *flops)
 {
-	return nc_kl(D, w, D->fit, NULL, D->sel, kl, NULL, flops);
+	return kl_rows(D, &t->sc, w, D->fit, NULL, D->sel, kl, NULL, flops);
 }
 
 int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, nc_result *r)
@@ -236,23 +247,23 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 		nv_seterr("the calibration needs FIT and SEL rows, a batch and an evaluation period");
 		return -1;
 	}
-	if (state_init(&t, D->d, D->fit) < 0)
+	if (state_init(&t, D) < 0)
 		return -1;
 	memcpy(w, w_start, D->d * sizeof *w);
-	if (nc_kl(D, w, 0, NULL, D->fit, &r->fit_before, NULL, &r->flops) < 0 ||
-	    sel_kl(D, w, &r->sel_before, &r->flops) < 0)
+	if (kl_rows(D, &t.sc, w, 0, NULL, D->fit, &r->fit_before, NULL, &r->flops) < 0 ||
+	    sel_kl(D, &t, w, &r->sel_before, &r->flops) < 0)
 		goto out;
 	best = r->sel_before;
 	for (size_t k = 1; k <= o->steps; k++) {
 		const size_t *rows = batch_rows(&t, D, b, k, &st);
 
 		if (weights(w_start, t.s, D->d, NULL, t.w) < 0 ||
-		    nc_kl(D, t.w, 0, rows, b, &kl, t.g, &r->flops) < 0)
+		    kl_rows(D, &t.sc, t.w, 0, rows, b, &kl, t.g, &r->flops) < 0)
 			goto out;
 		adam(&t, w_start, D->d, o->lr, k);
 		if (k % o->eval_every && k != o->steps)
 			continue;
-		if (weights(w_start, t.s, D->d, o->round, t.w) < 0 || sel_kl(D, t.w, &kl, &r->flops) < 0)
+		if (weights(w_start, t.s, D->d, o->round, t.w) < 0 || sel_kl(D, &t, t.w, &kl, &r->flops) < 0)
 			goto out;
 		if (kl < best) {
 			best = kl;
@@ -261,7 +272,7 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 		}
 	}
 	r->sel_after = best;
-	rc = nc_kl(D, w, 0, NULL, D->fit, &r->fit_after, NULL, &r->flops);
+	rc = kl_rows(D, &t.sc, w, 0, NULL, D->fit, &r->fit_after, NULL, &r->flops);
 out:
 	state_free(&t);
 	return rc;

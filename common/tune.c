@@ -1,6 +1,7 @@
 /* tune.c - block reconstruction of one layer's BLR scales (tune.h) */
 #include "tune.h"
 
+#include "adam.h"
 #include "blr.h"
 #include "block.h"
 #include "err.h"
@@ -174,20 +175,14 @@ static void chain(tn_tensor *t, double *flops)
 	}
 }
 
-/* one Adam step (β1 0.9, β2 0.999, ε 1e-8) on the log-multipliers; v follows */
+/* one Adam step on the log-multipliers; the scales follow */
 static void adam(tn_tensor *t, double lr, size_t step)
 {
-	double c1 = 1 - pow(0.9, (double)step), c2 = 1 - pow(0.999, (double)step);
-
-	for (size_t p = 0; p < t->np; p++)
-		for (size_t i = 0; i < t->nv; i++) {
-			double g = t->gr[p][i];
-
-			t->am[p][i] = 0.9 * t->am[p][i] + 0.1 * g;
-			t->av[p][i] = 0.999 * t->av[p][i] + 0.001 * g * g;
-			t->s[p][i] -= lr * (t->am[p][i] / c1) / (sqrt(t->av[p][i] / c2) + 1e-8);
+	for (size_t p = 0; p < t->np; p++) {
+		nv_adam(t->s[p], t->am[p], t->av[p], t->gr[p], t->nv, lr, step);
+		for (size_t i = 0; i < t->nv; i++)
 			t->v[p][i] = (float)((double)t->v0[p][i] * exp(t->s[p][i]));
-		}
+	}
 }
 
 /* the current scales as f16 into the candidate bytes; -1 when one leaves f16's range */

@@ -53,14 +53,14 @@ static int size_opt(const char *name, const char *arg, size_t lo, size_t hi, siz
 /* NAME=PAYLOAD */
 static int add_patch(opts *o, const char *arg)
 {
-	const char *eq = strchr(arg, '=');
+	char *name = NULL;
+	int rc;
 
-	if (!eq || eq == arg || !eq[1])
-		return tool_usage_error("bad --patch '%s': want name=payload", arg);
 	if (o->npatch == MAX_PATCH)
 		return tool_usage_error("more than %d patches", MAX_PATCH);
-	o->patch_name[o->npatch] = strndup(arg, (size_t)(eq - arg));
-	o->patch_file[o->npatch++] = eq + 1;
+	if ((rc = tool_patch_arg(arg, &name, &o->patch_file[o->npatch])) != 0)
+		return rc;
+	o->patch_name[o->npatch++] = name;
 	return 0;
 }
 

@@ -40,16 +40,16 @@ typedef struct {
 /* NAME=PAYLOAD: the payload file read whole */
 static int add_patch(opts *o, const char *arg)
 {
-	const char *eq = strchr(arg, '=');
 	size_t k = o->npatch, len;
+	const char *file = NULL;
+	int rc;
 
-	if (!eq || eq == arg || !eq[1])
-		return tool_usage_error("bad --patch '%s': want name=payload", arg);
 	if (k == MAX_PATCH)
 		return tool_usage_error("more than %d patches", MAX_PATCH);
-	o->patch_name[k] = strndup(arg, (size_t)(eq - arg));
-	if (nv_read_file(eq + 1, &o->patch_buf[k], &len) < 0)
-		return tool_fail("cannot read patch", eq + 1);
+	if ((rc = tool_patch_arg(arg, &o->patch_name[k], &file)) != 0)
+		return rc;
+	if (nv_read_file(file, &o->patch_buf[k], &len) < 0)
+		return tool_fail("cannot read patch", file);
 	o->patch[k] = (fw_override){ o->patch_name[k], o->patch_buf[k], len };
 	o->npatch++;
 	return 0;

@@ -102,6 +102,18 @@ static inline int tool_same_file(const char *a, const char *b)
 	       stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* a --patch NAME=PAYLOAD: *name fresh, *file into arg; a usage status on a bad one */
+static inline int tool_patch_arg(const char *arg, char **name, const char **file)
+{
+	const char *eq = strchr(arg, '=');
+
+	if (!eq || eq == arg || !eq[1])
+		return tool_usage_error("bad --patch '%s': want name=payload", arg);
+	*name = strndup(arg, (size_t)(eq - arg));
+	*file = eq + 1;
+	return 0;
+}
+
 /* the model at path opened and made ready to run; 1 (reported) on failure */
 static inline int tool_open_model(const char *path, cmf_file *f, fw_model *m)
 {

@@ -257,13 +257,14 @@ endef
 
 # the source stream (transport): layer L in float on S_L^src, its Grams
 # (L/src.*) and S_{L+1}^src; from the embeddings at layer 0
-SRC_GRAMS = $(foreach d,q o gate down,$(OUT)/L$(1)/src.$(d).fit.gram $(OUT)/L$(1)/src.$(d).sel.gram)
+# (the source Grams only for transport's SEL objective, from layer 1 on)
+SRC_GRAMS = $(if $(call xport,$(1)),$(foreach d,q o gate down,$(OUT)/L$(1)/src.$(d).fit.gram $(OUT)/L$(1)/src.$(d).sel.gram))
 src_next = $(if $(filter $(NEXT_$(1)),$(NEED_STATE)),$(OUT)/src/S$(NEXT_$(1)).state)
 define src_stream
 $(call SRC_GRAMS,$(1)) $(call src_next,$(1)) &: $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state) | $(OUT)/L$(1)/.dir
 	@mkdir -p $(OUT)/src
 	@$(call say,'layer $(1)/$(NLAYERS): source stream')
-	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).source.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(if $(filter-out 0,$(1)),--state $(OUT)/src/S$(1).state) $(CAPTURE) -o $(OUT)/L$(1)/src $(if $(call src_next,$(1)),--next-state $(call src_next,$(1)))
+	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).source.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(if $(filter-out 0,$(1)),--state $(OUT)/src/S$(1).state) $(CAPTURE) $(if $(call SRC_GRAMS,$(1)),-o $(OUT)/L$(1)/src) $(if $(call src_next,$(1)),--next-state $(call src_next,$(1)))
 endef
 
 # nvg: the inputs' contexts
@@ -305,7 +306,7 @@ ifeq ($(METHOD),nvg)
 $(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call nvg_contexts,$(l)))))
 endif
 ifneq ($(SRC_STREAM),)
-$(foreach l,$(LAYERS),$(eval $(call src_stream,$(l))))
+$(foreach l,$(LAYERS),$(if $(call SRC_GRAMS,$(l))$(call src_next,$(l)),$(eval $(call src_stream,$(l)))))
 endif
 ifeq ($(TUNE),1)
 $(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call tune,$(l)))))

@@ -11,9 +11,9 @@
 
 void bk_free(bk_cache *c)
 {
-	float **f[] = { &c->a, &c->q, &c->k, &c->v, &c->p, &c->o, &c->x1, &c->f, &c->g, &c->u,
-			&c->m, &c->y, &c->dm, &c->dg, &c->du, &c->df, &c->dx1, &c->dout, &c->dq,
-			&c->dk, &c->dv, &c->dp };
+	float **f[] = { &c->a, &c->q, &c->k, &c->v, &c->qr, &c->kr, &c->p, &c->o, &c->x1,
+			&c->f, &c->g, &c->u, &c->m, &c->y, &c->dm, &c->dg, &c->du, &c->df,
+			&c->dx1, &c->dout, &c->dq, &c->dk, &c->dv, &c->dp };
 
 	for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
 		free(*f[i]);
@@ -29,6 +29,7 @@ int bk_init(bk_cache *c, const fw_model *m, size_t tmax)
 		float **p;
 		size_t cols;
 	} b[] = { { &c->a, d },     { &c->q, qd },        { &c->k, kd },    { &c->v, kd },
+		  { &c->qr, qd },   { &c->kr, kd },
 		  { &c->p, m->nh * tmax }, { &c->o, qd }, { &c->x1, d },    { &c->f, d },
 		  { &c->g, ff },    { &c->u, ff },        { &c->m, ff },    { &c->y, d },
 		  { &c->dm, ff },   { &c->dg, ff },       { &c->du, ff },   { &c->df, d },
@@ -63,7 +64,7 @@ static void add_bias(float *y, const float *b, size_t T, size_t n)
 }
 
 /* the attention of every head: P_h kept, o_h = P_h v_g */
-static void attend(const fw_model *m, bk_cache *c, size_t T)
+static void attend(const fw_model *m, bk_cache *c, size_t T, size_t window)
 {
 	size_t hd = m->hd, rep = m->nh / m->nkv, qd = m->qdim, kd = m->kvdim;
 	float scale = (float)(1.0 / sqrt((double)hd));
@@ -74,7 +75,7 @@ static void attend(const fw_model *m, bk_cache *c, size_t T)
 
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
 			    c->q + h * hd, (int)qd, c->k + g * hd, (int)kd, 0.0f, P, (int)T);
-		fw_causal_softmax(P, T);
+		fw_causal_softmax(P, T, window);
 		mm(0, 0, T, hd, T, P, T, c->v + g * hd, kd, 0.0f, c->o + h * hd, qd);
 	}
 }
@@ -92,22 +93,32 @@ int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *
 	mm(0, 1, T, qd, d, c->a, d, ly->w[FW_Q], d, 0.0f, c->q, qd);
 	mm(0, 1, T, kd, d, c->a, d, ly->w[FW_K], d, 0.0f, c->k, kd);
 	mm(0, 1, T, kd, d, c->a, d, ly->w[FW_V], d, 0.0f, c->v, kd);
-	add_bias(c->q, ly->bias[0], T, qd);
-	add_bias(c->k, ly->bias[1], T, kd);
-	add_bias(c->v, ly->bias[2], T, kd);
+	add_bias(c->q, ly->bias[FW_Q], T, qd);
+	add_bias(c->k, ly->bias[FW_K], T, kd);
+	add_bias(c->v, ly->bias[FW_V], T, kd);
+	if (ly->q_norm) { /* the heads' norms, their inputs kept for the backward */
+		memcpy(c->qr, c->q, T * qd * sizeof(float));
+		memcpy(c->kr, c->k, T * kd * sizeof(float));
+		fw_rmsnorm(c->q, ly->q_norm, c->q, T * m->nh, m->hd, m->a.rms_eps);
+		fw_rmsnorm(c->k, ly->k_norm, c->k, T * m->nkv, m->hd, m->a.rms_eps);
+	}
 	fw_rope(&c->s, c->q, T, m->nh, m->hd, 0);
 	fw_rope(&c->s, c->k, T, m->nkv, m->hd, 0);
-	attend(m, c, T);
-	/* x1 = x + o·Woᵀ, the product first and then the sum, as fw_layer_run */
+	attend(m, c, T, fw_window_of(m, ly->index));
+	/* x1 = x + (o·Woᵀ + bo), the product first and then the sum, as fw_layer_run */
 	mm(0, 1, T, d, qd, c->o, qd, ly->w[FW_O], qd, 0.0f, c->x1, d);
+	add_bias(c->x1, ly->bias[FW_O], T, d);
 	for (size_t i = 0; i < T * d; i++)
 		c->x1[i] = x[i] + c->x1[i];
 	fw_rmsnorm(c->x1, ly->ffn_norm, c->f, T, d, m->a.rms_eps);
 	mm(0, 1, T, ff, d, c->f, d, ly->w[FW_GATE], d, 0.0f, c->g, ff);
 	mm(0, 1, T, ff, d, c->f, d, ly->w[FW_UP], d, 0.0f, c->u, ff);
+	add_bias(c->g, ly->bias[FW_GATE], T, ff);
+	add_bias(c->u, ly->bias[FW_UP], T, ff);
 	for (size_t i = 0; i < T * ff; i++)
-		c->m[i] = c->g[i] / (1.0f + expf(-c->g[i])) * c->u[i];
+		c->m[i] = fw_act(m->a.act, c->g[i]) * c->u[i];
 	mm(0, 1, T, d, ff, c->m, ff, ly->w[FW_DOWN], ff, 0.0f, c->y, d);
+	add_bias(c->y, ly->bias[FW_DOWN], T, d);
 	for (size_t i = 0; i < T * d; i++)
 		c->y[i] = c->x1[i] + c->y[i];
 	return 0;
@@ -134,7 +145,7 @@ static void rmsnorm_back(const float *x, const float *w, const float *dy, float 
 	}
 }
 
-/* dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale, in place in dp; rows causal */
+/* dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale, in place in dp; rows causal (P is 0 outside a window) */
 static void softmax_back(const float *P, float *dp, size_t T, float scale)
 {
 	for (size_t t = 0; t < T; t++) {
@@ -173,6 +184,20 @@ static void attend_back(const fw_model *m, bk_cache *c, size_t T)
 	fw_rope(&c->s, c->dk, T, m->nkv, hd, 1);
 }
 
+/* through the heads' norms (qwen3): dq, dk become the gradients of their inputs qr, kr */
+static void qk_norm_back(const fw_model *m, const fw_layer *ly, bk_cache *c, size_t T)
+{
+	size_t nq = T * m->qdim, nk = T * m->kvdim;
+
+	/* q's gradient into o's (free: dout is spent), then back through the norm */
+	memcpy(c->dout, c->dq, nq * sizeof(float));
+	memset(c->dq, 0, nq * sizeof(float));
+	rmsnorm_back(c->qr, ly->q_norm, c->dout, c->dq, T * m->nh, m->hd, m->a.rms_eps);
+	memcpy(c->dout, c->dk, nk * sizeof(float));
+	memset(c->dk, 0, nk * sizeof(float));
+	rmsnorm_back(c->kr, ly->k_norm, c->dout, c->dk, T * m->nkv, m->hd, m->a.rms_eps);
+}
+
 /* the MLP's part: dWd, dWg, dWu, and dx1 = dy + the FFN norm's share */
 static void mlp_back(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
 		     float *dw[FW_NMAT])
@@ -182,10 +207,10 @@ static void mlp_back(const fw_model *m, const fw_layer *ly, bk_cache *c, const f
 	mm(1, 0, d, ff, T, dy, d, c->m, ff, 1.0f, dw[FW_DOWN], ff);
 	mm(0, 0, T, ff, d, dy, d, ly->w[FW_DOWN], ff, 0.0f, c->dm, ff);
 	for (size_t i = 0; i < T * ff; i++) {
-		float g = c->g[i], s = 1.0f / (1.0f + expf(-g));
+		float g = c->g[i];
 
-		c->dg[i] = c->dm[i] * c->u[i] * s * (1.0f + g * (1.0f - s));
-		c->du[i] = c->dm[i] * g * s;
+		c->dg[i] = c->dm[i] * c->u[i] * fw_act_grad(m->a.act, g);
+		c->du[i] = c->dm[i] * fw_act(m->a.act, g);
 	}
 	mm(1, 0, ff, d, T, c->dg, ff, c->f, d, 1.0f, dw[FW_GATE], d);
 	mm(1, 0, ff, d, T, c->du, ff, c->f, d, 1.0f, dw[FW_UP], d);
@@ -204,6 +229,8 @@ void bk_backward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float
 	mm(1, 0, d, qd, T, c->dx1, d, c->o, qd, 1.0f, dw[FW_O], qd);
 	mm(0, 0, T, qd, d, c->dx1, d, ly->w[FW_O], qd, 0.0f, c->dout, qd);
 	attend_back(m, c, T);
+	if (ly->q_norm)
+		qk_norm_back(m, ly, c, T);
 	mm(1, 0, qd, d, T, c->dq, qd, c->a, d, 1.0f, dw[FW_Q], d);
 	mm(1, 0, kd, d, T, c->dk, kd, c->a, d, 1.0f, dw[FW_K], d);
 	mm(1, 0, kd, d, T, c->dv, kd, c->a, d, 1.0f, dw[FW_V], d);

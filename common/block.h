@@ -7,25 +7,27 @@
  * fw_rmsnorm, fw_rope and fw_causal_softmax, the same sgemm calls), for a
  * window of T positions:
  *
- *   a  = rmsnorm(x)·w_attn                 q, k, v = a·Wqᵀ, a·Wkᵀ, a·Wvᵀ (+b), RoPE(q, k)
- *   P_h = softmax(q_h k_gᵀ/√hd + causal)   o_h = P_h v_g
- *   x1 = x + o·Woᵀ                          f  = rmsnorm(x1)·w_ffn
- *   g, u = f·Wgᵀ, f·Wuᵀ                     m  = silu(g) ⊙ u
- *   y  = x1 + m·Wdᵀ
+ *   a  = rmsnorm(x)·w_attn                 q, k, v = a·Wqᵀ, a·Wkᵀ, a·Wvᵀ (+b)
+ *   q_h, k_h = rmsnorm(q_h)·w_qn, …   (qwen3)   RoPE(q, k)
+ *   P_h = softmax(q_h k_gᵀ/√hd + mask)     o_h = P_h v_g
+ *   x1 = x + o·Woᵀ (+b)                     f  = rmsnorm(x1)·w_ffn
+ *   g, u = f·Wgᵀ, f·Wuᵀ (+b)                m  = act(g) ⊙ u
+ *   y  = x1 + m·Wdᵀ (+b)
  *
  * and the backward, from dy (T × d):
  *
- *   dWd += dyᵀ m      dm = dy Wd      dg = dm ⊙ u ⊙ silu'(g)    du = dm ⊙ silu(g)
+ *   dWd += dyᵀ m      dm = dy Wd      dg = dm ⊙ u ⊙ act'(g)     du = dm ⊙ act(g)
  *   dWg += dgᵀ f      dWu += duᵀ f    df = dg Wg + du Wu
  *   dx1 = dy + rmsnorm'(x1; w_ffn)ᵀ df
  *   dWo += dx1ᵀ o     do = dx1 Wo
  *   dP_h = do_h v_gᵀ  dv_g += P_hᵀ do_h
  *   dS_h = P_h ⊙ (dP_h − rowsum(dP_h ⊙ P_h)) / √hd
- *   dq_h = dS_h k_g   dk_g += dS_hᵀ q_h   (then RoPE's transpose on dq, dk)
+ *   dq_h = dS_h k_g   dk_g += dS_hᵀ q_h   (then RoPE's transpose on dq, dk,
+ *                                          and the heads' norms' on qwen3)
  *   dWq += dqᵀ a      dWk += dkᵀ a        dWv += dvᵀ a
  *
  * The input x is data (the calibration states), so nothing flows back
- * into it or into the norms' weights.  Everything is f32, every product a
+ * into it or into the norms' weights and the biases.  Everything is f32, every product a
  * cblas_sgemm.
  */
 #ifndef NV_BLOCK_H
@@ -39,6 +41,7 @@ typedef struct {
 	size_t tmax, T;
 	fw_scratch s;          /* RoPE tables */
 	float *a, *q, *k, *v;  /* (T × d), (T × qdim), (T × kvdim) ×2; q, k after RoPE */
+	float *qr, *kr;        /* (T × qdim), (T × kvdim): q, k before the heads' norms (qwen3) */
 	float *p;              /* (nh × T × T) attention probabilities */
 	float *o, *x1, *f;     /* (T × qdim), (T × d), (T × d) */
 	float *g, *u, *m;      /* (T × ff) gate, up, silu(gate)·up */

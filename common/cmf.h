@@ -30,8 +30,23 @@ typedef struct {
 	size_t rows, cols;   /* the logical matrix: a BLR payload's m × n; else shape[0] × rest (1-d: 1 × n) */
 } cmf_tensor;
 
+/* hidden_act: silu, gelu (erf), gelu_pytorch_tanh (and its alias gelu_new) */
+enum { CMF_ACT_SILU, CMF_ACT_GELU, CMF_ACT_GELU_TANH };
+
+/* rope_scaling's types: none, linear, llama3 (Llama 3.1), yarn */
+enum { CMF_ROPE_NONE, CMF_ROPE_LINEAR, CMF_ROPE_LLAMA3, CMF_ROPE_YARN };
+
 typedef struct {
-	char arch[32];        /* "llama", "qwen2" */
+	int type;             /* CMF_ROPE_* */
+	double factor;        /* all but none */
+	double low_freq, high_freq; /* llama3's low_freq_factor, high_freq_factor */
+	double beta_fast, beta_slow; /* yarn (32, 1 when absent) */
+	double attn_factor;   /* yarn: cos and sin scaled by it (0.1·ln factor + 1 when absent) */
+	int orig_max_pos;     /* llama3, yarn: original_max_position_embeddings (0: absent) */
+} cmf_rope;
+
+typedef struct {
+	char arch[32];        /* "llama", "qwen2", "qwen3", "mistral" */
 	int hidden;           /* hidden size */
 	int intermediate;     /* FFN size */
 	int layers;
@@ -40,7 +55,14 @@ typedef struct {
 	int vocab;
 	int tied;             /* output head = token embeddings */
 	int bos, eos;         /* -1 when unknown */
-	int qkv_bias;         /* Qwen2's q/k/v biases present */
+	int qkv_bias;         /* q/k/v biases (Qwen2; llama and Qwen3 attention_bias) */
+	int o_bias;           /* o_proj bias (llama and Qwen3 attention_bias) */
+	int mlp_bias;         /* gate/up/down biases (llama mlp_bias) */
+	int qk_norm;          /* Qwen3: RMSNorm of each head of q and k before RoPE */
+	int act;              /* CMF_ACT_*: the FFN's activation (hidden_act) */
+	int window;           /* sliding window: a position sees the last `window` (0: all) */
+	int window_from;      /* the first layer with the sliding window (Qwen max_window_layers) */
+	cmf_rope rope;        /* RoPE scaling (rope_scaling) */
 	int max_pos;          /* context length (max_position_embeddings), 0 when unknown */
 } cmf_arch;
 

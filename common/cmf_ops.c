@@ -67,6 +67,24 @@ static void info_tokenizer(const cmf_file *f, FILE *out)
 	nv_vocab_free(&v);
 }
 
+/* the features beyond a plain llama: biases, norms, activation, RoPE scaling, window */
+static void info_features(const cmf_arch *a, FILE *out)
+{
+	static const char *const act[] = { "silu", "gelu", "gelu_pytorch_tanh" };
+	static const char *const rope[] = { "none", "linear", "llama3", "yarn" };
+
+	fprintf(out, "biases:%s%s%s%s\nqk_norm: %s\nact: %s\nrope_scaling: %s", a->qkv_bias ? " q k v" : "",
+		a->o_bias ? " o" : "", a->mlp_bias ? " gate up down" : "",
+		a->qkv_bias || a->o_bias || a->mlp_bias ? "" : " none", a->qk_norm ? "yes" : "no",
+		act[a->act], rope[a->rope.type]);
+	if (a->rope.type != CMF_ROPE_NONE)
+		fprintf(out, " factor %g", a->rope.factor);
+	if (a->window > 0)
+		fprintf(out, "\nsliding_window: %d from layer %d\n", a->window, a->window_from);
+	else
+		fprintf(out, "\nsliding_window: none\n");
+}
+
 int cmf_op_info(const cmf_file *f, FILE *out)
 {
 	const cmf_arch *a = &f->arch;
@@ -80,6 +98,7 @@ int cmf_op_info(const cmf_file *f, FILE *out)
 			a->arch, a->hidden, a->intermediate, a->layers, a->heads, a->kv_heads,
 			a->head_dim, a->vocab, a->tied ? "yes" : "no", a->rms_eps, a->rope_theta,
 			a->bos, a->eos, a->max_pos);
+		info_features(a, out);
 	} else {
 		fprintf(out, "arch: none\n");
 	}

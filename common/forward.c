@@ -53,8 +53,10 @@ static int arch_check(fw_model *m)
 {
 	const cmf_arch *a = &m->a;
 
-	if (strcmp(a->arch, "llama") != 0 && strcmp(a->arch, "qwen2") != 0) {
-		nv_seterr("architecture '%s' is not run by the forward (llama, qwen2)", a->arch);
+	if (strcmp(a->arch, "llama") && strcmp(a->arch, "qwen2") && strcmp(a->arch, "qwen3") &&
+	    strcmp(a->arch, "mistral")) {
+		nv_seterr("architecture '%s' is not run by the forward (llama, qwen2, qwen3, mistral)",
+			  a->arch);
 		return -1;
 	}
 	if (a->hidden < 1 || a->intermediate < 1 || a->layers < 1 || a->heads < 1 ||
@@ -88,10 +90,21 @@ static int find_layer(fw_model *m, int l)
 		if (!(s->w[i] = need(m->f, name, rows[i], cols[i])))
 			return -1;
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < FW_NMAT; i++) {
+		int has = i < FW_O ? m->a.qkv_bias : i == FW_O ? m->a.o_bias : m->a.mlp_bias;
+
 		snprintf(name, sizeof name, "model.layers.%d.%s.bias", l, mat_part[i]);
 		s->bias[i] = NULL;
-		if (m->a.qkv_bias && !(s->bias[i] = need(m->f, name, 0, rows[i])))
+		if (has && !(s->bias[i] = need(m->f, name, 0, rows[i])))
+			return -1;
+	}
+	s->q_norm = s->k_norm = NULL;
+	if (m->a.qk_norm) {
+		snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", l);
+		if (!(s->q_norm = need(m->f, name, 0, m->hd)))
+			return -1;
+		snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", l);
+		if (!(s->k_norm = need(m->f, name, 0, m->hd)))
 			return -1;
 	}
 	snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
@@ -195,8 +208,10 @@ void fw_layer_free(fw_layer *ly)
 {
 	for (int i = 0; i < FW_NMAT; i++)
 		free(ly->w[i]);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < FW_NMAT; i++)
 		free(ly->bias[i]);
+	free(ly->q_norm);
+	free(ly->k_norm);
 	free(ly->attn_norm);
 	free(ly->ffn_norm);
 	memset(ly, 0, sizeof *ly);
@@ -268,15 +283,96 @@ int fw_layer_load(const fw_model *m, int l, const fw_override *ov, size_t nov, f
 	for (int i = 0; i < FW_NMAT; i++)
 		if (!out->w[i] && !(out->w[i] = cmf_tensor_f32_alloc(s->w[i])))
 			goto fail;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < FW_NMAT; i++)
 		if (s->bias[i] && !(out->bias[i] = vec_f32(s->bias[i])))
 			goto fail;
+	if (s->q_norm && (!(out->q_norm = vec_f32(s->q_norm)) || !(out->k_norm = vec_f32(s->k_norm))))
+		goto fail;
 	if (!(out->attn_norm = vec_f32(s->attn_norm)) || !(out->ffn_norm = vec_f32(s->ffn_norm)))
 		goto fail;
 	return 0;
 fail:
 	fw_layer_free(out);
 	return -1;
+}
+
+/* the first inverse frequency of the pairs of hd, and llama3's rescaling of one */
+static double rope_base(const cmf_arch *a, size_t j, size_t hd)
+{
+	return 1.0 / pow(a->rope_theta, (double)(2 * j) / (double)hd);
+}
+
+static double rope_llama3(const cmf_rope *r, double inv)
+{
+	double old = r->orig_max_pos, wavelen = 2 * M_PI / inv, smooth;
+
+	if (wavelen < old / r->high_freq)
+		return inv;
+	if (wavelen > old / r->low_freq)
+		return inv / r->factor;
+	smooth = (old / wavelen - r->low_freq) / (r->high_freq - r->low_freq);
+	return (1 - smooth) * inv / r->factor + smooth * inv;
+}
+
+/* yarn: interpolated below the correction range, extrapolated above, a ramp between */
+static void rope_yarn(const cmf_arch *a, size_t hd, double *inv)
+{
+	const cmf_rope *r = &a->rope;
+	double ctx = r->orig_max_pos > 0 ? r->orig_max_pos : a->max_pos;
+	double lb = 2 * log(a->rope_theta), dim = (double)hd;
+	double lo = floor(dim * log(ctx / (r->beta_fast * 2 * M_PI)) / lb);
+	double hi = ceil(dim * log(ctx / (r->beta_slow * 2 * M_PI)) / lb);
+
+	lo = lo > 0 ? lo : 0;
+	hi = hi < dim - 1 ? hi : dim - 1;
+	if (lo == hi)
+		hi += 0.001;
+	for (size_t j = 0; j < hd / 2; j++) {
+		double ramp = ((double)j - lo) / (hi - lo), e = inv[j];
+
+		ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+		inv[j] = e / r->factor * ramp + e * (1 - ramp);
+	}
+}
+
+void fw_rope_freqs(const cmf_arch *a, size_t hd, double *inv, double *scale)
+{
+	const cmf_rope *r = &a->rope;
+
+	*scale = 1.0;
+	for (size_t j = 0; j < hd / 2; j++) {
+		inv[j] = rope_base(a, j, hd);
+		if (r->type == CMF_ROPE_LINEAR)
+			inv[j] /= r->factor;
+		else if (r->type == CMF_ROPE_LLAMA3)
+			inv[j] = rope_llama3(r, inv[j]);
+	}
+	if (r->type == CMF_ROPE_YARN) {
+		rope_yarn(a, hd, inv);
+		*scale = r->attn_factor;
+	}
+}
+
+/* cos and sin of pair j at position p: of the angle p · inv_j, in f64, times the scale */
+static int rope_tables(fw_scratch *s, const fw_model *m, size_t tmax)
+{
+	size_t half = m->hd / 2;
+	double *inv = nv_malloc(half, sizeof *inv), scale;
+
+	if (!inv) {
+		fw_scratch_free(s);
+		return -1;
+	}
+	fw_rope_freqs(&m->a, m->hd, inv, &scale);
+	for (size_t p = 0; p < tmax; p++)
+		for (size_t j = 0; j < half; j++) {
+			double ang = (double)p * inv[j];
+
+			s->cos_t[p * half + j] = (float)(cos(ang) * scale);
+			s->sin_t[p * half + j] = (float)(sin(ang) * scale);
+		}
+	free(inv);
+	return 0;
 }
 
 int fw_scratch_init(fw_scratch *s, const fw_model *m, size_t tmax)
@@ -301,15 +397,7 @@ int fw_scratch_init(fw_scratch *s, const fw_model *m, size_t tmax)
 		fw_scratch_free(s);
 		return -1;
 	}
-	/* angle of pair j at position p: p · θ^(−2j/hd), computed in f64 */
-	for (size_t p = 0; p < tmax; p++)
-		for (size_t j = 0; j < half; j++) {
-			double ang = (double)p * pow(m->a.rope_theta, -2.0 * (double)j / (double)m->hd);
-
-			s->cos_t[p * half + j] = (float)cos(ang);
-			s->sin_t[p * half + j] = (float)sin(ang);
-		}
-	return 0;
+	return rope_tables(s, m, tmax);
 }
 
 void fw_scratch_free(fw_scratch *s)
@@ -392,28 +480,36 @@ void fw_rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd, int 
 		}
 }
 
-void fw_causal_softmax(float *S, size_t T)
+void fw_causal_softmax(float *S, size_t T, size_t window)
 {
 	for (size_t t = 0; t < T; t++) {
-		float *r = S + t * T, mx = r[0];
+		size_t j0 = window && t >= window ? t - window + 1 : 0;
+		float *r = S + t * T, mx = r[j0];
 		double sum = 0;
 
-		for (size_t j = 1; j <= t; j++)
+		for (size_t j = j0 + 1; j <= t; j++)
 			mx = r[j] > mx ? r[j] : mx;
-		for (size_t j = 0; j <= t; j++) {
+		for (size_t j = j0; j <= t; j++) {
 			r[j] = expf(r[j] - mx);
 			sum += r[j];
 		}
 		float inv = (float)(1.0 / sum);
-		for (size_t j = 0; j <= t; j++)
+		for (size_t j = j0; j <= t; j++)
 			r[j] *= inv;
+		for (size_t j = 0; j < j0; j++)
+			r[j] = 0;
 		for (size_t j = t + 1; j < T; j++)
 			r[j] = 0;
 	}
 }
 
+size_t fw_window_of(const fw_model *m, int l)
+{
+	return m->a.window > 0 && l >= m->a.window_from ? (size_t)m->a.window : 0;
+}
+
 /* o (T × qdim): for each head h with kv head g = h / (nh/nkv), softmax(q_h k_gᵀ/√hd) v_g */
-static void attention(const fw_model *m, fw_scratch *s, size_t T)
+static void attention(const fw_model *m, fw_scratch *s, size_t T, size_t window)
 {
 	size_t hd = m->hd, rep = m->nh / m->nkv;
 	float scale = (float)(1.0 / sqrt((double)hd));
@@ -425,7 +521,7 @@ static void attention(const fw_model *m, fw_scratch *s, size_t T)
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
 			    s->q + h * hd, (int)m->qdim, s->k + g * hd, (int)m->kvdim, 0.0f, s->s,
 			    (int)T);
-		fw_causal_softmax(s->s, T);
+		fw_causal_softmax(s->s, T, window);
 		/* o_h (T × hd) = S · v_g (T × hd) */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
 			    s->s, (int)T, s->v + g * hd, (int)m->kvdim, 0.0f, s->o + h * hd,
@@ -453,22 +549,30 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 	matmul(s, s->a, ly->w[FW_Q], s->q, T, m->qdim, d);
 	matmul(s, s->a, ly->w[FW_K], s->k, T, m->kvdim, d);
 	matmul(s, s->a, ly->w[FW_V], s->v, T, m->kvdim, d);
-	add_bias(s->q, ly->bias[0], T, m->qdim);
-	add_bias(s->k, ly->bias[1], T, m->kvdim);
-	add_bias(s->v, ly->bias[2], T, m->kvdim);
+	add_bias(s->q, ly->bias[FW_Q], T, m->qdim);
+	add_bias(s->k, ly->bias[FW_K], T, m->kvdim);
+	add_bias(s->v, ly->bias[FW_V], T, m->kvdim);
+	if (ly->q_norm) { /* each head's rows of hd, in place */
+		fw_rmsnorm(s->q, ly->q_norm, s->q, T * m->nh, m->hd, m->a.rms_eps);
+		fw_rmsnorm(s->k, ly->k_norm, s->k, T * m->nkv, m->hd, m->a.rms_eps);
+	}
 	fw_rope(s, s->q, T, m->nh, m->hd, 0);
 	fw_rope(s, s->k, T, m->nkv, m->hd, 0);
-	attention(m, s, T);
+	attention(m, s, T, fw_window_of(m, ly->index));
 	matmul(s, s->o, ly->w[FW_O], s->u, T, d, m->qdim);
+	add_bias(s->u, ly->bias[FW_O], T, d);
 	add_into(x, s->u, T * d);
 
 	fw_rmsnorm(x, ly->ffn_norm, s->f, T, d, m->a.rms_eps);
 	matmul(s, s->f, ly->w[FW_GATE], s->g, T, ff, d);
 	matmul(s, s->f, ly->w[FW_UP], s->u, T, ff, d);
-	/* silu(g)·u into g: the input of down_proj */
+	add_bias(s->g, ly->bias[FW_GATE], T, ff);
+	add_bias(s->u, ly->bias[FW_UP], T, ff);
+	/* act(g)·u into g: the input of down_proj */
 	for (size_t i = 0; i < T * ff; i++)
-		s->g[i] = s->g[i] / (1.0f + expf(-s->g[i])) * s->u[i];
+		s->g[i] = fw_act(m->a.act, s->g[i]) * s->u[i];
 	matmul(s, s->g, ly->w[FW_DOWN], s->u, T, d, ff);
+	add_bias(s->u, ly->bias[FW_DOWN], T, d);
 	add_into(x, s->u, T * d);
 	if (leads) {
 		leads->q = s->a;

@@ -6,34 +6,43 @@
  *
  *   model.embed_tokens.weight                       (vocab × d)
  *   model.layers.L.input_layernorm.weight           (d)
- *   model.layers.L.self_attn.q_proj.weight          (H·hd × d)    .bias (H·hd)  qwen2
- *   model.layers.L.self_attn.k_proj.weight          (K·hd × d)    .bias (K·hd)  qwen2
- *   model.layers.L.self_attn.v_proj.weight          (K·hd × d)    .bias (K·hd)  qwen2
- *   model.layers.L.self_attn.o_proj.weight          (d × H·hd)
+ *   model.layers.L.self_attn.q_proj.weight          (H·hd × d)    .bias (H·hd)
+ *   model.layers.L.self_attn.k_proj.weight          (K·hd × d)    .bias (K·hd)
+ *   model.layers.L.self_attn.v_proj.weight          (K·hd × d)    .bias (K·hd)
+ *   model.layers.L.self_attn.o_proj.weight          (d × H·hd)    .bias (d)
+ *   model.layers.L.self_attn.q_norm.weight          (hd)          qwen3
+ *   model.layers.L.self_attn.k_norm.weight          (hd)          qwen3
  *   model.layers.L.post_attention_layernorm.weight  (d)
- *   model.layers.L.mlp.gate_proj.weight             (ff × d)
- *   model.layers.L.mlp.up_proj.weight               (ff × d)
- *   model.layers.L.mlp.down_proj.weight             (d × ff)
+ *   model.layers.L.mlp.gate_proj.weight             (ff × d)      .bias (ff)
+ *   model.layers.L.mlp.up_proj.weight               (ff × d)      .bias (ff)
+ *   model.layers.L.mlp.down_proj.weight             (d × ff)      .bias (d)
  *   model.norm.weight                               (d)
  *   lm_head.weight                                  (vocab × d), absent when tied
  *
- * One layer, on the hidden states x (T × d) of a window whose positions
- * restart at 0:
+ * with the biases that cmf.arch says the model has (q, k, v: qwen2, and
+ * llama and qwen3 with attention_bias, which adds o; gate, up, down: llama
+ * with mlp_bias).  One layer, on the hidden states x (T × d) of a window
+ * whose positions restart at 0:
  *
  *   a  = rmsnorm(x)·w_attn                      lead "q"    (T × d)
- *   q,k,v = a·Wqᵀ (+bq), a·Wkᵀ (+bk), a·Wvᵀ (+bv), rotate-half RoPE on q, k
- *   o  = softmax(q_h k_gᵀ/√hd + causal mask) v_g  lead "o"  (T × H·hd)
- *   x += o·Woᵀ
+ *   q,k,v = a·Wqᵀ + bq, a·Wkᵀ + bk, a·Wvᵀ + bv
+ *   q_h, k_h = rmsnorm(q_h)·w_qn, rmsnorm(k_h)·w_kn   per head (qwen3)
+ *   rotate-half RoPE on q, k (its frequencies scaled by rope_scaling)
+ *   o  = softmax(q_h k_gᵀ/√hd + mask) v_g       lead "o"  (T × H·hd)
+ *   x += o·Woᵀ + bo
  *   f  = rmsnorm(x)·w_ffn                        lead "gate" (T × d)
- *   m  = silu(f·Wgᵀ) ⊙ (f·Wuᵀ)                   lead "down" (T × ff)
- *   x += m·Wdᵀ
+ *   m  = act(f·Wgᵀ + bg) ⊙ (f·Wuᵀ + bu)          lead "down" (T × ff)
+ *   x += m·Wdᵀ + bd
  *
- * and the head: logits = rmsnorm(x)·w_final·Eᵀ (E = lm_head or the tied
- * embeddings).  Activations are f32; every product of a window goes
- * through cblas_sgemm.  A layer's weights are converted to f32 once
- * (F16, BF16, BLR dequantized) by fw_layer_load(); nothing else of the
- * model is copied, so memory beyond the mapping is one layer's weights, a
- * block of head rows and one window's activations.
+ * The mask is causal, and with a sliding window of W (from layer
+ * window_from on) position t sees positions t−W+1 … t only; act is silu,
+ * gelu or gelu's tanh form (hidden_act).  The head: logits =
+ * rmsnorm(x)·w_final·Eᵀ (E = lm_head or the tied embeddings).
+ * Activations are f32; every product of a window goes through
+ * cblas_sgemm.  A layer's weights are converted to f32 once (F16, BF16,
+ * BLR dequantized) by fw_layer_load(); nothing else of the model is copied,
+ * so memory beyond the mapping is one layer's weights, a block of head rows
+ * and one window's activations.
  *
  * Calibration windows (DESIGN.md): the first fit tokens are FIT, the next
  * sel tokens SEL; each part is cut into windows of W tokens, windows of
@@ -44,6 +53,7 @@
 #ifndef NV_FORWARD_H
 #define NV_FORWARD_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,7 +64,8 @@ enum { FW_Q, FW_K, FW_V, FW_O, FW_GATE, FW_UP, FW_DOWN, FW_NMAT };
 
 typedef struct {
 	const cmf_tensor *w[FW_NMAT];     /* the seven projections */
-	const cmf_tensor *bias[3];        /* q, k, v biases (qwen2), else NULL */
+	const cmf_tensor *bias[FW_NMAT];  /* each projection's bias, or NULL */
+	const cmf_tensor *q_norm, *k_norm; /* (hd) qwen3, else NULL */
 	const cmf_tensor *attn_norm, *ffn_norm;
 } fw_layer_src;
 
@@ -94,7 +105,8 @@ typedef struct {
 typedef struct {
 	int index;
 	float *w[FW_NMAT];       /* row-major (out × in) as in fw_layer_src */
-	float *bias[3];          /* or NULL */
+	float *bias[FW_NMAT];    /* or NULL */
+	float *q_norm, *k_norm;  /* (hd) or NULL */
 	float *attn_norm, *ffn_norm; /* (d) */
 } fw_layer;
 
@@ -145,8 +157,45 @@ void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, do
  */
 void fw_rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd, int inverse);
 
-/* row t of S (T × T): causal softmax over columns 0..t, zeros after */
-void fw_causal_softmax(float *S, size_t T);
+/*
+ * row t of S (T × T): softmax over the columns t−window+1..t (0..t when
+ * window is 0), zeros elsewhere
+ */
+void fw_causal_softmax(float *S, size_t T, size_t window);
+
+/* the sliding window of layer l (0: none) */
+size_t fw_window_of(const fw_model *m, int l);
+
+/*
+ * RoPE's inverse frequency of each of the hd/2 pairs, rope_scaling applied
+ * (llama3, linear, yarn as transformers computes them, in f64), and the
+ * factor that scales cos and sin (yarn's attention factor, else 1)
+ */
+void fw_rope_freqs(const cmf_arch *a, size_t hd, double *inv, double *scale);
+
+/* the FFN's activation act(g) and its derivative (cmf.h CMF_ACT_*) */
+static inline float fw_act(int act, float g)
+{
+	if (act == CMF_ACT_SILU)
+		return g / (1.0f + expf(-g));
+	if (act == CMF_ACT_GELU)
+		return (float)(0.5 * g * (1.0 + erf(g / sqrt(2.0))));
+	return (float)(0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))));
+}
+
+static inline float fw_act_grad(int act, float g)
+{
+	if (act == CMF_ACT_SILU) {
+		float s = 1.0f / (1.0f + expf(-g));
+
+		return s * (1.0f + g * (1.0f - s));
+	}
+	if (act == CMF_ACT_GELU)
+		return (float)(0.5 * (1.0 + erf(g / sqrt(2.0))) +
+			       g * exp(-0.5 * g * g) * 0.3989422804014327);
+	double k = 0.7978845608028654, t = tanh(k * (g + 0.044715 * g * g * g));
+	return (float)(0.5 * (1.0 + t) + 0.5 * g * (1.0 - t * t) * k * (1.0 + 3 * 0.044715 * g * g));
+}
 
 /* the whole head (vocab × d) as f32, fresh; NULL with reason */
 float *fw_head_f32(const fw_model *m);

@@ -25,18 +25,19 @@ static const struct {
 	{ "rope_theta", HK_READ },           { "vocab_size", HK_READ },
 	{ "tie_word_embeddings", HK_READ },  { "bos_token_id", HK_READ },
 	{ "eos_token_id", HK_READ },         { "max_position_embeddings", HK_READ },
-	{ "attention_bias", HK_ONLY },       { "hidden_act", HK_ONLY },
-	{ "rope_scaling", HK_ONLY },         { "rope_parameters", HK_ONLY },
-	{ "mlp_bias", HK_ONLY },             { "use_sliding_window", HK_ONLY },
-	{ "rope_interleaved", HK_ONLY },     { "sliding_window", HK_INERT },
-	{ "max_window_layers", HK_INERT },   { "architectures", HK_INERT },
-	{ "torch_dtype", HK_INERT },         { "dtype", HK_INERT },
-	{ "transformers_version", HK_INERT }, { "_name_or_path", HK_INERT },
-	{ "use_cache", HK_INERT },           { "pad_token_id", HK_INERT },
-	{ "initializer_range", HK_INERT },   { "attention_dropout", HK_INERT },
-	{ "pretraining_tp", HK_INERT },      { "is_llama_config", HK_INERT },
-	{ "transformers.js_config", HK_INERT }, { "tokenizer_class", HK_INERT },
-	{ "output_attentions", HK_INERT },   { "output_hidden_states", HK_INERT },
+	{ "attention_bias", HK_READ },       { "hidden_act", HK_READ },
+	{ "rope_scaling", HK_READ },         { "rope_parameters", HK_READ },
+	{ "mlp_bias", HK_READ },             { "use_sliding_window", HK_READ },
+	{ "sliding_window", HK_READ },       { "max_window_layers", HK_READ },
+	{ "layer_types", HK_READ },          { "rope_interleaved", HK_ONLY },
+	{ "architectures", HK_INERT },       { "torch_dtype", HK_INERT },
+	{ "dtype", HK_INERT },               { "transformers_version", HK_INERT },
+	{ "_name_or_path", HK_INERT },       { "use_cache", HK_INERT },
+	{ "pad_token_id", HK_INERT },        { "initializer_range", HK_INERT },
+	{ "attention_dropout", HK_INERT },   { "pretraining_tp", HK_INERT },
+	{ "is_llama_config", HK_INERT },     { "transformers.js_config", HK_INERT },
+	{ "tokenizer_class", HK_INERT },     { "output_attentions", HK_INERT },
+	{ "output_hidden_states", HK_INERT },
 };
 
 static int kind_of(const char *key)
@@ -59,51 +60,22 @@ static int refuse(const char *what, const char *key, const char *value, const ch
 	return -1;
 }
 
-/* rope_parameters (transformers 5): the default RoPE only; its theta when the top level has none */
-static int rope_parameters(const cJSON *o, const cJSON *x, const char *what, cmf_arch *a)
-{
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(x, "rope_type");
-	const cJSON *th = cJSON_GetObjectItemCaseSensitive(x, "rope_theta");
-
-	if (cJSON_IsNull(x))
-		return 0;
-	if (!cJSON_IsObject(x) || (t && !(cJSON_IsString(t) && !strcmp(t->valuestring, "default"))))
-		return refuse(what, "rope_parameters", cJSON_IsString(t) ? t->valuestring : "?",
-			      "only the default RoPE is implemented");
-	if (th && !cJSON_GetObjectItemCaseSensitive(o, "rope_theta")) {
-		if (!cJSON_IsNumber(th) || !(th->valuedouble > 0) || !(th->valuedouble < 1e12))
-			return refuse(what, "rope_parameters.rope_theta", "?",
-				      "not a number in (0, 1e12)");
-		a->rope_theta = th->valuedouble;
-	}
-	return 0;
-}
-
 /* a key accepted with one value: the value the forward implements */
-static int only(const cJSON *o, const cJSON *x, const char *what, cmf_arch *a)
+static int only(const cJSON *x, const char *what, const cmf_arch *a)
 {
 	const char *k = x->string;
-	int qwen = !strcmp(a->arch, "qwen2");
+	static const char *const runs[] = { "llama", "qwen2", "qwen3", "mistral" };
 
-	if (!strcmp(k, "model_type"))
-		return !strcmp(a->arch, "llama") || qwen ? 0
-		       : refuse(what, k, a->arch, "the forward runs llama and qwen2");
-	if (!strcmp(k, "hidden_act"))
-		return cJSON_IsString(x) && !strcmp(x->valuestring, "silu") ? 0
-		       : refuse(what, k, cJSON_IsString(x) ? x->valuestring : "?",
-				"only silu is implemented");
-	if (!strcmp(k, "rope_scaling"))
-		return cJSON_IsNull(x) ? 0 : refuse(what, k, "(an object)",
-						    "RoPE scaling is not implemented");
-	if (!strcmp(k, "rope_parameters"))
-		return rope_parameters(o, x, what, a);
-	if (!strcmp(k, "attention_bias"))
-		return is_false(x) || qwen ? 0 : refuse(what, k, "true",
-							"llama's o_proj bias is not implemented");
+	if (!strcmp(k, "model_type")) {
+		for (size_t i = 0; i < sizeof runs / sizeof *runs; i++)
+			if (!strcmp(a->arch, runs[i]))
+				return 0;
+		return refuse(what, k, a->arch, "the forward runs llama, qwen2, qwen3 and mistral");
+	}
 	return is_false(x) ? 0 : refuse(what, k, "true", "not implemented");
 }
 
-int hf_config_check(const char *json, const char *what, cmf_arch *a, int *untied)
+int hf_config_check(const char *json, const char *what, const cmf_arch *a, int *untied)
 {
 	cJSON *o = cJSON_Parse(json), *x;
 	int rc = 0;
@@ -120,7 +92,7 @@ int hf_config_check(const char *json, const char *what, cmf_arch *a, int *untied
 			rc = refuse(what, x->string, NULL, "nvgkit does not know what it does to the "
 					"forward, and will not ignore it");
 		else if (kind == HK_ONLY)
-			rc = only(o, x, what, a);
+			rc = only(x, what, a);
 		if (rc < 0)
 			break;
 	}

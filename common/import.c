@@ -352,37 +352,97 @@ void imp_model_sort(imp_model *m)
 
 /* ---------------------------------------------------------------- shapes against the arch */
 
-/* the shape a llama-family tensor must have (rows, cols; rows 0 for 1-d); 0 when the name is not one */
+/* a layer's tensors: the name after "model.layers.L.", the shape, and when the arch has it */
+enum { HAS_ALL, HAS_QKV_BIAS, HAS_O_BIAS, HAS_MLP_BIAS, HAS_QK_NORM };
+
+typedef struct {
+	const char *tail;
+	size_t rows, cols; /* rows 0: 1-d of cols */
+	int has;
+} layer_tensor;
+
+static size_t layer_tensors(const cmf_arch *a, layer_tensor *t)
+{
+	size_t h = (size_t)a->hidden, hd = (size_t)a->head_dim, q = (size_t)a->heads * hd;
+	size_t kv = (size_t)a->kv_heads * hd, f = (size_t)a->intermediate;
+	const layer_tensor all[] = {
+		{ "input_layernorm.weight", 0, h, HAS_ALL },
+		{ "post_attention_layernorm.weight", 0, h, HAS_ALL },
+		{ "self_attn.q_proj.weight", q, h, HAS_ALL },
+		{ "self_attn.k_proj.weight", kv, h, HAS_ALL },
+		{ "self_attn.v_proj.weight", kv, h, HAS_ALL },
+		{ "self_attn.o_proj.weight", h, q, HAS_ALL },
+		{ "mlp.gate_proj.weight", f, h, HAS_ALL },
+		{ "mlp.up_proj.weight", f, h, HAS_ALL },
+		{ "mlp.down_proj.weight", h, f, HAS_ALL },
+		{ "self_attn.q_proj.bias", 0, q, HAS_QKV_BIAS },
+		{ "self_attn.k_proj.bias", 0, kv, HAS_QKV_BIAS },
+		{ "self_attn.v_proj.bias", 0, kv, HAS_QKV_BIAS },
+		{ "self_attn.o_proj.bias", 0, h, HAS_O_BIAS },
+		{ "mlp.gate_proj.bias", 0, f, HAS_MLP_BIAS },
+		{ "mlp.up_proj.bias", 0, f, HAS_MLP_BIAS },
+		{ "mlp.down_proj.bias", 0, h, HAS_MLP_BIAS },
+		{ "self_attn.q_norm.weight", 0, hd, HAS_QK_NORM },
+		{ "self_attn.k_norm.weight", 0, hd, HAS_QK_NORM },
+	};
+	const int has[] = { 1, a->qkv_bias, a->o_bias, a->mlp_bias, a->qk_norm };
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		if (has[all[i].has])
+			t[n++] = all[i];
+	return n;
+}
+
+#define IMP_LAYER_MAX 18
+
+/* the shape of a tensor the forward reads (rows 0 for 1-d); 0 when it reads no such tensor */
 static int expected_shape(const cmf_arch *a, const char *name, size_t *rows, size_t *cols)
 {
-	size_t h = (size_t)a->hidden, q = (size_t)a->heads * (size_t)a->head_dim;
-	size_t kv = (size_t)a->kv_heads * (size_t)a->head_dim, f = (size_t)a->intermediate, l;
-	const struct {
-		const char *tail;
-		size_t rows, cols;
-	} t[] = {
-		{ "input_layernorm.weight", 0, h },  { "post_attention_layernorm.weight", 0, h },
-		{ "self_attn.q_proj.weight", q, h }, { "self_attn.k_proj.weight", kv, h },
-		{ "self_attn.v_proj.weight", kv, h }, { "self_attn.o_proj.weight", h, q },
-		{ "mlp.gate_proj.weight", f, h },    { "mlp.up_proj.weight", f, h },
-		{ "mlp.down_proj.weight", h, f },
-	};
+	layer_tensor t[IMP_LAYER_MAX];
+	size_t n = layer_tensors(a, t), l;
 
 	*rows = 0;
-	if (!strcmp(name, "model.embed_tokens.weight") || !strcmp(name, "lm_head.weight"))
-		return *rows = (size_t)a->vocab, *cols = h, 1;
+	if (!strcmp(name, "model.embed_tokens.weight") ||
+	    (!a->tied && !strcmp(name, "lm_head.weight")))
+		return *rows = (size_t)a->vocab, *cols = (size_t)a->hidden, 1;
 	if (!strcmp(name, "model.norm.weight"))
-		return *cols = h, 1;
+		return *cols = (size_t)a->hidden, 1;
 	if (!nv_layer_of(name, &l))
 		return 0;
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+	for (size_t i = 0; i < n; i++)
 		if (!strcmp(strchr(name + strlen("model.layers."), '.') + 1, t[i].tail))
 			return *rows = t[i].rows, *cols = t[i].cols, 1;
 	return 0;
 }
 
+/* the first tensor the arch has and m lacks, named in the error */
+static int missing(const imp_model *m)
+{
+	layer_tensor t[IMP_LAYER_MAX];
+	size_t n = layer_tensors(&m->arch, t);
+	char name[200];
+
+	for (int l = 0; l < m->arch.layers; l++)
+		for (size_t i = 0; i < n; i++) {
+			snprintf(name, sizeof name, "model.layers.%d.%s", l, t[i].tail);
+			if (!imp_model_find((imp_model *)m, name))
+				return nv_seterr("no tensor '%s': the arch (%s) has it", name,
+						 m->arch.arch), -1;
+		}
+	if (!m->arch.tied && !imp_model_find((imp_model *)m, "lm_head.weight"))
+		return nv_seterr("the arch has an untied head but there is no lm_head.weight"), -1;
+	return nv_seterr("no tensor '%s': the arch (%s) has it",
+			 imp_model_find((imp_model *)m, "model.norm.weight") ? "model.embed_tokens.weight"
+									   : "model.norm.weight",
+			 m->arch.arch), -1;
+}
+
 int imp_model_check(const imp_model *m)
 {
+	layer_tensor lt[IMP_LAYER_MAX];
+	size_t want = 2 + !m->arch.tied + (size_t)m->arch.layers * layer_tensors(&m->arch, lt);
+
 	for (size_t i = 0; i < m->n; i++) {
 		const nv_itensor *t = &m->t[i];
 		size_t rows, cols, l;
@@ -392,7 +452,9 @@ int imp_model_check(const imp_model *m)
 			return nv_seterr("tensor '%s' is beyond the %d layers of the arch", t->name,
 					 m->arch.layers), -1;
 		if (!expected_shape(&m->arch, t->name, &rows, &cols))
-			continue;
+			return nv_seterr("tensor '%s' is not read by the forward of this %s model (see "
+					 "cmf-patch(1) for the tensors of each arch)", t->name,
+					 m->arch.arch), -1;
 		want2 = rows != 0;
 		if (t->ndim != (want2 ? 2u : 1u) || (want2 && t->shape[0] != rows) ||
 		    t->shape[want2] != cols)
@@ -400,7 +462,6 @@ int imp_model_check(const imp_model *m)
 					 t->shape[0], t->ndim > 1 ? t->shape[1] : (size_t)1,
 					 want2 ? rows : cols, want2 ? cols : (size_t)1), -1;
 	}
-	if (!m->arch.tied && !imp_model_find((imp_model *)m, "lm_head.weight"))
-		return nv_seterr("the arch has an untied head but there is no lm_head.weight"), -1;
-	return 0;
+	/* every tensor present is one the arch has, and names are unique: count the rest */
+	return m->n == want ? 0 : missing(m);
 }

@@ -591,6 +591,26 @@ static int arch_int(const gguf *g, const char *key, int required, long long def,
 	return 0;
 }
 
+/* RoPE scaling in GGUF keys: refused, never ignored (a Hugging Face import reads it) */
+static int gguf_rope_scaling(const gguf *g)
+{
+	char type[32];
+	double v;
+	int r;
+
+	if ((r = kv_string(g, "llama.rope.scaling.type", type, sizeof type)) < 0)
+		return -1;
+	if (r && strcmp(type, "none"))
+		return nv_seterr("'%s': key 'llama.rope.scaling.type' = '%s': RoPE scaling is read "
+				 "from a Hugging Face config.json, not from GGUF", g->path, type), -1;
+	if ((r = kv_float(g, "llama.rope.scale_linear", &v)) < 0)
+		return -1;
+	if (r && v != 1.0)
+		return nv_seterr("'%s': key 'llama.rope.scale_linear' = %g: RoPE scaling is read "
+				 "from a Hugging Face config.json, not from GGUF", g->path, v), -1;
+	return 0;
+}
+
 static int gguf_arch(const gguf *g, cmf_arch *a)
 {
 	const long long big = 1LL << 30;
@@ -636,7 +656,7 @@ static int gguf_arch(const gguf *g, cmf_arch *a)
 		return nv_seterr("'%s': rope.freq_base = %g is outside (0, 1e12)", g->path, v), -1;
 	if (r)
 		a->rope_theta = v;
-	return 0;
+	return gguf_rope_scaling(g);
 }
 
 /* ---------------------------------------------------------------- tokenizer */

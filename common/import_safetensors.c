@@ -104,6 +104,18 @@ out:
 	return rc;
 }
 
+/*
+ * old Llama checkpoints store RoPE's inverse frequencies as a buffer per
+ * layer: config.json determines them, and the forward computes its own
+ */
+static int derived(const char *name)
+{
+	const char *tail = ".rotary_emb.inv_freq";
+	size_t n = strlen(name), k = strlen(tail);
+
+	return n > k && !strcmp(name + n - k, tail);
+}
+
 /* every tensor the index names was found in the shards */
 static int index_check(const char *index, imp_model *m)
 {
@@ -112,7 +124,7 @@ static int index_check(const char *index, imp_model *m)
 	int rc = text ? 0 : -1;
 
 	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(j, "weight_map")) {
-		if (!imp_model_find(m, x->string)) {
+		if (!derived(x->string) && !imp_model_find(m, x->string)) {
 			rc = (nv_seterr("'%s': weight_map names tensor '%s', which '%s' does not hold",
 					index, x->string, x->valuestring), -1);
 			break;
@@ -134,6 +146,8 @@ static int add_shard(const cmf_file *f, const char *path, int dtype, imp_model *
 		const cmf_tensor *t = &f->t[i];
 		const cmf_tensor **z;
 
+		if (derived(t->name))
+			continue;
 		if (t->dtype == CMF_U8 || t->blr)
 			return nv_seterr("'%s': tensor '%s' has dtype %s (want F32, F16 or BF16)", path,
 					 t->name, cmf_dtype_name(t->dtype)), -1;

@@ -89,8 +89,22 @@ np.save("st/a.npy", a); np.save("st/b.npy", b); np.save("st/c.npy", c)
 # bf16: the top halves of c's f32 bits (truncated, a value bf16 holds exactly)
 cb = (c.view(np.uint32) >> 16).astype(np.uint16)
 np.save("st/cb.npy", (cb.astype(np.uint32) << 16).view(np.float32))
-save_file({"model.embed_tokens.weight": a, "model.layers.0.self_attn.q_proj.weight": b},
+# the tensors the arch has beyond the ones under test (a model missing one is refused)
+shapes = {"model.norm.weight": (16,), "model.layers.0.input_layernorm.weight": (16,),
+          "model.layers.0.post_attention_layernorm.weight": (16,),
+          "model.layers.0.self_attn.q_proj.weight": (16, 16),
+          "model.layers.0.self_attn.k_proj.weight": (8, 16),
+          "model.layers.0.self_attn.v_proj.weight": (8, 16),
+          "model.layers.0.self_attn.o_proj.weight": (16, 16),
+          "model.layers.0.mlp.gate_proj.weight": (32, 16),
+          "model.layers.0.mlp.up_proj.weight": (32, 16),
+          "model.layers.0.mlp.down_proj.weight": (16, 32)}
+def rest(*have):
+    return {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items() if k not in have}
+save_file(dict(rest("model.layers.0.self_attn.q_proj.weight"), **{
+          "model.embed_tokens.weight": a, "model.layers.0.self_attn.q_proj.weight": b}),
           "st/model.safetensors")
+save_file(rest("model.layers.0.mlp.up_proj.weight"), "sh/model-00003-of-00003.safetensors")
 serialize_file({"model.embed_tokens.weight": TensorSpec(dtype="float32", shape=[8, 16], data_ptr=a.ctypes.data, data_len=a.nbytes),
                 "lm_head.weight": TensorSpec(dtype="float16", shape=[8, 16], data_ptr=e.ctypes.data, data_len=e.nbytes)},
                "sh/model-00001-of-00002.safetensors", metadata={"format": "pt"})
@@ -99,7 +113,8 @@ serialize_file({"model.layers.0.mlp.up_proj.weight": TensorSpec(dtype="bfloat16"
 json.dump({"metadata": {}, "weight_map": {
     "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
     "lm_head.weight": "model-00001-of-00002.safetensors",
-    "model.layers.0.mlp.up_proj.weight": "model-00002-of-00002.safetensors"}},
+    "model.layers.0.mlp.up_proj.weight": "model-00002-of-00002.safetensors",
+    **{k: "model-00003-of-00003.safetensors" for k in rest("model.layers.0.mlp.up_proj.weight")}}},
     open("sh/model.safetensors.index.json", "w"))
 EOF
 
@@ -183,7 +198,7 @@ test_expect_success 'safetensors written by Python import (F32, F16 kept)' '
 test_expect_success 'sharded safetensors through model.safetensors.index.json (BF16 kept)' '
 	cmf-patch import -o sh.cmf sh/model.safetensors.index.json &&
 	cmf-patch list sh.cmf >sh.list &&
-	test $(wc -l <sh.list) -eq 3 &&
+	test $(wc -l <sh.list) -eq 12 &&
 	test_grep "^model.layers.0.mlp.up_proj.weight	BF16	32x16	1024	-	L0 up$" sh.list &&
 	test_grep "^lm_head.weight	F16	8x16" sh.list &&
 	cmf-patch info sh.cmf >sh.info &&

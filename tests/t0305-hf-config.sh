@@ -43,7 +43,7 @@ test_expect_success 'keys of no effect on the forward are accepted (SmolLM2 and 
 	c.update({"attention_dropout": 0.0, "initializer_range": 0.02, "pretraining_tp": 1,
 	          "use_cache": True, "transformers_version": "4.42.3", "pad_token_id": 2,
 	          "is_llama_config": True, "rope_interleaved": False, "rope_scaling": None,
-	          "mlp_bias": False, "attention_bias": False, "hidden_act": "silu",
+	          "mlp_bias": False, "attention_bias": False, "hidden_act": "silu", "layer_types": None,
 	          "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 21,
 	          "transformers.js_config": {"kv_cache_dtype": {"q4f16": "float16"}}})
 	json.dump(c, open("inert/config.json", "w"))
@@ -51,28 +51,67 @@ test_expect_success 'keys of no effect on the forward are accepted (SmolLM2 and 
 	cmf-patch import -o inert.cmf inert/model.safetensors
 '
 
-test_expect_success 'rope_scaling of every type is refused (llama3, linear, yarn, dynamic)' '
-	for t in llama3 linear yarn dynamic; do
+test_expect_success 'rope_scaling: a type, a key or a missing number the forward does not implement is refused' '
+	for t in dynamic longrope ntk frobnicate; do
 		"$NVG_PY" edit.py rs.$t rope_scaling "{\"rope_type\": \"$t\", \"factor\": 8.0}" &&
 		refused rs.$t rope_scaling || return 1
 	done &&
-	test_grep "RoPE scaling is not implemented" err
+	test_grep "implements the RoPE types default, linear, llama3 and yarn" err &&
+	"$NVG_PY" edit.py rs.ms rope_scaling "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"mscale\": 0.7}" &&
+	refused rs.ms rope_scaling.mscale &&
+	"$NVG_PY" edit.py rs.l3 rope_scaling "{\"rope_type\": \"llama3\", \"factor\": 8.0}" &&
+	refused rs.l3 low_freq_factor &&
+	"$NVG_PY" edit.py rs.neg rope_scaling "{\"type\": \"linear\", \"factor\": -2}" &&
+	refused rs.neg factor
 '
 
-test_expect_success 'hidden_act other than silu, mlp_bias, llama attention_bias, sliding windows, interleaved RoPE: refused' '
-	"$NVG_PY" edit.py act hidden_act "\"gelu\"" && refused act hidden_act &&
-	test_grep "only silu" err &&
-	"$NVG_PY" edit.py mb mlp_bias true && refused mb mlp_bias &&
-	"$NVG_PY" edit.py ab attention_bias true && refused ab attention_bias &&
+test_expect_success 'hidden_act relu, use_sliding_window on llama, interleaved RoPE: refused' '
+	"$NVG_PY" edit.py act hidden_act "\"relu\"" && refused act hidden_act &&
+	test_grep "implements silu, gelu and gelu_pytorch_tanh" err &&
 	"$NVG_PY" edit.py sw use_sliding_window true && refused sw use_sliding_window &&
 	"$NVG_PY" edit.py ri rope_interleaved true && refused ri rope_interleaved
 '
 
-test_expect_success 'a model_type the forward does not run is refused at import' '
-	for t in qwen3 mistral gemma; do
+test_expect_success 'biases the config promises and the files lack: refused, naming the tensor' '
+	"$NVG_PY" edit.py mb mlp_bias true &&
+	test_expect_code 1 cmf-patch import -o mb.cmf mb/model.safetensors 2>err &&
+	test_one_line_error err &&
+	test_grep "no tensor .model.layers.0.mlp.gate_proj.bias.: the arch .llama. has it" err &&
+	test_path_is_missing mb.cmf &&
+	"$NVG_PY" edit.py ab attention_bias true &&
+	test_expect_code 1 cmf-patch import -o ab.cmf ab/model.safetensors 2>err &&
+	test_grep "no tensor .model.layers.0.self_attn.q_proj.bias." err &&
+	test_path_is_missing ab.cmf
+'
+
+test_expect_success 'a tensor no part of the forward reads is refused; old RoPE buffers are dropped' '
+	"$NVG_PY" - <<-\EOF &&
+	import numpy as np, shutil
+	from safetensors.numpy import load_file, save_file
+	for d, extra in (("xt", "model.layers.0.self_attn.frob.weight"),
+	                 ("inv", "model.layers.0.self_attn.rotary_emb.inv_freq")):
+	    shutil.copytree("hf", d)
+	    t = load_file(d + "/model.safetensors")
+	    t[extra] = np.ones(4, np.float32)
+	    save_file(t, d + "/model.safetensors")
+	EOF
+	test_expect_code 1 cmf-patch import -o xt.cmf xt/model.safetensors 2>err &&
+	test_one_line_error err &&
+	test_grep "tensor .model.layers.0.self_attn.frob.weight. is not read by the forward" err &&
+	test_path_is_missing xt.cmf &&
+	cmf-patch import -o inv.cmf inv/model.safetensors &&
+	cmf-patch list inv.cmf >inv.list &&
+	! grep -q inv_freq inv.list
+'
+
+test_expect_success 'a model_type the forward does not run is refused at import; qwen3 wants its norms' '
+	for t in gemma phi3 llama4; do
 		"$NVG_PY" edit.py mt.$t model_type "\"$t\"" && refused mt.$t model_type || return 1
 	done &&
-	test_grep "runs llama and qwen2" err
+	test_grep "runs llama, qwen2, qwen3 and mistral" err &&
+	"$NVG_PY" edit.py mt.q3 model_type "\"qwen3\"" &&
+	test_expect_code 1 cmf-patch import -o mt.q3.cmf mt.q3/model.safetensors 2>err &&
+	test_grep "no tensor .model.layers.0.self_attn.q_norm.weight." err
 '
 
 test_expect_success 'a deliberately unknown key is refused by name' '
@@ -81,21 +120,31 @@ test_expect_success 'a deliberately unknown key is refused by name' '
 	test_grep "unknown key .frobnicate_heads." err
 '
 
-test_expect_success 'transformers 5 rope_parameters: the default type read, others refused' '
+test_expect_success 'transformers 5 rope_parameters: read with its theta; with rope_scaling too, refused' '
 	"$NVG_PY" - <<-\EOF &&
 	import json, shutil
 	for d, p in (("rp", {"rope_type": "default", "rope_theta": 500000.0}),
-	             ("rpy", {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0})):
+	             ("rpy", {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}),
+	             ("rpx", {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0})):
 	    shutil.copytree("hf", d)
 	    c = json.load(open(d + "/config.json"))
 	    c.pop("rope_theta")
 	    c["rope_parameters"] = p
 	    json.dump(c, open(d + "/config.json", "w"))
+	shutil.copytree("rpy", "both")
+	c = json.load(open("both/config.json"))
+	c["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}
+	json.dump(c, open("both/config.json", "w"))
 	EOF
 	cmf-patch import -o rp.cmf rp/model.safetensors &&
 	cmf-patch info rp.cmf >info &&
 	test_grep "^rope_theta: 500000$" info &&
-	refused rpy rope_parameters
+	cmf-patch import -o rpy.cmf rpy/model.safetensors &&
+	cmf-patch info rpy.cmf >info &&
+	test_grep "^rope_scaling: yarn factor 4$" info &&
+	refused rpx rope_parameters &&
+	test_expect_code 1 cmf-patch import -o both.cmf both/model.safetensors 2>err &&
+	test_grep "both .rope_scaling. and .rope_parameters. are set" err
 '
 
 test_expect_success 'tie_word_embeddings false without lm_head.weight is refused, not tied' '

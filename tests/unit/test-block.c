@@ -1,9 +1,11 @@
 /*
  * test-block.c - the block forward with intermediates and its backward
- * (block.h) on the tiny qwen2-style model: the forward is fw_layer_run's,
- * bit for bit, and agrees with a naive f64 block written here; the gradient
- * of ½‖y − t‖² with respect to every projection agrees with central
- * differences of that f64 block.
+ * (block.h) on the tiny qwen2-style model and on two variants that carry
+ * every feature of the forward (biases on all seven projections, the heads'
+ * norms, gelu and its tanh form, a sliding window, yarn and llama3 RoPE):
+ * the forward is fw_layer_run's, bit for bit, and agrees with a naive f64
+ * block written here; the gradient of ½‖y − t‖² with respect to every
+ * projection agrees with central differences of that f64 block.
  */
 #include "block.h"
 #include "err.h"
@@ -17,26 +19,98 @@
 
 enum { T = 9, D = 16, FF = 24, QD = 16, KD = 8, NH = 4, NKV = 2, HD = 4 };
 
-static void norm(const double *x, const float *w, double *y)
+/* the variant under test */
+static const cmf_arch *A;
+
+/* yarn, gelu, every bias, the heads' norms, a window of 3 */
+static const cmf_arch full = {
+	.arch = "qwen3", .hidden = 16, .intermediate = 24, .layers = 2, .heads = 4, .kv_heads = 2,
+	.head_dim = 4, .rms_eps = 1e-6, .rope_theta = 1e4, .vocab = 37, .bos = 1, .eos = 2,
+	.qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, .qk_norm = 1, .act = CMF_ACT_GELU,
+	.window = 3, .max_pos = 64,
+	.rope = { .type = CMF_ROPE_YARN, .factor = 4, .beta_fast = 32, .beta_slow = 1,
+		  .attn_factor = 1.2, .orig_max_pos = 16 },
+};
+
+/* llama3 RoPE, gelu's tanh form, MLP biases */
+static const cmf_arch l3 = {
+	.arch = "llama", .hidden = 16, .intermediate = 24, .layers = 2, .heads = 4, .kv_heads = 2,
+	.head_dim = 4, .rms_eps = 1e-6, .rope_theta = 1e4, .vocab = 37, .bos = 1, .eos = 2,
+	.mlp_bias = 1, .act = CMF_ACT_GELU_TANH,
+	.rope = { .type = CMF_ROPE_LLAMA3, .factor = 8, .low_freq = 1, .high_freq = 4,
+		  .orig_max_pos = 8 },
+};
+
+static void norm(const double *x, const float *w, double *y, size_t n)
 {
 	double ss = 0;
 
-	for (size_t i = 0; i < D; i++)
+	for (size_t i = 0; i < n; i++)
 		ss += x[i] * x[i];
-	for (size_t i = 0; i < D; i++)
-		y[i] = x[i] / sqrt(ss / D + 1e-6) * w[i];
+	for (size_t i = 0; i < n; i++)
+		y[i] = x[i] / sqrt(ss / (double)n + 1e-6) * w[i];
 }
 
+/* the frequencies are fw_rope_freqs' (tested against numpy in t0310); the rotation is here */
 static void rope(double *v, size_t nh, size_t pos)
 {
+	double inv[HD / 2], sc;
+
+	fw_rope_freqs(A, HD, inv, &sc);
 	for (size_t h = 0; h < nh; h++)
 		for (size_t j = 0; j < HD / 2; j++) {
-			double ang = (double)pos * pow(1e6, -2.0 * (double)j / HD);
+			double ang = (double)pos * inv[j];
 			double a = v[h * HD + j], b = v[h * HD + j + HD / 2];
 
-			v[h * HD + j] = a * cos(ang) - b * sin(ang);
-			v[h * HD + j + HD / 2] = b * cos(ang) + a * sin(ang);
+			v[h * HD + j] = sc * (a * cos(ang) - b * sin(ang));
+			v[h * HD + j + HD / 2] = sc * (b * cos(ang) + a * sin(ang));
 		}
+}
+
+static double act(double g)
+{
+	if (A->act == CMF_ACT_GELU)
+		return 0.5 * g * (1 + erf(g / sqrt(2.0)));
+	if (A->act == CMF_ACT_GELU_TANH)
+		return 0.5 * g * (1 + tanh(sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+	return g / (1 + exp(-g));
+}
+
+/* q or k of one position: the heads' norms (qk_norm), then RoPE */
+static void heads(double *v, const float *w, size_t nh, size_t pos)
+{
+	for (size_t h = 0; w && h < nh; h++) {
+		double y[HD];
+
+		norm(v + h * HD, w, y, HD);
+		memcpy(v + h * HD, y, sizeof y);
+	}
+	rope(v, nh, pos);
+}
+
+/* o of position t: each head over the keys it sees (causal, in the window) */
+static void attend(double q[][QD], double k[][KD], double v[][KD], size_t t, double *o)
+{
+	size_t j0 = A->window && t >= (size_t)A->window ? t - (size_t)A->window + 1 : 0;
+
+	for (size_t h = 0; h < NH; h++) {
+		size_t gk = h / (NH / NKV);
+		double s[T], mx = -INFINITY, sum = 0;
+
+		for (size_t j = j0; j <= t; j++) {
+			s[j] = 0;
+			for (size_t e = 0; e < HD; e++)
+				s[j] += q[t][h * HD + e] * k[j][gk * HD + e] / sqrt((double)HD);
+			mx = fmax(mx, s[j]);
+		}
+		for (size_t j = j0; j <= t; j++)
+			sum += exp(s[j] - mx);
+		for (size_t e = 0; e < HD; e++)
+			o[h * HD + e] = 0;
+		for (size_t j = j0; j <= t; j++)
+			for (size_t e = 0; e < HD; e++)
+				o[h * HD + e] += exp(s[j] - mx) / sum * v[j][gk * HD + e];
+	}
 }
 
 /* the block of layer 0 in f64, position by position; w[i] the projections to use */
@@ -47,41 +121,26 @@ static void ref_block(const ref_w *rw, float *const w[FW_NMAT], const double *x,
 	for (size_t t = 0; t < T; t++) {
 		double a[D];
 
-		norm(x + t * D, rw->an[0], a);
-		ref_mv(w[FW_Q], rw->b[0][0], a, q[t], QD, D);
-		ref_mv(w[FW_K], rw->b[0][1], a, k[t], KD, D);
-		ref_mv(w[FW_V], rw->b[0][2], a, v[t], KD, D);
-		rope(q[t], NH, t);
-		rope(k[t], NKV, t);
+		norm(x + t * D, rw->an[0], a, D);
+		ref_mv(w[FW_Q], rw->b[0][FW_Q], a, q[t], QD, D);
+		ref_mv(w[FW_K], rw->b[0][FW_K], a, k[t], KD, D);
+		ref_mv(w[FW_V], rw->b[0][FW_V], a, v[t], KD, D);
+		heads(q[t], rw->qn[0], NH, t);
+		heads(k[t], rw->kn[0], NKV, t);
 	}
 	for (size_t t = 0; t < T; t++) {
-		double o[QD] = { 0 }, x1[D], f[D], g[FF], u[FF], md[D];
+		double o[QD], x1[D], f[D], g[FF], u[FF], md[D];
 
-		for (size_t h = 0; h < NH; h++) {
-			size_t gk = h / (NH / NKV);
-			double s[T], mx = -INFINITY, sum = 0;
-
-			for (size_t j = 0; j <= t; j++) {
-				s[j] = 0;
-				for (size_t e = 0; e < HD; e++)
-					s[j] += q[t][h * HD + e] * k[j][gk * HD + e] / sqrt((double)HD);
-				mx = fmax(mx, s[j]);
-			}
-			for (size_t j = 0; j <= t; j++)
-				sum += exp(s[j] - mx);
-			for (size_t j = 0; j <= t; j++)
-				for (size_t e = 0; e < HD; e++)
-					o[h * HD + e] += exp(s[j] - mx) / sum * v[j][gk * HD + e];
-		}
-		ref_mv(w[FW_O], NULL, o, x1, D, QD);
+		attend(q, k, v, t, o);
+		ref_mv(w[FW_O], rw->b[0][FW_O], o, x1, D, QD);
 		for (size_t i = 0; i < D; i++)
 			x1[i] += x[t * D + i];
-		norm(x1, rw->fn[0], f);
-		ref_mv(w[FW_GATE], NULL, f, g, FF, D);
-		ref_mv(w[FW_UP], NULL, f, u, FF, D);
+		norm(x1, rw->fn[0], f, D);
+		ref_mv(w[FW_GATE], rw->b[0][FW_GATE], f, g, FF, D);
+		ref_mv(w[FW_UP], rw->b[0][FW_UP], f, u, FF, D);
 		for (size_t i = 0; i < FF; i++)
-			g[i] = g[i] / (1 + exp(-g[i])) * u[i];
-		ref_mv(w[FW_DOWN], NULL, g, md, D, FF);
+			g[i] = act(g[i]) * u[i];
+		ref_mv(w[FW_DOWN], rw->b[0][FW_DOWN], g, md, D, FF);
 		for (size_t i = 0; i < D; i++)
 			y[t * D + i] = x1[i] + md[i];
 	}
@@ -133,16 +192,16 @@ static void check_gradient(fw_model *m, const fw_layer *ly, bk_cache *c, const r
 			worst = fmax(worst, fabs(fd - dw[i][e]));
 			big = fmax(big, fabs(fd));
 		}
-		ok(worst <= 1e-4 * big, "∂L/∂W_%s is the central differences' (|err| %.2g of %.2g)",
-		   name[i], worst, big);
+		ok(worst <= 1e-4 * big, "%s: ∂L/∂W_%s is the central differences' (|err| %.2g of %.2g)",
+		   A->arch, name[i], worst, big);
 		free(dw[i]);
 	}
 	(void)r;
 }
 
-int main(void)
+/* every check on the tiny model with the features of a */
+static void variant(const cmf_arch *a, tap_rng *r)
 {
-	tap_rng r = { 7 };
 	mem_model mm;
 	ref_w rw;
 	fw_model m;
@@ -150,35 +209,44 @@ int main(void)
 	fw_scratch s;
 	bk_cache c;
 	float x[T * D], x2[T * D], tgt[T * D];
-	double y[T * D], err = 0;
+	double y[T * D], xd[T * D], err = 0;
 
-	build_tiny(&mm, &rw, &r);
+	A = a;
+	build_tiny_as(&mm, &rw, r, a);
 	for (size_t i = 0; i < T * D; i++) {
-		x[i] = (float)rng_normal(&r);
-		tgt[i] = x[i] + (float)rng_normal(&r);
+		x[i] = (float)rng_normal(r);
+		tgt[i] = x[i] + (float)rng_normal(r);
+		xd[i] = x[i];
 	}
 	ok(fw_open(&m, &mm.f) == 0 && fw_layer_load(&m, 0, NULL, 0, &ly) == 0 &&
-	   fw_scratch_init(&s, &m, T) == 0 && bk_init(&c, &m, T) == 0, "the tiny model, layer 0");
-	ok(bk_forward(&m, &ly, &c, x, T) == 0, "forward of %d positions", T);
+	   fw_scratch_init(&s, &m, T) == 0 && bk_init(&c, &m, T) == 0, "%s: the tiny model, layer 0",
+	   a->arch);
+	ok(bk_forward(&m, &ly, &c, x, T) == 0, "%s: forward of %d positions", a->arch, T);
 	memcpy(x2, x, sizeof x);
 	fw_layer_run(&m, &ly, &s, x2, T, NULL);
-	ok(!memcmp(x2, c.y, sizeof x2), "the output is fw_layer_run's, bit for bit");
-	double xd[T * D];
-	for (size_t i = 0; i < T * D; i++)
-		xd[i] = x[i];
+	ok(!memcmp(x2, c.y, sizeof x2), "%s: the output is fw_layer_run's, bit for bit", a->arch);
 	ref_block(&rw, rw.w[0], xd, y);
 	for (size_t i = 0; i < T * D; i++)
 		err = fmax(err, fabs(y[i] - c.y[i]));
 	/* f32 sums of ≤ 24 terms of magnitude ~1 through two residual branches: 1e-5 */
-	ok(err <= 1e-5, "and the naive f64 block's (|err| %.2g)", err);
-	ok(bk_forward(&m, &ly, &c, x, T + 1) < 0, "a window beyond the cache is refused: %s",
-	   nv_err());
-	check_gradient(&m, &ly, &c, &rw, x, tgt, &r);
+	ok(err <= 1e-5, "%s: and the naive f64 block's (|err| %.2g)", a->arch, err);
+	ok(bk_forward(&m, &ly, &c, x, T + 1) < 0, "%s: a window beyond the cache is refused: %s",
+	   a->arch, nv_err());
+	check_gradient(&m, &ly, &c, &rw, x, tgt, r);
 	bk_free(&c);
 	fw_scratch_free(&s);
 	fw_layer_free(&ly);
 	fw_close(&m);
 	free_model(&mm);
 	free_ref(&rw);
+}
+
+int main(void)
+{
+	tap_rng r = { 7 };
+
+	variant(&tiny, &r);
+	variant(&full, &r);
+	variant(&l3, &r);
 	return done_testing();
 }

@@ -277,6 +277,7 @@ typedef struct {
 	const char *arch;
 	int drop_heads;
 	size_t cut; /* bytes removed from the end */
+	const char *rope_scaling; /* llama.rope.scaling.type, or NULL for none */
 } knobs;
 
 static void kv_tokenizer(buf *x)
@@ -306,7 +307,7 @@ static void kv_tokenizer(buf *x)
 static const char *write_gguf(const char *path, const knobs *k)
 {
 	buf x = { 0 };
-	size_t off = 0, nkv = 13 - (size_t)k->drop_heads;
+	size_t off = 0, nkv = 13 - (size_t)k->drop_heads + (k->rope_scaling != NULL);
 	FILE *f;
 
 	u32(&x, k->magic), u32(&x, k->version);
@@ -319,6 +320,8 @@ static const char *write_gguf(const char *path, const knobs *k)
 		kv_u32(&x, "llama.attention.head_count", HEADS);
 	kv_u32(&x, "llama.attention.head_count_kv", KVH);
 	kv_f32(&x, "llama.rope.freq_base", 500000.0f);
+	if (k->rope_scaling)
+		kv_str(&x, "llama.rope.scaling.type", k->rope_scaling);
 	kv_tokenizer(&x); /* 6 keys */
 	for (size_t i = 0; i < NSPEC; i++) {
 		spec *s = &specs[i];
@@ -446,7 +449,7 @@ static void bad_file(const char *title, const knobs *k, const char *word)
 int main(void)
 {
 	tap_rng r = { 42 };
-	knobs k = { 0x46554747u, 3, T_Q4_0, 0, 0, "llama", 0, 0 }, b;
+	knobs k = { 0x46554747u, 3, T_Q4_0, 0, 0, "llama", 0, 0, NULL }, b;
 
 	snprintf(dir, sizeof(dir), "%s/test-gguf.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(dir))
@@ -470,6 +473,10 @@ int main(void)
 	bad_file("another architecture", &b, "mamba");
 	b = k, b.drop_heads = 1;
 	bad_file("a missing head count", &b, "llama.attention.head_count");
+	b = k, b.rope_scaling = "none";
+	good_file(&b);
+	b = k, b.rope_scaling = "yarn";
+	bad_file("RoPE scaling (read from config.json only)", &b, "llama.rope.scaling.type");
 	for (size_t i = 0; i < NSPEC; i++) {
 		free(specs[i].data);
 		free(specs[i].want);

@@ -78,7 +78,8 @@ static void *encode_as(cmf_dtype dt, float *v, size_t n)
 /* the reference's copy of the weights (f32 values as the engine will see them) */
 typedef struct {
 	float *emb, *head, *fnorm;
-	float *w[8][FW_NMAT], *b[8][3], *an[8], *fn[8];
+	float *w[8][FW_NMAT], *b[8][FW_NMAT], *an[8], *fn[8];
+	float *qn[8], *kn[8];     /* the heads' norms (qk_norm) */
 } ref_w;
 
 static float *rnd_tensor(mem_model *mm, tap_rng *r, const char *name, cmf_dtype dt, size_t rows,
@@ -101,10 +102,35 @@ static const cmf_arch tiny = {
 	.eos = 2, .qkv_bias = 1,
 };
 
-static void __attribute__((unused)) build_tiny(mem_model *mm, ref_w *rw, tap_rng *r)
+/* the biases, and the heads' norms, that the arch a says layer l has */
+static void tiny_extras(mem_model *mm, ref_w *rw, tap_rng *r, const cmf_arch *a, int l,
+			const size_t *rows)
 {
-	static const char *const bn[3] = { "q_proj", "k_proj", "v_proj" };
-	const cmf_arch *a = &tiny;
+	static const char *const bn[FW_NMAT] = { "self_attn.q_proj", "self_attn.k_proj",
+		"self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+		"mlp.down_proj" };
+	char name[160];
+
+	for (int i = 0; i < FW_NMAT; i++) {
+		rw->b[l][i] = NULL;
+		if (!(i < FW_O ? a->qkv_bias : i == FW_O ? a->o_bias : a->mlp_bias))
+			continue;
+		snprintf(name, sizeof name, "model.layers.%d.%s.bias", l, bn[i]);
+		rw->b[l][i] = rnd_tensor(mm, r, name, CMF_F32, 1, rows[i], 1, 0.3, 0);
+	}
+	rw->qn[l] = rw->kn[l] = NULL;
+	if (a->qk_norm) {
+		snprintf(name, sizeof name, "model.layers.%d.self_attn.q_norm.weight", l);
+		rw->qn[l] = rnd_tensor(mm, r, name, CMF_BF16, 1, 4, 1, 0.2, 1.0);
+		snprintf(name, sizeof name, "model.layers.%d.self_attn.k_norm.weight", l);
+		rw->kn[l] = rnd_tensor(mm, r, name, CMF_F32, 1, 4, 1, 0.2, 1.0);
+	}
+}
+
+/* the tiny model with the features of a (geometry as tiny's) */
+static void __attribute__((unused)) build_tiny_as(mem_model *mm, ref_w *rw, tap_rng *r,
+						  const cmf_arch *a)
+{
 	size_t d = 16, ff = 24, qd = 16, kvd = 8;
 	size_t rows[FW_NMAT] = { qd, kvd, kvd, d, ff, ff, d };
 	size_t cols[FW_NMAT] = { d, d, d, qd, d, d, ff };
@@ -120,10 +146,7 @@ static void __attribute__((unused)) build_tiny(mem_model *mm, ref_w *rw, tap_rng
 			rw->w[l][i] = rnd_tensor(mm, r, name, dt, rows[i], cols[i], 2,
 						 1.0 / sqrt((double)cols[i]), 0);
 		}
-		for (int i = 0; i < 3; i++) {
-			snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, bn[i]);
-			rw->b[l][i] = rnd_tensor(mm, r, name, CMF_F32, 1, rows[i], 1, 0.3, 0);
-		}
+		tiny_extras(mm, rw, r, a, l, rows);
 		snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
 		rw->an[l] = rnd_tensor(mm, r, name, CMF_F32, 1, d, 1, 0.1, 1.0);
 		snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
@@ -133,6 +156,11 @@ static void __attribute__((unused)) build_tiny(mem_model *mm, ref_w *rw, tap_rng
 	rw->head = rnd_tensor(mm, r, "lm_head.weight", CMF_BF16, 37, d, 2, 0.25, 0);
 	mm->f.arch = *a;
 	mm->f.has_arch = 1;
+}
+
+static void __attribute__((unused)) build_tiny(mem_model *mm, ref_w *rw, tap_rng *r)
+{
+	build_tiny_as(mm, rw, r, &tiny);
 }
 
 /* y = W x (+ b), W (m × n) */
@@ -153,8 +181,10 @@ static void __attribute__((unused)) free_ref(ref_w *rw)
 	for (int l = 0; l < 2; l++) {
 		for (int i = 0; i < FW_NMAT; i++)
 			free(rw->w[l][i]);
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < FW_NMAT; i++)
 			free(rw->b[l][i]);
+		free(rw->qn[l]);
+		free(rw->kn[l]);
 		free(rw->an[l]);
 		free(rw->fn[l]);
 	}

@@ -478,6 +478,20 @@ int cmf_tensor_f32(const cmf_tensor *t, float *out)
 	return -1;
 }
 
+int cmf_put_half(const char *name, cmf_dtype dt, const float *w, size_t n, uint8_t *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint16_t h = dt == CMF_F16 ? nv_f32_to_f16(w[i]) : nv_f32_to_bf16(w[i]);
+		float back = dt == CMF_F16 ? nv_f16_to_f32(h) : nv_bf16_to_f32(h);
+
+		if (isinf(back) && isfinite(w[i]))
+			return nv_seterr("tensor '%s' element %zu = %g is beyond the %s range: keep a "
+					 "wider dtype", name, i, (double)w[i], cmf_dtype_name(dt)), -1;
+		put_u16(out + 2 * i, h);
+	}
+	return 0;
+}
+
 float *cmf_tensor_f32_alloc(const cmf_tensor *t)
 {
 	float *w = nv_malloc(t->rows ? t->rows : 1, (t->cols ? t->cols : 1) * sizeof(float));

@@ -91,6 +91,12 @@ int cmf_tensor_f32(const cmf_tensor *t, float *out);
 
 /* the tensor as f32 in a fresh buffer (rows × cols) */
 float *cmf_tensor_f32_alloc(const cmf_tensor *t);
+/*
+ * n f32 values as F16 or BF16 little-endian bytes (2n), rounded to nearest
+ * even; a finite value beyond the dtype's range is an error naming the
+ * tensor and the element, never an infinity
+ */
+int cmf_put_half(const char *name, cmf_dtype dt, const float *w, size_t n, uint8_t *out);
 
 /* bytes per element of a dtype */
 size_t cmf_dtype_size(cmf_dtype d);

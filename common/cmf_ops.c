@@ -229,6 +229,7 @@ static int export_fill(void *p, void *out)
 	size_t n = e->t->rows * e->t->cols;
 	uint8_t *b = out;
 	float *w;
+	int rc;
 
 	if (e->dtype == CMF_F32) {
 		/* the writer's scratch is malloc'd, aligned for floats */
@@ -240,10 +241,9 @@ static int export_fill(void *p, void *out)
 	}
 	if (!(w = cmf_tensor_f32_alloc(e->t)))
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		put_u16(b + 2 * i, nv_f32_to_f16(w[i]));
+	rc = cmf_put_half(e->t->name, e->dtype, w, n, b);
 	free(w);
-	return 0;
+	return rc;
 }
 
 static int write_config(const cmf_file *f, cmf_dtype dtype, const char *out)
@@ -271,6 +271,22 @@ static int write_config(const cmf_file *f, cmf_dtype dtype, const char *out)
 	free(path);
 	free(json);
 	return rc;
+}
+
+cmf_dtype cmf_op_export_dtype(const cmf_file *f)
+{
+	int dt = -1;
+
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const cmf_tensor *t = &f->t[i];
+
+		if (t->blr || t->dtype == CMF_U8)
+			continue;
+		if (dt >= 0 && (cmf_dtype)dt != t->dtype)
+			return CMF_F32;
+		dt = (int)t->dtype;
+	}
+	return dt < 0 ? CMF_F32 : (cmf_dtype)dt;
 }
 
 int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out)
@@ -434,17 +450,14 @@ float cmf_round_dtype(cmf_dtype dt, float v)
 static int encode_values(const char *name, cmf_dtype dt, const float *v, size_t n, uint8_t *b)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(cmf_round_dtype(dt, v[i]))) {
-			nv_seterr("element %zu of '%s' (%g) does not fit in %s", i, name, (double)v[i],
-				  cmf_dtype_name(dt));
+		if (!isfinite(v[i])) {
+			nv_seterr("element %zu of '%s' (%g) is not finite", i, name, (double)v[i]);
 			return -1;
 		}
 		if (dt == CMF_F32)
 			put_f32(b + 4 * i, v[i]);
-		else
-			put_u16(b + 2 * i, dt == CMF_F16 ? nv_f32_to_f16(v[i]) : nv_f32_to_bf16(v[i]));
 	}
-	return 0;
+	return dt == CMF_F32 ? 0 : cmf_put_half(name, dt, v, n, b);
 }
 
 int cmf_op_set_tensor(const cmf_file *f, const char *name, const float *v, const char *prov,

@@ -47,9 +47,12 @@ int cmf_op_truncate(const cmf_file *f, size_t n, const char *out);
 
 /*
  * a plain Hugging Face safetensors file (every BLR tensor dequantized,
- * all tensors in dtype: CMF_F32 or CMF_F16) and config.json beside it
+ * all tensors in dtype: CMF_F32, CMF_F16 or CMF_BF16; a value beyond the
+ * dtype's range is an error) and config.json beside it
  */
 int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out);
+/* export's default dtype: the one every float tensor has, else F32 */
+cmf_dtype cmf_op_export_dtype(const cmf_file *f);
 
 /* per layer projection: codec, rank, paths, bpw; then the two totals */
 int cmf_op_report(const cmf_file *f, FILE *out);

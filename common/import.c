@@ -145,6 +145,7 @@ static int lazy_fill(void *p, void *out)
 	size_t n = t->nbytes / cmf_dtype_size(t->dtype);
 	uint8_t *b = out;
 	float *w;
+	int rc;
 
 	if (t->dtype == CMF_F32) {
 		/* out is malloc'd scratch, aligned for floats */
@@ -160,10 +161,9 @@ static int lazy_fill(void *p, void *out)
 		free(w);
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++)
-		put_u16(b + 2 * i, t->dtype == CMF_F16 ? nv_f32_to_f16(w[i]) : nv_f32_to_bf16(w[i]));
+	rc = cmf_put_half(t->name, t->dtype, w, n, b);
 	free(w);
-	return 0;
+	return rc;
 }
 
 int nv_unpermute_rope(void *w, size_t rows, size_t row_bytes, size_t heads)

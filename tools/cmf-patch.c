@@ -12,13 +12,13 @@
 #include <sys/stat.h>
 
 static const char synopsis[] =
-	"cmf-patch import [--from safetensors|gguf|llama2c] [--dtype f32|f16] [--vocab FILE] -o OUT SRC ...\n"
+	"cmf-patch import [--from safetensors|gguf|llama2c] [--dtype f32|f16|bf16] [--vocab FILE] -o OUT SRC ...\n"
 	"cmf-patch list MODEL\n"
 	"cmf-patch info MODEL\n"
 	"cmf-patch extract [-o OUT] MODEL NAME\n"
 	"cmf-patch apply [--provenance FILE] -o OUT MODEL NAME=PAYLOAD ...\n"
 	"cmf-patch truncate --layers N -o OUT MODEL\n"
-	"cmf-patch export [--dtype f16|f32] -o OUT MODEL\n"
+	"cmf-patch export [--dtype f32|f16|bf16] -o OUT MODEL\n"
 	"cmf-patch report MODEL\n"
 	"cmf-patch verify MODEL\n"
 	"cmf-patch -h | --version\n";
@@ -67,8 +67,10 @@ static int parse_opts(int argc, char **argv, opts *o)
 				o->dtype = CMF_F32;
 			else if (strcmp(optarg, "f16") == 0)
 				o->dtype = CMF_F16;
+			else if (strcmp(optarg, "bf16") == 0)
+				o->dtype = CMF_BF16;
 			else
-				return tool_usage_error("--dtype '%s': want f32 or f16", optarg);
+				return tool_usage_error("--dtype '%s': want f32, f16 or bf16", optarg);
 			break;
 		case OPT_LAYERS:
 			if (nv_parse_size(optarg, 1, 1u << 20, &o->layers) < 0)
@@ -197,7 +199,7 @@ static int run_on_model(const char *cmd, const opts *o, const cmf_file *f)
 	if (!strcmp(cmd, "truncate"))
 		return cmf_op_truncate(f, o->layers, o->out) < 0 ? tool_fail("truncate failed", model)
 								 : EXIT_OK;
-	return cmf_op_export(f, o->dtype < 0 ? CMF_F32 : (cmf_dtype)o->dtype, o->out) < 0
+	return cmf_op_export(f, o->dtype < 0 ? cmf_op_export_dtype(f) : (cmf_dtype)o->dtype, o->out) < 0
 		       ? tool_fail("export failed", model) : EXIT_OK;
 }
 

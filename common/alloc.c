@@ -789,7 +789,18 @@ int alloc_write_plan(FILE *f, const alloc_set *s, const alloc_result *r, double 
 	return 0;
 }
 
-/* one panel of bars: values v (nl) scaled to [0, vmax] at y0..y0+h */
+/* the value axis of a panel: 0, half and the top, labelled at the left */
+static void svg_axis(FILE *f, double x0, double y0, double h, double vmax)
+{
+	for (int i = 0; i <= 2; i++)
+		fprintf(f, "<text x=\"%g\" y=\"%.2f\" font-size=\"10\" text-anchor=\"end\">%.3g</text>\n",
+			x0 - 4, y0 + h - h * i / 2.0 + 3, vmax * i / 2.0);
+}
+
+/*
+ * one panel of bars: values v (nl) at y0..y0+h; the scale reaches past the
+ * largest value and past ref, so the dashed reference is always on the chart
+ */
 static void svg_panel(FILE *f, const double *v, size_t nl, double y0, double h, double vmax,
 		      const char *title, const char *fill, double ref)
 {
@@ -797,6 +808,8 @@ static void svg_panel(FILE *f, const double *v, size_t nl, double y0, double h, 
 
 	fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">%s (max %.4g)</text>\n", x0,
 		y0 - 6, title, vmax);
+	vmax = 1.1 * (ref > vmax ? ref : vmax);
+	svg_axis(f, x0, y0, h, vmax);
 	fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" "
 		"stroke=\"#888\"/>\n", x0, y0, wd, h);
 	for (size_t l = 0; l < nl; l++) {
@@ -807,8 +820,8 @@ static void svg_panel(FILE *f, const double *v, size_t nl, double y0, double h, 
 	}
 	if (ref > 0 && vmax > 0)
 		fprintf(f, "<line x1=\"%g\" x2=\"%g\" y1=\"%.2f\" y2=\"%.2f\" stroke=\"#c00\" "
-			"stroke-dasharray=\"4 3\"/>\n", x0, x0 + wd, y0 + h - h * ref / vmax,
-			y0 + h - h * ref / vmax);
+			"stroke-dasharray=\"4 3\"><title>target %.6g</title></line>\n", x0, x0 + wd,
+			y0 + h - h * ref / vmax, y0 + h - h * ref / vmax, ref);
 	fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"11\">layer 0</text>\n", x0, y0 + h + 14);
 	fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"end\">layer %zu</text>\n",
 		x0 + wd, y0 + h + 14, nl ? nl - 1 : 0);

@@ -33,7 +33,7 @@
 # is the model before it, OUT/calibrate.txt its report line); switching it
 # on or off in an OUT redoes only these last steps.
 # Other targets: `sweep` (OUT/curves.txt: every tensor encoded at each of
-# SWEEP_BPW, the input of plan-alloc), `layers` (the generated rules only),
+# SWEEP_BPW, widened to bracket BPW; the input of plan-alloc), `layers` (the generated rules only),
 # `layer-L` (layer L's payloads and the state after it: one cluster job).
 # Tools come from BIN when it is set, else from PATH.  Logs are in OUT/logs.
 
@@ -339,6 +339,16 @@ $(OUT)/model.cmf: $(OUT)/calibrate.set
 endif
 
 # ---- sweep: every tensor at every budget of SWEEP_BPW, on the conversion's Grams ----
+# The sweep brackets the budget, so that plan-alloc can reach BPW: budgets are
+# added to SWEEP_BPW (2 3 4 6 8 12 above, 1 0.7 0.5 0.3 0.2 0.15 0.1 0.07 0.05
+# below) until it reaches 1.5·BPW and BPW/1.5.
+SWEEP_LIST := $(shell awk -v b='$(BPW)' -v l='$(SWEEP_BPW)' 'BEGIN { \
+	n = split(l, v, " "); lo = hi = v[1] + 0; \
+	for (i = 1; i <= n; i++) { lo = v[i] + 0 < lo ? v[i] + 0 : lo; hi = v[i] + 0 > hi ? v[i] + 0 : hi } \
+	split("2 3 4 6 8 12", up, " "); split("1 0.7 0.5 0.3 0.2 0.15 0.1 0.07 0.05", dn, " "); out = l; \
+	for (i = 1; i <= 6 && hi < 1.5 * b; i++) if (up[i] + 0 > hi) { out = out " " up[i]; hi = up[i] + 0 } \
+	for (i = 1; i <= 9 && lo > b / 1.5; i++) if (dn[i] + 0 < lo) { out = dn[i] " " out; lo = dn[i] + 0 } \
+	print out }')
 # (nvg: a sweep budget spelled as the tensor's own budget in the conversion is
 # that encoding, the same bytes, so its report is copied rather than encoded again)
 sweep_own = $(and $(filter nvg,$(METHOD)),$(filter $(3),$(BPW_$(1)_$(2))))
@@ -353,10 +363,10 @@ $(OUT)/sweep/L$(1).$(2).$(3).rep: $(call SWEEP_DEPS,$(1),$(2)) | $(OUT)/L$(1)/.d
 	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ - '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call SWEEP_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
 endif
 endef
-SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(OUT)/sweep/L$(l).$(s).$(b).rep)))
-$(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_BPW),$(eval $(call sweep_rule,$(l),$(s),$(b))))))
+SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(OUT)/sweep/L$(l).$(s).$(b).rep)))
+$(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(eval $(call sweep_rule,$(l),$(s),$(b))))))
 
 sweep: $(OUT)/curves.txt
 $(OUT)/curves.txt: $(SWEEPS)
-	$(Q)$(LIB) curves $(OUT) '$(SWEEP_BPW)' >$@.tmp
+	$(Q)$(LIB) curves $(OUT) '$(SWEEP_LIST)' >$@.tmp
 	$(Q)mv $@.tmp $@

@@ -70,11 +70,11 @@ test_expect_success 'kept tensors are never encoded and keep their bytes' '
 '
 
 test_expect_success 'the sweep writes error curves for plan-alloc' '
-	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw BPW=2.5 SWEEP_BPW="2 3" sweep -j2 2>err &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw BPW=2.5 SWEEP_BPW="1.6 4" sweep -j2 2>err &&
 	head -n 1 sw/curves.txt >h && echo "tensor layer weights bpw error" >expect && test_cmp expect h &&
 	test "$(wc -l <sw/curves.txt)" -eq 29 &&
-	awk "NR > 1 && !(\$4 == 2 || \$4 == 3) { exit 1 } NR > 1 && !(\$5 > 0 && \$5 < 1) { exit 1 }" sw/curves.txt &&
-	test_grep "^model.layers.1.mlp.down_proj.weight 1 11008 3 0\.[0-9]" sw/curves.txt
+	awk "NR > 1 && !(\$4 == 1.6 || \$4 == 4) { exit 1 } NR > 1 && !(\$5 > 0 && \$5 < 1) { exit 1 }" sw/curves.txt &&
+	test_grep "^model.layers.1.mlp.down_proj.weight 1 11008 4 0\.[0-9]" sw/curves.txt
 '
 
 test_expect_success 'a sweep budget equal to the conversion'"'"'s own reuses its encodings, byte for byte' '
@@ -88,6 +88,13 @@ test_expect_success 'a sweep budget equal to the conversion'"'"'s own reuses its
 			test -f own/logs/sweep.L$l.$s.2.50.log || return 1
 		done
 	done
+'
+
+test_expect_success 'the sweep brackets the budget: 1, 3 and 4 added around 2.5' '
+	for b in 1 3 4; do
+		test -s own/sweep/L0.q.$b.rep || return 1
+	done &&
+	awk "NR > 1 { s[\$4] = 1 } END { exit !((1 in s) && (3 in s) && (4 in s) && (2.5 in s)) }" own/curves.txt
 '
 
 test_expect_success 'a plan from plan-alloc is converted as allocated, within its budget' '

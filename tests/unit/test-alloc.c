@@ -376,6 +376,22 @@ static void per_layer_and_svg(void)
 	ok(strstr(text, "<svg") && strstr(text, "layer 2: 0.5<") && strstr(text, "</svg>"),
 	   "svg names each layer's value");
 	free(text);
+	/* a target above every layer's bits: its line stays inside the panel (y 30..180) */
+	f = open_memstream(&text, &len);
+	ok(alloc_write_svg(f, &s, &res, 4.0) == 0, "svg written for a target of 4");
+	fclose(f);
+	{
+		const char *ln = strstr(text, "stroke-dasharray");
+		double y1 = -1;
+
+		int got;
+
+		ln = ln ? strstr(text, "<line ") : NULL;
+		got = ln && sscanf(ln, "<line x1=\"%*g\" x2=\"%*g\" y1=\"%lf\"", &y1) == 1;
+		ok(got && y1 >= 30 && y1 <= 180 && strstr(text, ">4.4</text>"),
+		   "the target line is on the chart (y %.1f), the axis labelled up to 4.4", y1);
+	}
+	free(text);
 	f = open_memstream(&text, &len);
 	ok(alloc_write_plan(f, &s, &res, 1.0) == 0, "plan written");
 	fclose(f);

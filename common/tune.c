@@ -216,11 +216,15 @@ typedef struct {
 	double flops;
 } tn_run;
 
-/* Σ ‖y − y_src‖² over the windows of one part (sel 0 FIT, 1 SEL), per position */
-static int part_loss(tn_run *u, int sel, double *out)
+/*
+ * Σ ‖y − y_src‖² over the windows of one part (sel 0 FIT, 1 SEL), per
+ * position; with norm, also √(Σ‖y‖² / Σ‖y_src‖²): whether the block's
+ * outputs shrink against the source's
+ */
+static int part_loss(tn_run *u, int sel, double *out, double *norm)
 {
 	size_t d = u->m->d, count = 0;
-	double sum = 0;
+	double sum = 0, yy = 0, ss = 0;
 
 	for (size_t i = 0; i < u->nw; i++) {
 		size_t T = u->w[i].len - 1;
@@ -230,8 +234,11 @@ static int part_loss(tn_run *u, int sel, double *out)
 			continue;
 		if (bk_forward(u->m, &u->ly, &u->c, u->x + u->row0[i] * d, T) < 0)
 			return -1;
-		for (size_t k = 0; k < T * d; k++)
+		for (size_t k = 0; k < T * d; k++) {
 			sum += ((double)u->c.y[k] - ys[k]) * ((double)u->c.y[k] - ys[k]);
+			yy += (double)u->c.y[k] * u->c.y[k];
+			ss += (double)ys[k] * ys[k];
+		}
 		count += T;
 	}
 	if (count == 0 || !isfinite(sum)) {
@@ -239,6 +246,8 @@ static int part_loss(tn_run *u, int sel, double *out)
 		return -1;
 	}
 	*out = sum / (double)count;
+	if (norm)
+		*norm = ss > 0 ? sqrt(yy / ss) : 0;
 	return 0;
 }
 
@@ -342,7 +351,7 @@ static int evaluate(tn_run *u, double *best, uint8_t **keep, size_t step, tn_res
 	for (size_t i = 0; i < u->nt; i++)
 		if (store(&u->t[i]) < 0)
 			return 0; /* a scale beyond f16: this step cannot be stored */
-	if (load_stored(u) < 0 || part_loss(u, 1, &sel) < 0)
+	if (load_stored(u) < 0 || part_loss(u, 1, &sel, NULL) < 0)
 		return -1;
 	if (sel < *best) {
 		*best = sel;
@@ -408,12 +417,13 @@ int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const floa
 			goto out;
 		else
 			memcpy(out[k], in[k].payload, in[k].len);
-	if (part_loss(&u, 0, &r->fit_before) < 0 || part_loss(&u, 1, &r->sel_before) < 0 ||
-	    steps(&u, o, out, r) < 0)
+	if (part_loss(&u, 0, &r->fit_before, NULL) < 0 ||
+	    part_loss(&u, 1, &r->sel_before, &r->norm_before) < 0 || steps(&u, o, out, r) < 0)
 		goto out;
 	for (size_t i = 0; i < u.nt; i++)
 		memcpy(u.t[i].bytes, out[i], u.t[i].len);
-	if (load_stored(&u) < 0 || part_loss(&u, 0, &r->fit_after) < 0)
+	if (load_stored(&u) < 0 || part_loss(&u, 0, &r->fit_after, NULL) < 0 ||
+	    part_loss(&u, 1, &r->sel_after, &r->norm_after) < 0)
 		goto out;
 	rc = 0;
 out:

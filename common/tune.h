@@ -43,6 +43,7 @@ typedef struct {
 typedef struct {
 	double fit_before, fit_after; /* mean ‖y − y_src‖² per position, FIT windows */
 	double sel_before, sel_after; /* the same on SEL (sel_after ≤ sel_before) */
+	double norm_before, norm_after; /* √(Σ‖y‖² / Σ‖y_src‖²) on SEL: < 1 when the outputs shrink */
 	size_t best_step;
 	double flops;
 } tn_result;

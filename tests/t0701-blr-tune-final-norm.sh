@@ -64,7 +64,7 @@ test_expect_success 'setup: a two-layer conversion at 2 bpw' '
 
 test_expect_success 'the fit: SEL KL never rises, the report says so' '
 	blr-tune $TUNE --steps 60 -m c/model.cmf -o cal.cmf >rep 2>err &&
-	test_grep "^final-norm: kl sel [0-9.]* -> [0-9.]* fit [0-9.]* -> [0-9.]* | step [0-9]* of 60 |" rep &&
+	test_grep "^final-norm: kl sel [0-9.]* -> [0-9.]* fit [0-9.]* -> [0-9.]* \| step [0-9]* of 60 \|" rep &&
 	"$NVG_PY" prov.py cal.cmf >prov &&
 	awk "\$1 == \"kl_sel_after\" { a = \$2 } \$1 == \"kl_sel_before\" { b = \$2 }
 		END { exit !(a < b) }" prov &&

@@ -52,7 +52,8 @@ test_expect_success 'layer 1: SEL never worse, every payload written, signs and 
 	mkdir t1 &&
 	blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
 		$(patches 1 c/L1) --steps 60 -o t1 >rep 2>err &&
-	test_grep "^layer 1: loss fit [0-9.]* -> [0-9.]* sel [0-9.]* -> [0-9.]* | step [0-9]* of 60 |" rep &&
+	test_grep "^layer 1: loss fit [0-9.]* -> [0-9.]* sel [0-9.]* -> [0-9.]* \| step [0-9]* of 60 \|" rep &&
+	test_grep "\| norm sel [0-9]\.[0-9]* -> [0-9]\.[0-9]*$" rep &&
 	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" rep >sel &&
 	awk "{ exit !(\$2 <= \$1) }" sel &&
 	for s in q k v o gate up down; do

@@ -408,9 +408,9 @@ static int layer_tune(const opts *o, const fw_model *m, const layer_data *ld, tn
 		return tool_fail("cannot tune layer", o->patch_file[0]);
 	secs = tool_now() - t0;
 	printf("layer %ld: loss fit %.6f -> %.6f sel %.6f -> %.6f | step %zu of %zu | %.1f s "
-	       "%.1f GFLOP/s\n", o->layer, r.fit_before / ld->energy[0], r.fit_after / ld->energy[0],
-	       r.sel_before / ld->energy[1], r.sel_after / ld->energy[1], r.best_step, to.steps,
-	       secs, r.flops / secs * 1e-9);
+	       "%.1f GFLOP/s | norm sel %.4f -> %.4f\n", o->layer, r.fit_before / ld->energy[0],
+	       r.fit_after / ld->energy[0], r.sel_before / ld->energy[1], r.sel_after / ld->energy[1],
+	       r.best_step, to.steps, secs, r.flops / secs * 1e-9, r.norm_before, r.norm_after);
 	rc = write_payloads(o, out, in);
 	for (size_t i = 0; i < o->npatch; i++)
 		free(out[i]);

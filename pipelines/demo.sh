@@ -11,7 +11,8 @@
 # Environment: BPW (1.0), JOBS (the CPU count), FIT_TOKENS (16384),
 # SEL_TOKENS (4096), WINDOW (512), EVAL_TOKENS (16384), DEMO_MODEL
 # (smollm2 | stories260K), DEMO_OUT (build/demo), XDG_CACHE_HOME (the
-# download cache is ${XDG_CACHE_HOME:-~/.cache}/nvgkit).
+# download cache is ${XDG_CACHE_HOME:-~/.cache}/nvgkit); TRANSPORT, TUNE and
+# CALIBRATE reach convert.mk (all on by default for nvg; 0 turns one off).
 # Progress on stderr; the table and the total time on stdout.
 # --prepare-only: fetch, import and tokenize, print the paths, convert nothing.
 set -eo pipefail
@@ -112,10 +113,16 @@ if [ "${1:-}" = --prepare-only ]; then
 	exit 0
 fi
 
+# an nvg conversion's directory names its steps (its stamp refuses another setting)
+tag() {
+	[ "$1" = nvg ] && echo "-transport${TRANSPORT:-1}-tune${TUNE:-1}"
+	return 0
+}
+
 # the two conversions at the same budget, then each against the source
 declare -A secs
 for m in nvg dual-svid; do
-	dir=$out/$name-$m-$bpw
+	dir=$out/$name-$m-$bpw$(tag $m)
 	say "converting with $m at $bpw bpw into $dir (-j $jobs)"
 	ts=$(date +%s)
 	make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$dir" BPW="$bpw" \
@@ -132,12 +139,13 @@ field() {
 body() {
 	sed -n 's/^# total blr body \([0-9.]*\) bpw.*all layer projections \([0-9.]*\) bpw.*/\1 \2/p' "$1"
 }
-n=$out/$name-nvg-$bpw
-d=$out/$name-dual-svid-$bpw
+n=$out/$name-nvg-$bpw$(tag nvg)
+d=$out/$name-dual-svid-$bpw$(tag dual-svid)
 read -r nb na < <(body "$n/model.cmf.blr.txt")
 read -r db da < <(body "$d/model.cmf.blr.txt")
 echo
 echo "$name, target $bpw bits per weight over the body linears; held-out TinyStories,"
+echo "nvg with transport=$(grep -c ' transport=1' "$n/params") tune=$(grep -c ' tune=1' "$n/params") calibrate=$(cat "$n/calibrate.set"); dual-svid calibrate=$(cat "$d/calibrate.set")"
 echo "$(field tokens "$n/eval.txt") tokens in windows of $window; KL(source || model) per position"
 printf '%-10s %9s %9s %10s %9s %7s %8s\n' method body_bpw all_bpw perplexity KL top1 seconds
 printf '%-10s %9s %9s %10.3f %9s %7s %8s\n' source - - "$(field base_ppl "$n/eval.txt")" - - -

@@ -6,9 +6,12 @@ test_require_data stories260K.bin tok512.bin tinystories-train-sample.txt tinyst
 CONVERT_MK=$NVG_TOP/pipelines/convert.mk
 
 # FIT 1024 + SEL 512 tokens in windows of 128: small enough for CI, enough
-# windows (8 + 4) for Grams of width ≤ 172 to be positive definite after damping
+# windows (8 + 4) for Grams of width ≤ 172 to be positive definite after damping;
+# PLAIN: the steps that follow the source off (their defaults are on), for the
+# tests of the plain pipeline (a later TRANSPORT=1 … on the command line wins)
+PLAIN="TRANSPORT=0 TUNE=0 CALIBRATE=0"
 conv() {
-	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 "$@"
+	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 $PLAIN "$@"
 }
 
 # s.cmf (five layers), s2.cmf (its first two), cal.u32 (1536 calibration tokens)

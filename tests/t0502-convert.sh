@@ -181,4 +181,17 @@ test_expect_success 'every value is checked before OUT is touched; an empty stam
 	cmf-patch verify full/model.cmf
 '
 
+test_expect_success 'by default nvg follows the source (transport, tuning, calibration); dual-svid calibrates only' '
+	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
+		TOKENS=cal.u32 OUT=dflt BPW=2.5 layers &&
+	test_grep " transport=1 tune=1$" dflt/params &&
+	test "$(cat dflt/calibrate.set)" = 1 &&
+	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
+		METHOD=dual-svid TOKENS=cal.u32 OUT=dsv BPW=2.5 layers &&
+	! grep -q -e transport -e tune dsv/params &&
+	test "$(cat dsv/calibrate.set)" = 1 &&
+	make -s -f "$CONVERT_MK" MODEL=s2.cmf METHOD=dual-svid OUT=dfree BPW=2.5 layers &&
+	test "$(cat dfree/calibrate.set)" = 0
+'
+
 test_done

@@ -32,7 +32,7 @@ kill_at() {
 	rm -f kb/count kb/killed &&
 	echo 0 >kb/count &&
 	KILL_AT=$1 setsid make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 \
-		BIN="$PWD/kb" MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 >/dev/null 2>&1
+		$PLAIN BIN="$PWD/kb" MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 >/dev/null 2>&1
 	test -e kb/killed
 }
 
@@ -93,7 +93,7 @@ test_expect_success 'slurm-convert.sh: one job per layer, chained, then the mode
 	EOF
 	chmod +x sb/sbatch &&
 	SB_LOG=$PWD/sb.log SB_DIR=$PWD/sb PATH=$PWD/sb:$PATH \
-		bash "$NVG_TOP/pipelines/slurm-convert.sh" -j 2 -s "--time=10" \
+		bash "$NVG_TOP/pipelines/slurm-convert.sh" -j 2 -s "--time=10" $PLAIN \
 		FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf TOKENS=cal.u32 OUT=sl BPW=2.5 >ids &&
 	printf "100\n101\n102\n" >expect &&
 	test_cmp expect ids &&

@@ -672,7 +672,28 @@ int fw_window_logits(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T, 
 	return 0;
 }
 
-int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw, float *x)
+/* progress of a layer-major pass: steps done of nsteps, rows a step */
+typedef struct {
+	void (*fn)(void *ctx, size_t done, size_t nsteps, size_t rows, size_t total);
+	void *ctx;
+	size_t done, nsteps, rows;
+} fw_progress;
+
+static void step_done(fw_progress *p)
+{
+	if (p && p->fn) {
+		p->done++;
+		p->fn(p->ctx, p->done, p->nsteps, p->done * p->rows, p->nsteps * p->rows);
+	}
+}
+
+/*
+ * the final states of every window's fed positions into x, layer-major:
+ * each layer converted to f32 once and run on every window, its output
+ * checked finite (naming the layer that broke)
+ */
+static int final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw,
+			float *x, fw_progress *p)
 {
 	fw_scratch s;
 	size_t tmax = 0, off = 0;
@@ -686,7 +707,6 @@ int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t
 	}
 	if (rc < 0 || fw_scratch_init(&s, m, tmax) < 0)
 		return -1;
-	/* layer-major: each layer converted to f32 once, then run on every window */
 	for (int l = 0; l < m->a.layers && rc == 0; l++) {
 		fw_layer ly;
 
@@ -698,9 +718,18 @@ int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t
 			off += w[i].len - 1;
 		}
 		fw_layer_free(&ly);
+		if (rc == 0)
+			rc = check_finite(x, off * m->d, l);
+		step_done(p);
 	}
+	m->flops_done += s.flops;
 	fw_scratch_free(&s);
 	return rc;
+}
+
+int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw, float *x)
+{
+	return final_states(m, tok, w, nw, x, NULL);
 }
 
 float *fw_head_f32(const fw_model *m)
@@ -770,6 +799,22 @@ static void runner_free(fw_runner *r)
 	free(r->logits);
 }
 
+/* the logits (T × vocab) of final states x (T × d) into r->logits, each checked finite */
+static int head_logits(fw_runner *r, const float *x, size_t T)
+{
+	size_t n = T * r->m->vocab;
+
+	if (fw_logits(r->m, &r->s, x, T, r->logits) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(r->logits[i])) {
+			nv_seterr("the head makes a non-finite logit (%g): the model's weights are "
+				  "broken", (double)r->logits[i]);
+			return -1;
+		}
+	return 0;
+}
+
 /* the scores of one window: T = len − 1 positions predicting tok[1..len) */
 static void score_window(fw_runner *a, fw_runner *b, const uint32_t *tok, size_t T,
 			 fw_eval_result *r)
@@ -794,25 +839,39 @@ static void score_window(fw_runner *a, fw_runner *b, const uint32_t *tok, size_t
 	r->predicted += T;
 }
 
+/*
+ * every window's final states layer-major (each layer converted once, not
+ * once a window: a BLR layer's dequantization costs as much as its
+ * products), then the head and the scores window by window
+ */
 static int eval_windows(fw_runner *a, fw_runner *b, const uint32_t *tok, const fw_window *w,
-			size_t nw, size_t rows, fw_eval_result *r,
-			void (*progress)(void *, size_t, size_t, size_t, size_t), void *ctx)
+			size_t nw, size_t rows, fw_eval_result *r, fw_progress *p)
 {
-	for (size_t i = 0; i < nw; i++) {
-		const uint32_t *wt = tok + w[i].start;
+	float *xa = nv_malloc(rows, a->m->d * sizeof(float));
+	float *xb = b ? nv_malloc(rows, b->m->d * sizeof(float)) : NULL;
+	size_t off = 0;
+	int rc = -1;
+
+	if (!xa || (b && !xb) || final_states(a->m, tok, w, nw, xa, p) < 0)
+		goto out;
+	if (b && final_states(b->m, tok, w, nw, xb, p) < 0) {
+		nv_preerr("base model");
+		goto out;
+	}
+	for (size_t i = 0; i < nw; off += w[i].len - 1, i++) {
 		size_t T = w[i].len - 1;
 
-		if (fw_window_logits(a->m, &a->s, wt, T, a->x, a->logits) < 0)
-			return -1;
-		if (b && fw_window_logits(b->m, &b->s, wt, T, b->x, b->logits) < 0) {
-			nv_preerr("base model");
-			return -1;
-		}
-		score_window(a, b, wt, T, r);
-		if (progress)
-			progress(ctx, i + 1, nw, r->predicted, rows);
+		if (head_logits(a, xa + off * a->m->d, T) < 0 ||
+		    (b && head_logits(b, xb + off * b->m->d, T) < 0))
+			goto out;
+		score_window(a, b, tok + w[i].start, T, r);
 	}
-	return 0;
+	step_done(p);
+	rc = 0;
+out:
+	free(xa);
+	free(xb);
+	return rc;
 }
 
 int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t window,
@@ -821,6 +880,7 @@ int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t w
 	fw_runner a, b;
 	fw_window *w;
 	size_t nw, rows;
+	fw_progress p = { progress, ctx, 0, 0, 0 };
 	int rc = -1;
 
 	memset(r, 0, sizeof *r);
@@ -842,12 +902,17 @@ int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t w
 		free(w);
 		return -1;
 	}
+	p.nsteps = (size_t)m->a.layers + (base ? (size_t)base->a.layers : 0) + 1;
+	p.rows = rows;
+	m->flops_done = 0;
+	if (base)
+		base->flops_done = 0;
 	memset(&b, 0, sizeof b);
 	if (runner_init(&a, m, window) == 0 && (!base || runner_init(&b, base, window) == 0) &&
-	    eval_windows(&a, base ? &b : NULL, tok, w, nw, rows, r, progress, ctx) == 0)
+	    eval_windows(&a, base ? &b : NULL, tok, w, nw, rows, r, &p) == 0)
 		rc = 0;
 	r->tokens = n;
-	r->flops = a.s.flops + b.s.flops;
+	r->flops = m->flops_done + a.s.flops + (base ? base->flops_done + b.s.flops : 0);
 	if (r->predicted) {
 		r->nll /= (double)r->predicted;
 		r->base_nll /= (double)r->predicted;

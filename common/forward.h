@@ -79,6 +79,7 @@ typedef struct {
 	float *final_w;        /* (d) final norm as f32 */
 	float *head_blk;       /* (FW_HEAD_ROWS × d) head rows converted per block */
 	float *head_all;       /* (vocab × d) when the head is a BLR payload */
+	double flops_done;     /* sgemm flops of the layer-major passes (fw_eval) */
 } fw_model;
 
 /* rows of the head converted and multiplied at a time */
@@ -237,7 +238,10 @@ int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t
  * evaluation over the windows of n tokens (fw_windows(n, 0, window)):
  * mean NLL of each window's tokens 2..L given the ones before; with a
  * base, also the base's NLL, the mean KL(base ‖ model) per position and
- * the fraction of positions whose argmax agree, in one pass
+ * the fraction of positions whose argmax agree.  Layer-major: every
+ * window's states are kept ((n × d) floats a model) so that each layer is
+ * converted once; progress(ctx, done, nsteps, rows, total) after each
+ * layer pass and the scoring
  */
 typedef struct {
 	size_t tokens;     /* tokens evaluated */

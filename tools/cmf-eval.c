@@ -165,7 +165,7 @@ static int evaluate(const opts *o, fw_model *m, const uint32_t *ids, size_t n)
 
 	if (o->base && tool_open_model(o->base, &bf, &bm))
 		return EXIT_FAIL;
-	rc = fw_eval(m, o->base ? &bm : NULL, ids, n, o->window, &r, o->progress ? tool_window_progress : NULL, &p);
+	rc = fw_eval(m, o->base ? &bm : NULL, ids, n, o->window, &r, o->progress ? tool_pass_progress : NULL, &p);
 	if (rc < 0)
 		tool_fail("evaluation failed", o->model);
 	else

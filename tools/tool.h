@@ -146,19 +146,32 @@ typedef struct {
 	double t0, last;
 } tool_prog;
 
+/* a progress line: done of n (windows, passes), the tokens/s and the time left */
+static inline void tool_progress_at(tool_prog *p, const char *unit, size_t done, size_t n,
+				    size_t rows, size_t total)
+{
+	double t = tool_now(), rate = (double)rows / (t - p->t0 + 1e-9);
+
+	if (done < n && t - p->last < 0.25)
+		return;
+	p->last = t;
+	fprintf(stderr, "\r%s: %s %zu/%zu, %.0f tokens/s, ETA %.0fs ", tool_name, unit, done, n,
+		rate, (double)(total - rows) / (rate + 1e-9));
+	if (done == n)
+		fputc('\n', stderr);
+}
+
 static inline void tool_window_progress(void *ctx, size_t done, size_t nwin, size_t rows,
 					size_t total)
 {
-	tool_prog *p = ctx;
-	double t = tool_now(), rate = (double)rows / (t - p->t0 + 1e-9);
+	tool_progress_at(ctx, "window", done, nwin, rows, total);
+}
 
-	if (done < nwin && t - p->last < 0.25)
-		return;
-	p->last = t;
-	fprintf(stderr, "\r%s: window %zu/%zu, %.0f tokens/s, ETA %.0fs ", tool_name, done, nwin,
-		rate, (double)(total - rows) / (rate + 1e-9));
-	if (done == nwin)
-		fputc('\n', stderr);
+/* cmf-eval's layer-major passes: one a layer of each model, then the scoring */
+static inline void tool_pass_progress(void *ctx, size_t done, size_t nsteps, size_t rows,
+				      size_t total)
+{
+	tool_progress_at(ctx, "pass", done, nsteps, rows, total);
 }
 
 #endif

@@ -10,20 +10,23 @@
 #include <stdint.h>
 
 /*
- * the top k eigenpairs of a symmetric g (s × s, overwritten): lam (k)
- * descending, vec (s × k) the eigenvectors as columns; -1 with reason
+ * the top k eigenpairs of a symmetric g (s × s, its upper triangle read,
+ * overwritten): lam (k) descending, vec (s × k) the eigenvectors as
+ * columns; -1 with reason, also when an entry in or out is not finite
  */
 int clh_eig_top(double *g, size_t s, size_t k, double *lam, double *vec);
 
-/* the orthogonal polar factor U·Vᵀ of m (r × r, overwritten) into rot (r × r) */
+/* the orthogonal polar factor U·Vᵀ of m (r × r) into rot (r × r) (nv_polar) */
 int clh_polar(double *m, size_t r, double *rot);
 
 /*
- * x = (a + ridge·I)⁻¹ b (x apart from a and b) for a symmetric a (k × k), ridge = eps·mean(diag a),
- * as the CPU encoder solves; f32 rounding of a can cost it definiteness, so
- * the ridge grows ×100 (at most 3 times) before giving up.  -1 with reason
- * when a never is positive definite (the caller keeps its old values, as the
- * CPU encoder does: the error cannot rise).
+ * x = (a + ridge·I)⁻¹ b (x apart from a and b) for a symmetric a (k × k, its
+ * upper triangle read), ridge = eps·mean(diag a), as the CPU encoder solves;
+ * f32 rounding of a can cost it definiteness, so the ridge grows ×100 (at
+ * most 3 times) before giving up.  1 with reason when a never is positive
+ * definite (the caller keeps its old values, as the CPU encoder does: the
+ * error cannot rise); -1 with reason when an entry of a, b or x is not
+ * finite, or on exhaustion.
  */
 int clh_solve_spd(double *a, const double *b, size_t k, double eps, double *x);
 

@@ -509,9 +509,11 @@ static void als_l(tctx *t, dmodel *md, cl_mem b, cl_mem bhb, cl_mem whb)
 		for (size_t i = 0; i < pr * pr; i++)
 			sys[i] *= k2[i];
 		/* a singular system keeps the old ℓ */
-		if (clh_solve_spd(sys, rhs, pr, 1e-10, lam) == 0)
-			for (size_t p = 0; p < md->np; p++)
-				memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
+		int rc = clh_solve_spd(sys, rhs, pr, 1e-10, lam);
+		if (rc < 0)
+			nvcl_q_fail(t->q, "the ℓ step: %s", nv_err());
+		for (size_t p = 0; p < md->np && rc == 0; p++)
+			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
 	}
 	nvcl_release(&hb), nvcl_release(&a), nvcl_release(&ata), nvcl_release(&rv);
 	free(sys), free(k2), free(rhs), free(lam);
@@ -580,8 +582,13 @@ static void als_g(tctx *t, dmodel *md, size_t p)
 	nvcl_q_read_d(t->q, ctc, 0, sys, n * n);
 	nvcl_q_read_d(t->q, rv, 0, rhs, n);
 	/* a singular system keeps the old g */
-	if (!t->q->err && clh_solve_spd(sys, rhs, n, 1e-10, x) == 0)
-		memcpy(md->p[p].g, x, n * sizeof(double));
+	if (!t->q->err) {
+		int rc = clh_solve_spd(sys, rhs, n, 1e-10, x);
+		if (rc < 0)
+			nvcl_q_fail(t->q, "the g step: %s", nv_err());
+		if (rc == 0)
+			memcpy(md->p[p].g, x, n * sizeof(double));
+	}
 	nvcl_release(&mm), nvcl_release(&k), nvcl_release(&svk), nvcl_release(&ctc);
 	nvcl_release(&rv);
 	free(sys), free(rhs), free(x);

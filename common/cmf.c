@@ -452,7 +452,8 @@ const char *cmf_meta(const cmf_file *f, const char *key)
 	return NULL;
 }
 
-int cmf_tensor_f32(const cmf_tensor *t, float *out)
+/* the values as stored, converted to f32 */
+static int tensor_values(const cmf_tensor *t, float *out)
 {
 	size_t n = t->rows * t->cols;
 
@@ -476,6 +477,22 @@ int cmf_tensor_f32(const cmf_tensor *t, float *out)
 	}
 	nv_seterr("tensor '%s' has dtype U8 without a codec: not a float tensor", t->name);
 	return -1;
+}
+
+int cmf_tensor_f32(const cmf_tensor *t, float *out)
+{
+	size_t n = t->rows * t->cols;
+
+	if (tensor_values(t, out) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(out[i])) {
+			nv_seterr("tensor '%s': weight (%zu,%zu) = %g is not finite", t->name,
+				  i / (t->cols ? t->cols : 1), i % (t->cols ? t->cols : 1),
+				  (double)out[i]);
+			return -1;
+		}
+	return 0;
 }
 
 float *cmf_tensor_f32_alloc(const cmf_tensor *t)

@@ -64,7 +64,9 @@ const cmf_tensor *cmf_find(const cmf_file *f, const char *name);
 /* a __metadata__ value, or NULL */
 const char *cmf_meta(const cmf_file *f, const char *key);
 
-/* the tensor as f32 (rows × cols): F16/BF16 converted, BLR dequantized */
+/* the tensor as f32 (rows × cols): F16/BF16 converted, BLR dequantized;
+ * -1 with reason naming the weight when one is not finite (a CRC-valid
+ * file can hold a NaN: every reader of weights gets them checked here) */
 int cmf_tensor_f32(const cmf_tensor *t, float *out);
 
 /* the tensor as f32 in a fresh buffer (rows × cols) */

@@ -580,10 +580,11 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 		for (size_t k = 0; k < pr; k++)
 			rhs[k] += a.d[i * pr + k] * st->whb.d[i * pr + k];
 	/* a singular system keeps the old ℓ: the error cannot rise */
-	if (nv_solve_spd(&ata, rhs, lam, 1e-10) == 0)
+	rc = nv_solve_spd(&ata, rhs, lam, 1e-10);
+	if (rc == 0)
 		for (size_t p = 0; p < md->np; p++)
 			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
-	rc = 0;
+	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
 	free(lam);
@@ -725,9 +726,10 @@ static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
 		ctc.d[i] *= c->hc->hf.d[i];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
-	if (nv_solve_spd(&ctc, rhs, g, 1e-10) == 0)
+	rc = nv_solve_spd(&ctc, rhs, g, 1e-10);
+	if (rc == 0)
 		memcpy(md->p[p].g, g, n * sizeof(double));
-	rc = 0;
+	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
 	free(g);

@@ -13,6 +13,7 @@
 
 #include "blr.h"
 #include "clhost.h"
+#include "err.h"
 #include "f16.h"
 #include "tap.h"
 
@@ -65,6 +66,10 @@ static void test_eig(void)
 			e = fmax(e, fabs(gv - lam[c] * vec[i * K + c]) / lam[0]);
 		}
 	ok(e < 1e-10, "G v = λ v (%.2g)", e);
+	memcpy(g, g0, sizeof(g));
+	g[3 * S + 5] = NAN;
+	ok(clh_eig_top(g, S, K, lam, vec) < 0 && strstr(nv_err(), "not finite"),
+	   "a NaN in the Gram is an error, not an abort: %s", nv_err());
 }
 
 static void test_polar(void)
@@ -91,6 +96,9 @@ static void test_polar(void)
 			asym = fmax(asym, fabs(p[i * R + j] - p[j * R + i]));
 	ok(e < 1e-12, "RᵀR = I (%.2g)", e);
 	ok(asym < 1e-10, "RᵀM is symmetric (%.2g)", asym);
+	m[4] = INFINITY;
+	ok(clh_polar(m, R, rot) < 0 && strstr(nv_err(), "not finite"),
+	   "an infinity is an error, not an abort: %s", nv_err());
 }
 
 static void test_solve(void)
@@ -117,7 +125,10 @@ static void test_solve(void)
 	ok(clh_solve_spd(a, b, K, 1e-10, x) == 0, "a barely indefinite system gets a ridge");
 	memset(a, 0, sizeof(a));
 	a[0] = -1.0;
-	ok(clh_solve_spd(a, b, K, 1e-10, x) < 0, "a negative definite one is refused");
+	ok(clh_solve_spd(a, b, K, 1e-10, x) == 1, "a negative definite one is refused: 1");
+	a[0] = NAN;
+	ok(clh_solve_spd(a, b, K, 1e-10, x) == -1 && strstr(nv_err(), "not finite"),
+	   "a NaN is an error, not an abort: %s", nv_err());
 }
 
 static void test_upper_inv(void)

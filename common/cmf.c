@@ -900,20 +900,6 @@ int cmf_writer_add_blr(cmf_writer *w, const char *name, const void *payload, siz
 	return 0;
 }
 
-void cmf_writer_unset_meta(cmf_writer *w, const char *key)
-{
-	for (size_t i = 0; i < w->nmeta; i++) {
-		if (strcmp(w->key[i], key) == 0) {
-			free(w->key[i]);
-			free(w->val[i]);
-			memmove(&w->key[i], &w->key[i + 1], (w->nmeta - i - 1) * sizeof(char *));
-			memmove(&w->val[i], &w->val[i + 1], (w->nmeta - i - 1) * sizeof(char *));
-			w->nmeta--;
-			return;
-		}
-	}
-}
-
 int cmf_writer_set_meta(cmf_writer *w, const char *key, const char *value)
 {
 	char **nk, **nv;

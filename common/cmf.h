@@ -140,7 +140,4 @@ int cmf_writer_add_lazy(cmf_writer *w, const char *name, cmf_dtype dtype, size_t
  * {"format": "pt"} plus keys set with cmf_writer_set_meta, no cmf.* keys */
 void cmf_writer_set_plain(cmf_writer *w);
 
-/* drop a metadata key set earlier (no-op when absent) */
-void cmf_writer_unset_meta(cmf_writer *w, const char *key);
-
 #endif

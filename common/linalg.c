@@ -378,11 +378,6 @@ int nv_get_threads(void)
 	return openblas_get_num_threads();
 }
 
-const char *nv_blas_core(void)
-{
-	return openblas_get_corename();
-}
-
 double nv_dot_all(const nv_mat *a, const nv_mat *b)
 {
 	double s = 0.0;

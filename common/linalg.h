@@ -85,8 +85,6 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);
 void nv_set_threads(int n);
 /* the thread count OpenBLAS uses now */
 int nv_get_threads(void);
-/* the OpenBLAS core name (for benchmarks) */
-const char *nv_blas_core(void);
 
 /* floating-point operations counted from the shapes of every call above,
  * process-wide (LAPACK routines by their textbook leading terms) */

@@ -222,7 +222,6 @@ int nv_parse_head_blocks(const char *spec, size_t m, size_t **starts, size_t *nb
  * Σ_{i in j} (W·H)_i·W_i; shuffle ≠ 0 permutes the block weights (placebo) */
 int nv_row_gauge(const nv_mat *w, const nv_mat *h, const size_t *starts, size_t nb,
 		 uint64_t shuffle, double *d);
-/* divide the stored h of every path by d (m), rounding to f16 again */
-int nv_undo_row_gauge(uint8_t *bytes, size_t len, const double *d, size_t m);
+/* the undo on the packed bytes is blr_gauge_undo (blr.h) */
 
 #endif

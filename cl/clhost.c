@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blr.h"
 #include "err.h"
-#include "f16.h"
 #include "linalg.h"
 #include "mem.h"
 
@@ -154,101 +152,4 @@ int clh_upper_inv_t(const double *u, size_t ldu, size_t nb, double *inv)
 			inv[i * nb + j] = t[j * nb + i];
 	free(t);
 	return 0;
-}
-
-static double rms(const double *v, size_t k)
-{
-	double s = 0;
-	for (size_t i = 0; i < k; i++)
-		s += v[i] * v[i];
-	return sqrt(s / (double)k);
-}
-
-static double f16_round(double v)
-{
-	return nv_f16_to_f32(nv_f32_to_f16((float)v));
-}
-
-/* rebalance and round one path; 1 when a scale cannot be stored */
-static int settle_path(clh_path *p, size_t m, size_t n, size_t r)
-{
-	double a = rms(p->h, m), c = rms(p->g, n);
-
-	if (!(a > 0 && c > 0 && isfinite(a) && isfinite(c)))
-		return 1;
-	for (size_t i = 0; i < m; i++)
-		p->h[i] /= a;
-	for (size_t j = 0; j < n; j++)
-		p->g[j] /= c;
-	for (size_t k = 0; k < r; k++) {
-		double *v = &p->l[k];
-		*v *= a * c;
-		if (!isfinite(*v))
-			return 1;
-		/* sub-f16 rank terms are dead components: zeroed, not refused */
-		if (*v != 0 && (f16_round(*v) == 0 || fabs(*v) < 6.1e-5))
-			*v = 0;
-	}
-	for (size_t i = 0; i < m; i++)
-		if (!isfinite(p->h[i]) || fabs(p->h[i]) > 65000.0)
-			return 1;
-	for (size_t j = 0; j < n; j++)
-		if (!isfinite(p->g[j]) || fabs(p->g[j]) > 65000.0)
-			return 1;
-	for (size_t i = 0; i < m; i++)
-		p->h[i] = f16_round(p->h[i]);
-	for (size_t j = 0; j < n; j++)
-		p->g[j] = f16_round(p->g[j]);
-	for (size_t k = 0; k < r; k++)
-		p->l[k] = f16_round(p->l[k]);
-	return 0;
-}
-
-static uint16_t *to_f16(const double *v, size_t k)
-{
-	uint16_t *o = nv_malloc(k, sizeof(uint16_t));
-	if (o)
-		for (size_t i = 0; i < k; i++)
-			o[i] = nv_f32_to_f16((float)v[i]);
-	return o;
-}
-
-int clh_pack(size_t m, size_t n, size_t r, size_t np, clh_path *p, uint8_t **out, size_t *len)
-{
-	blr_path_in in[2];
-	uint16_t *hs[2] = { 0 }, *gs[2] = { 0 }, *ls[2] = { 0 };
-	int rc = -1;
-
-	*out = NULL;
-	for (size_t q = 0; q < np; q++)
-		if (settle_path(&p[q], m, n, r))
-			return 1;
-	*len = blr_payload_size(m, n, r, np);
-	for (size_t q = 0; q < np; q++) {
-		hs[q] = to_f16(p[q].h, m);
-		gs[q] = to_f16(p[q].g, n);
-		ls[q] = to_f16(p[q].l, r);
-		if (!hs[q] || !gs[q] || !ls[q])
-			goto done;
-		in[q] = (blr_path_in){ hs[q], gs[q], ls[q], p[q].su, p[q].sv };
-	}
-	*out = nv_malloc(*len ? *len : 1, 1);
-	if (!*out || *len == 0)
-		goto done;
-	if (blr_build(m, n, r, np, in, *out) < 0) {
-		nv_preerr("packing the payload");
-		goto done;
-	}
-	rc = 0;
-done:
-	if (rc) {
-		free(*out);
-		*out = NULL;
-	}
-	for (size_t q = 0; q < 2; q++) {
-		free(hs[q]);
-		free(gs[q]);
-		free(ls[q]);
-	}
-	return rc;
 }

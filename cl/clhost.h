@@ -1,7 +1,7 @@
 /*
  * clhost.h - the host side of the device encoder: the small dense
  * factorizations it leaves to LAPACKE (f64, LAPACK_ROW_MAJOR), the rank-1
- * magnitude fits of svid_path, and the packer (rebalance, f16, refusals).
+ * magnitude fits of svid_path; the packer is the CPU encoder's (pack.h).
  */
 #ifndef NV_CLHOST_H
 #define NV_CLHOST_H
@@ -35,21 +35,5 @@ void clh_rank1_pos(const double *a, size_t rows, size_t c, double *left, double 
 
 /* inv (nb × nb) = (U⁻¹)ᵀ of the upper triangular u (nb × nb, ld ldu); -1 with reason */
 int clh_upper_inv_t(const double *u, size_t ldu, size_t nb, double *inv);
-
-/* one path to pack: host scales and ±1 signs */
-typedef struct {
-	double *h, *l, *g;   /* (m), (r), (n): rebalanced and rounded in place */
-	const int8_t *su;    /* (m × r) */
-	const int8_t *sv;    /* (n × r) */
-} clh_path;
-
-/*
- * the seed's pack: per path h/a, g/c, ℓ·a·c (a, c the rms of h and g), ℓ
- * below f16 zeroed, scales rounded to f16 in place; the payload into a fresh
- * buffer.  1 when the packer refuses (a scale not finite or beyond f16), -1
- * with reason on another failure, 0 done.
- */
-int clh_pack(size_t m, size_t n, size_t r, size_t np, clh_path *p, uint8_t **out,
-	     size_t *len);
 
 #endif

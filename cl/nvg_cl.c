@@ -13,6 +13,7 @@
 #include "clops.h"
 #include "err.h"
 #include "mem.h"
+#include "pack.h"
 
 #define BLOCK 128       /* columns of one lazy block of the V search */
 #define FLIP_THR 1e-6f  /* a flip must beat this relative size (f32 resolution) */
@@ -842,7 +843,7 @@ static void tensor_free(tctx *t)
 static int pack_model(tctx *t, dmodel *md, nvcl_result *res)
 {
 	size_t m = md->m, n = md->n, r = md->r;
-	clh_path cp[2];
+	nv_pack_path cp[2];
 	int8_t *sg[2][2] = { { 0 } };
 	int rc = -1;
 
@@ -862,12 +863,12 @@ static int pack_model(tctx *t, dmodel *md, nvcl_result *res)
 		for (size_t i = 0; i < n * r; i++)
 			sg[p][1][i] = tmp[i] > 0 ? 1 : -1;
 		free(tmp);
-		cp[p] = (clh_path){ md->p[p].h, md->p[p].l, md->p[p].g, sg[p][0], sg[p][1] };
+		cp[p] = (nv_pack_path){ md->p[p].h, md->p[p].l, md->p[p].g, sg[p][0], sg[p][1] };
 	}
 	if (t->q->err)
 		goto out;
 	/* the scales are rebalanced and rounded in place: md becomes the stored model */
-	rc = clh_pack(m, n, r, md->np, cp, &res->bytes, &res->len);
+	rc = nv_pack_paths(m, n, r, md->np, cp, &res->bytes, &res->len);
 	if (rc < 0)
 		nvcl_q_fail(t->q, "%s", nv_err());
 out:
@@ -927,6 +928,7 @@ static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 		int rc = pack_model(t, md, res);
 		if (rc == 1) {
 			res->status = NVCL_REFUSED;
+			snprintf(res->err, sizeof(res->err), "%s", nv_err());
 		} else if (rc == 0) {
 			st = t0(t);
 			res->fit = rel_err(t, md, t->hc->hfit, t->wfit);

@@ -168,8 +168,9 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps);
 int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);
 
 /* rebalance by the RMS of h and g, round the scales to f16, zero dead ℓ,
- * pack.  0: *bytes (malloc'd, *len) and *stored (the model with the stored
- * scales, may be NULL); 1: refused (non-finite scale, |h| or |g| > 65000),
+ * pack (pack.c, the packer the device encoder shares: pack.h).  0: *bytes
+ * (malloc'd, *len) and *stored (the model with the stored scales, may be
+ * NULL); 1: refused (non-finite scale, ℓ beyond f16, |h| or |g| > 65000),
  * reason set; -1 error */
 int nv_pack(const nv_bm *md, uint8_t **bytes, size_t *len, nv_bm *stored);
 

@@ -48,6 +48,7 @@ test_expect_success 'setup: a layer, its context, stories260K with a NaN and an 
 import numpy as np
 w=np.fromfile(\"w.raw\",dtype=\"<f4\").reshape(96,64)
 (w*1e18).astype(\"<f4\").tofile(\"wbig.raw\")
+(w*1e6).astype(\"<f4\").tofile(\"w1e6.raw\")
 np.zeros((96,64),dtype=\"<f4\").tofile(\"wzero.raw\")
 d=open(\"fit.gram\",\"rb\").read(); g=np.frombuffer(d[16:],dtype=\"<f4\")
 open(\"gbig.gram\",\"wb\").write(d[:16]+(g*1e30).astype(\"<f4\").tobytes())" &&
@@ -89,6 +90,14 @@ test_expect_success 'the CPU holds them in f64: a finite payload, or the packer 
 		--fit fit.gram --sel sel.gram --bpw 1 &&
 	nvg-encode -w w.raw --shape 96x64 --fit gbig.gram --sel sel.gram --bpw 1 -o g.blr &&
 	test -s g.blr && blr-pack info g.blr >info && test_grep "^shape 96x64$" info
+'
+
+test_expect_success 'a rank scale beyond f16: the device refuses it as the CPU does (one packer)' '
+	for dev in cpu opencl; do
+		fails 3 "blr refused .w1e6.raw.: path 1: rank scale 0 = [0-9.e+]* exceeds the f16 range" \
+			-w w1e6.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 1 --device $dev ||
+		return 1
+	done
 '
 
 test_done

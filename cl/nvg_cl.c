@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "blr.h"
 #include "clhost.h"
@@ -14,6 +13,7 @@
 #include "err.h"
 #include "mem.h"
 #include "pack.h"
+#include "prof.h"
 
 #define BLOCK 128       /* columns of one lazy block of the V search */
 #define FLIP_THR 1e-6f  /* a flip must beat this relative size (f32 resolution) */
@@ -28,57 +28,6 @@ struct nvcl_hctx {
 	uint32_t *perm_h;             /* (n) */
 };
 
-/* ---------------------------------------------------------------- profile */
-
-typedef struct {
-	int on;
-	int cnt;
-	const char *key[32];
-	double secs[32];
-	unsigned long long n[32];
-} prof;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void pf_add(prof *p, const char *k, double secs, unsigned long long n)
-{
-	int i;
-
-	if (!p->on)
-		return;
-	for (i = 0; i < p->cnt; i++)
-		if (strcmp(p->key[i], k) == 0)
-			break;
-	if (i == p->cnt) {
-		if (p->cnt == 32)
-			return;
-		p->key[p->cnt++] = k;
-	}
-	p->secs[i] += secs;
-	p->n[i] += n;
-}
-
-static void pf_line(const prof *p, char *out, size_t len)
-{
-	size_t o = 0;
-
-	out[0] = '\0';
-	for (int i = 0; i < p->cnt && o < len; i++) {
-		int w = p->n[i] ? snprintf(out + o, len - o, "%s%s %.2fs/%llu", i ? " | " : "",
-					   p->key[i], p->secs[i], p->n[i]) :
-				  snprintf(out + o, len - o, "%s%s %.2fs", i ? " | " : "",
-					   p->key[i], p->secs[i]);
-		if (w < 0)
-			break;
-		o += (size_t)w;
-	}
-}
-
 /* ---------------------------------------------------------------- tensor */
 
 typedef struct {
@@ -88,7 +37,8 @@ typedef struct {
 	cl_mem w, wh;      /* (m × n) target and W·Hf */
 	cl_mem e1, e2, e3; /* (m × n) scratch */
 	double wfit, wsel; /* tr(W H Wᵀ) for FIT and SEL */
-	prof pf;
+	nv_prof pfs;
+	nv_prof *pf;       /* &pfs when profiling, else NULL */
 } tctx;
 
 typedef struct {
@@ -104,17 +54,17 @@ typedef struct {
 /* a stage's start: wait for the device when profiling so times are honest */
 static double t0(tctx *t)
 {
-	if (t->pf.on && !t->q->err)
+	if (t->pf && !t->q->err)
 		clFinish(t->q->q);
-	return now();
+	return nv_now();
 }
 
 static void t1(tctx *t, const char *k, double start, unsigned long long n)
 {
-	if (t->pf.on) {
+	if (t->pf) {
 		if (!t->q->err)
 			clFinish(t->q->q);
-		pf_add(&t->pf, k, now() - start, n);
+		nv_prof_add(t->pf, k, nv_now() - start, n);
 	}
 }
 
@@ -661,7 +611,7 @@ static unsigned long long flip_u(tctx *t, dmodel *md, size_t pi)
 		nvcl_release(&all[i]);
 	free(kh), free(qdh), free(cnt), free(ci);
 	t1(t, "flip_u", st, 1);
-	pf_add(&t->pf, "flip_u.flips", 0, (unsigned long long)tot);
+	nv_prof_add(t->pf, "flip_u.flips", 0, (uint64_t)tot);
 	return (unsigned long long)tot;
 }
 
@@ -741,7 +691,7 @@ static void gptq_v(tctx *t, dmodel *md, size_t pi)
 		nvcl_release(&all[i]);
 	free(kh), free(kdh), free(gh);
 	t1(t, "gptq_v", st, 1);
-	pf_add(&t->pf, "gptq_v.flips", 0, flips);
+	nv_prof_add(t->pf, "gptq_v.flips", 0, flips);
 }
 
 /* discrete-knot refinement alternating with the exact metric; a step is kept
@@ -955,10 +905,9 @@ int nvcl_encode_q(nvcl_q *q, const nvcl_hctx *hc, const nvcl_job *job, int profi
 	tctx t = { .q = q, .hc = hc, .m = job->m, .n = job->n };
 	size_t r = 0, r1 = 0;
 	blr_clip clip;
-	double start = now();
+	double start = nv_now();
 
 	memset(res, 0, sizeof(*res));
-	t.pf.on = profile;
 	res->status = NVCL_FAILED;
 	if (job->n != hc->n) {
 		snprintf(res->err, sizeof(res->err), "%zu input columns vs a %zu-wide context",
@@ -984,6 +933,8 @@ int nvcl_encode_q(nvcl_q *q, const nvcl_hctx *hc, const nvcl_job *job, int profi
 	q->err = 0;
 	q->flops = 0;
 	res->status = NVCL_OK;
+	nv_prof_init(&t.pfs);
+	t.pf = profile ? &t.pfs : NULL;
 	encode_tensor(&t, job, res);
 	if (nvcl_q_ok(q) < 0) {
 		snprintf(res->err, sizeof(res->err), "%s", q->why);
@@ -991,9 +942,11 @@ int nvcl_encode_q(nvcl_q *q, const nvcl_hctx *hc, const nvcl_job *job, int profi
 		free(res->bytes);
 		res->bytes = NULL;
 	}
-	res->secs = now() - start;
+	res->secs = nv_now() - start;
 	res->flops = q->flops;
-	pf_line(&t.pf, res->prof, sizeof(res->prof));
+	if (t.pf)
+		nv_prof_line(t.pf, res->prof, sizeof(res->prof));
+	nv_prof_free(&t.pfs);
 	return res->status == NVCL_FAILED ? -1 : 0;
 }
 

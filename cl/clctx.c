@@ -450,21 +450,3 @@ cl_mem nvcl_buffer(nvcl_ctx *c, size_t bytes, const char *what)
 	return m;
 }
 
-cl_mem nvcl_buffer_from(nvcl_ctx *c, const void *src, size_t bytes, const char *what)
-{
-	char b[32];
-	cl_int st;
-	cl_mem m;
-
-	if (bytes > c->max_alloc)
-		return nvcl_buffer(c, bytes, what);
-	m = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, (void *)src,
-			   &st);
-	if (st != CL_SUCCESS) {
-		nvcl_fmt_bytes(bytes, b, sizeof(b));
-		nv_seterr("device out of memory: %s for %s on '%s': %s", b, what, c->dev_name,
-			  nvcl_strerror(st));
-		return NULL;
-	}
-	return m;
-}

@@ -87,9 +87,6 @@ const char *nvcl_blast_strerror(int st);
 /* a device buffer of bytes, with a reason naming what and the size on failure */
 cl_mem nvcl_buffer(nvcl_ctx *c, size_t bytes, const char *what);
 
-/* a buffer initialised from host memory */
-cl_mem nvcl_buffer_from(nvcl_ctx *c, const void *src, size_t bytes, const char *what);
-
 /* "1.5 GiB", "12.0 MiB": bytes for messages */
 void nvcl_fmt_bytes(size_t bytes, char *out, size_t len);
 

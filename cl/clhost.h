@@ -1,7 +1,7 @@
 /*
  * clhost.h - the host side of the device encoder: the small dense
  * factorizations it leaves to LAPACKE (f64, LAPACK_ROW_MAJOR), the rank-1
- * magnitude fits of svid_path, and the packer (rebalance, f16, refusals).
+ * magnitude fits of svid_path; the packer is the CPU encoder's (pack.h).
  */
 #ifndef NV_CLHOST_H
 #define NV_CLHOST_H
@@ -10,20 +10,23 @@
 #include <stdint.h>
 
 /*
- * the top k eigenpairs of a symmetric g (s × s, overwritten): lam (k)
- * descending, vec (s × k) the eigenvectors as columns; -1 with reason
+ * the top k eigenpairs of a symmetric g (s × s, its upper triangle read,
+ * overwritten): lam (k) descending, vec (s × k) the eigenvectors as
+ * columns; -1 with reason, also when an entry in or out is not finite
  */
 int clh_eig_top(double *g, size_t s, size_t k, double *lam, double *vec);
 
-/* the orthogonal polar factor U·Vᵀ of m (r × r, overwritten) into rot (r × r) */
+/* the orthogonal polar factor U·Vᵀ of m (r × r) into rot (r × r) (nv_polar) */
 int clh_polar(double *m, size_t r, double *rot);
 
 /*
- * x = (a + ridge·I)⁻¹ b (x apart from a and b) for a symmetric a (k × k), ridge = eps·mean(diag a),
- * as the CPU encoder solves; f32 rounding of a can cost it definiteness, so
- * the ridge grows ×100 (at most 3 times) before giving up.  -1 with reason
- * when a never is positive definite (the caller keeps its old values, as the
- * CPU encoder does: the error cannot rise).
+ * x = (a + ridge·I)⁻¹ b (x apart from a and b) for a symmetric a (k × k, its
+ * upper triangle read), ridge = eps·mean(diag a), as the CPU encoder solves;
+ * f32 rounding of a can cost it definiteness, so the ridge grows ×100 (at
+ * most 3 times) before giving up.  1 with reason when a never is positive
+ * definite (the caller keeps its old values, as the CPU encoder does: the
+ * error cannot rise); -1 with reason when an entry of a, b or x is not
+ * finite, or on exhaustion.
  */
 int clh_solve_spd(double *a, const double *b, size_t k, double eps, double *x);
 
@@ -32,21 +35,5 @@ void clh_rank1_pos(const double *a, size_t rows, size_t c, double *left, double 
 
 /* inv (nb × nb) = (U⁻¹)ᵀ of the upper triangular u (nb × nb, ld ldu); -1 with reason */
 int clh_upper_inv_t(const double *u, size_t ldu, size_t nb, double *inv);
-
-/* one path to pack: host scales and ±1 signs */
-typedef struct {
-	double *h, *l, *g;   /* (m), (r), (n): rebalanced and rounded in place */
-	const int8_t *su;    /* (m × r) */
-	const int8_t *sv;    /* (n × r) */
-} clh_path;
-
-/*
- * the seed's pack: per path h/a, g/c, ℓ·a·c (a, c the rms of h and g), ℓ
- * below f16 zeroed, scales rounded to f16 in place; the payload into a fresh
- * buffer.  1 when the packer refuses (a scale not finite or beyond f16), -1
- * with reason on another failure, 0 done.
- */
-int clh_pack(size_t m, size_t n, size_t r, size_t np, clh_path *p, uint8_t **out,
-	     size_t *len);
 
 #endif

@@ -2,6 +2,7 @@
 #include "clops.h"
 
 #include <clblast_c.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -114,14 +115,6 @@ cl_mem nvcl_q_upload(nvcl_q *q, const float *src, size_t floats, const char *wha
 	return m;
 }
 
-cl_mem nvcl_q_upload_d(nvcl_q *q, const double *src, size_t floats, const char *what)
-{
-	cl_mem m = nvcl_q_buf(q, floats, what);
-
-	nvcl_q_write_d(q, m, 0, src, floats);
-	return m;
-}
-
 void nvcl_release(cl_mem *m)
 {
 	if (*m)
@@ -143,7 +136,9 @@ void nvcl_q_write(nvcl_q *q, cl_mem dst, size_t off, const float *src, size_t fl
 		nvcl_q_fail(q, "writing %zu floats to the device: %s", floats, nvcl_strerror(st));
 }
 
-void nvcl_q_write_d(nvcl_q *q, cl_mem dst, size_t off, const double *src, size_t floats)
+/* the f64 → f32 staging of both writes below */
+static void write_d(nvcl_q *q, cl_mem dst, size_t off, const double *src, size_t floats,
+		    const char *what)
 {
 	float *tmp;
 
@@ -154,10 +149,28 @@ void nvcl_q_write_d(nvcl_q *q, cl_mem dst, size_t off, const double *src, size_t
 		nvcl_q_fail(q, "host staging of %zu floats: %s", floats, nv_err());
 		return;
 	}
-	for (size_t i = 0; i < floats; i++)
+	for (size_t i = 0; i < floats; i++) {
 		tmp[i] = (float)src[i];
+		if (!isfinite(tmp[i])) {
+			nvcl_q_fail(q, "%s: value %zu = %g is beyond f32", what, i, src[i]);
+			break;
+		}
+	}
 	nvcl_q_write(q, dst, off, tmp, floats);
 	free(tmp);
+}
+
+void nvcl_q_write_d(nvcl_q *q, cl_mem dst, size_t off, const double *src, size_t floats)
+{
+	write_d(q, dst, off, src, floats, "a host vector");
+}
+
+cl_mem nvcl_q_upload_d(nvcl_q *q, const double *src, size_t floats, const char *what)
+{
+	cl_mem m = nvcl_q_buf(q, floats, what);
+
+	write_d(q, m, 0, src, floats, what);
+	return m;
 }
 
 void nvcl_q_read(nvcl_q *q, cl_mem src, size_t off, float *dst, size_t floats)

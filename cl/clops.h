@@ -46,7 +46,9 @@ cl_mem nvcl_q_upload(nvcl_q *q, const float *src, size_t floats, const char *wha
 cl_mem nvcl_q_upload_d(nvcl_q *q, const double *src, size_t floats, const char *what);
 void nvcl_release(cl_mem *m);
 
-/* transfers (blocking) */
+/* transfers (blocking); _d converts f64 to f32 on the host, and a value
+ * that is not finite as an f32 (NaN, infinite, or beyond ±FLT_MAX) fails
+ * the queue naming it: the device never computes on what it cannot hold */
 void nvcl_q_write(nvcl_q *q, cl_mem dst, size_t off, const float *src, size_t floats);
 void nvcl_q_write_d(nvcl_q *q, cl_mem dst, size_t off, const double *src, size_t floats);
 void nvcl_q_read(nvcl_q *q, cl_mem src, size_t off, float *dst, size_t floats);

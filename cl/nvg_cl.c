@@ -6,13 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "blr.h"
 #include "clhost.h"
 #include "clops.h"
 #include "err.h"
 #include "mem.h"
+#include "pack.h"
+#include "prof.h"
 
 #define BLOCK 128       /* columns of one lazy block of the V search */
 #define FLIP_THR 1e-6f  /* a flip must beat this relative size (f32 resolution) */
@@ -27,57 +28,6 @@ struct nvcl_hctx {
 	uint32_t *perm_h;             /* (n) */
 };
 
-/* ---------------------------------------------------------------- profile */
-
-typedef struct {
-	int on;
-	int cnt;
-	const char *key[32];
-	double secs[32];
-	unsigned long long n[32];
-} prof;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void pf_add(prof *p, const char *k, double secs, unsigned long long n)
-{
-	int i;
-
-	if (!p->on)
-		return;
-	for (i = 0; i < p->cnt; i++)
-		if (strcmp(p->key[i], k) == 0)
-			break;
-	if (i == p->cnt) {
-		if (p->cnt == 32)
-			return;
-		p->key[p->cnt++] = k;
-	}
-	p->secs[i] += secs;
-	p->n[i] += n;
-}
-
-static void pf_line(const prof *p, char *out, size_t len)
-{
-	size_t o = 0;
-
-	out[0] = '\0';
-	for (int i = 0; i < p->cnt && o < len; i++) {
-		int w = p->n[i] ? snprintf(out + o, len - o, "%s%s %.2fs/%llu", i ? " | " : "",
-					   p->key[i], p->secs[i], p->n[i]) :
-				  snprintf(out + o, len - o, "%s%s %.2fs", i ? " | " : "",
-					   p->key[i], p->secs[i]);
-		if (w < 0)
-			break;
-		o += (size_t)w;
-	}
-}
-
 /* ---------------------------------------------------------------- tensor */
 
 typedef struct {
@@ -87,7 +37,8 @@ typedef struct {
 	cl_mem w, wh;      /* (m × n) target and W·Hf */
 	cl_mem e1, e2, e3; /* (m × n) scratch */
 	double wfit, wsel; /* tr(W H Wᵀ) for FIT and SEL */
-	prof pf;
+	nv_prof pfs;
+	nv_prof *pf;       /* &pfs when profiling, else NULL */
 } tctx;
 
 typedef struct {
@@ -103,17 +54,17 @@ typedef struct {
 /* a stage's start: wait for the device when profiling so times are honest */
 static double t0(tctx *t)
 {
-	if (t->pf.on && !t->q->err)
+	if (t->pf && !t->q->err)
 		clFinish(t->q->q);
-	return now();
+	return nv_now();
 }
 
 static void t1(tctx *t, const char *k, double start, unsigned long long n)
 {
-	if (t->pf.on) {
+	if (t->pf) {
 		if (!t->q->err)
 			clFinish(t->q->q);
-		pf_add(&t->pf, k, now() - start, n);
+		nv_prof_add(t->pf, k, nv_now() - start, n);
 	}
 }
 
@@ -509,9 +460,11 @@ static void als_l(tctx *t, dmodel *md, cl_mem b, cl_mem bhb, cl_mem whb)
 		for (size_t i = 0; i < pr * pr; i++)
 			sys[i] *= k2[i];
 		/* a singular system keeps the old ℓ */
-		if (clh_solve_spd(sys, rhs, pr, 1e-10, lam) == 0)
-			for (size_t p = 0; p < md->np; p++)
-				memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
+		int rc = clh_solve_spd(sys, rhs, pr, 1e-10, lam);
+		if (rc < 0)
+			nvcl_q_fail(t->q, "the ℓ step: %s", nv_err());
+		for (size_t p = 0; p < md->np && rc == 0; p++)
+			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
 	}
 	nvcl_release(&hb), nvcl_release(&a), nvcl_release(&ata), nvcl_release(&rv);
 	free(sys), free(k2), free(rhs), free(lam);
@@ -580,8 +533,13 @@ static void als_g(tctx *t, dmodel *md, size_t p)
 	nvcl_q_read_d(t->q, ctc, 0, sys, n * n);
 	nvcl_q_read_d(t->q, rv, 0, rhs, n);
 	/* a singular system keeps the old g */
-	if (!t->q->err && clh_solve_spd(sys, rhs, n, 1e-10, x) == 0)
-		memcpy(md->p[p].g, x, n * sizeof(double));
+	if (!t->q->err) {
+		int rc = clh_solve_spd(sys, rhs, n, 1e-10, x);
+		if (rc < 0)
+			nvcl_q_fail(t->q, "the g step: %s", nv_err());
+		if (rc == 0)
+			memcpy(md->p[p].g, x, n * sizeof(double));
+	}
 	nvcl_release(&mm), nvcl_release(&k), nvcl_release(&svk), nvcl_release(&ctc);
 	nvcl_release(&rv);
 	free(sys), free(rhs), free(x);
@@ -653,7 +611,7 @@ static unsigned long long flip_u(tctx *t, dmodel *md, size_t pi)
 		nvcl_release(&all[i]);
 	free(kh), free(qdh), free(cnt), free(ci);
 	t1(t, "flip_u", st, 1);
-	pf_add(&t->pf, "flip_u.flips", 0, (unsigned long long)tot);
+	nv_prof_add(t->pf, "flip_u.flips", 0, (uint64_t)tot);
 	return (unsigned long long)tot;
 }
 
@@ -733,7 +691,7 @@ static void gptq_v(tctx *t, dmodel *md, size_t pi)
 		nvcl_release(&all[i]);
 	free(kh), free(kdh), free(gh);
 	t1(t, "gptq_v", st, 1);
-	pf_add(&t->pf, "gptq_v.flips", 0, flips);
+	nv_prof_add(t->pf, "gptq_v.flips", 0, flips);
 }
 
 /* discrete-knot refinement alternating with the exact metric; a step is kept
@@ -835,7 +793,7 @@ static void tensor_free(tctx *t)
 static int pack_model(tctx *t, dmodel *md, nvcl_result *res)
 {
 	size_t m = md->m, n = md->n, r = md->r;
-	clh_path cp[2];
+	nv_pack_path cp[2];
 	int8_t *sg[2][2] = { { 0 } };
 	int rc = -1;
 
@@ -855,12 +813,12 @@ static int pack_model(tctx *t, dmodel *md, nvcl_result *res)
 		for (size_t i = 0; i < n * r; i++)
 			sg[p][1][i] = tmp[i] > 0 ? 1 : -1;
 		free(tmp);
-		cp[p] = (clh_path){ md->p[p].h, md->p[p].l, md->p[p].g, sg[p][0], sg[p][1] };
+		cp[p] = (nv_pack_path){ md->p[p].h, md->p[p].l, md->p[p].g, sg[p][0], sg[p][1] };
 	}
 	if (t->q->err)
 		goto out;
 	/* the scales are rebalanced and rounded in place: md becomes the stored model */
-	rc = clh_pack(m, n, r, md->np, cp, &res->bytes, &res->len);
+	rc = nv_pack_paths(m, n, r, md->np, cp, &res->bytes, &res->len);
 	if (rc < 0)
 		nvcl_q_fail(t->q, "%s", nv_err());
 out:
@@ -920,6 +878,7 @@ static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 		int rc = pack_model(t, md, res);
 		if (rc == 1) {
 			res->status = NVCL_REFUSED;
+			snprintf(res->err, sizeof(res->err), "%s", nv_err());
 		} else if (rc == 0) {
 			st = t0(t);
 			res->fit = rel_err(t, md, t->hc->hfit, t->wfit);
@@ -946,10 +905,9 @@ int nvcl_encode_q(nvcl_q *q, const nvcl_hctx *hc, const nvcl_job *job, int profi
 	tctx t = { .q = q, .hc = hc, .m = job->m, .n = job->n };
 	size_t r = 0, r1 = 0;
 	blr_clip clip;
-	double start = now();
+	double start = nv_now();
 
 	memset(res, 0, sizeof(*res));
-	t.pf.on = profile;
 	res->status = NVCL_FAILED;
 	if (job->n != hc->n) {
 		snprintf(res->err, sizeof(res->err), "%zu input columns vs a %zu-wide context",
@@ -975,6 +933,8 @@ int nvcl_encode_q(nvcl_q *q, const nvcl_hctx *hc, const nvcl_job *job, int profi
 	q->err = 0;
 	q->flops = 0;
 	res->status = NVCL_OK;
+	nv_prof_init(&t.pfs);
+	t.pf = profile ? &t.pfs : NULL;
 	encode_tensor(&t, job, res);
 	if (nvcl_q_ok(q) < 0) {
 		snprintf(res->err, sizeof(res->err), "%s", q->why);
@@ -982,9 +942,11 @@ int nvcl_encode_q(nvcl_q *q, const nvcl_hctx *hc, const nvcl_job *job, int profi
 		free(res->bytes);
 		res->bytes = NULL;
 	}
-	res->secs = now() - start;
+	res->secs = nv_now() - start;
 	res->flops = q->flops;
-	pf_line(&t.pf, res->prof, sizeof(res->prof));
+	if (t.pf)
+		nv_prof_line(t.pf, res->prof, sizeof(res->prof));
+	nv_prof_free(&t.pfs);
 	return res->status == NVCL_FAILED ? -1 : 0;
 }
 

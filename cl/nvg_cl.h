@@ -64,7 +64,7 @@ typedef struct {
 	double flops;     /* matrix-product flops run on the device */
 	char line[512];   /* "pick P2 r544 | sel: init … P2 … P1 … | stored fit … sel …" */
 	char prof[1024];  /* per-stage profile (when asked) */
-	char err[512];    /* the reason (NVCL_FAILED) */
+	char err[512];    /* the reason (NVCL_FAILED, or the packer's for NVCL_REFUSED) */
 } nvcl_result;
 
 /* encode one tensor; profile: time each stage (waits for the device after each) */

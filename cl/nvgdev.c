@@ -80,7 +80,7 @@ static void from_device(const nvcl_job *job, nvcl_result *cr, nvdev_result *r)
 		return;
 	}
 	if (r->st == 1) {
-		snprintf(r->err, sizeof(r->err), "a scale is not finite or beyond f16");
+		snprintf(r->err, sizeof(r->err), "%s", cr->err);
 		return;
 	}
 	e->bytes = cr->bytes;

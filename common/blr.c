@@ -462,7 +462,7 @@ void blr_path_range(const blr_header *hd, const blr_view *v, blr_scale_range *ou
 }
 
 /* the gauge factors: finite and nonzero, one per row */
-static int check_gauge(const float *d, size_t nd, size_t m)
+static int check_gauge(const double *d, size_t nd, size_t m)
 {
 	if (nd != m) {
 		nv_seterr("%zu row factors for %zu rows", nd, m);
@@ -477,7 +477,7 @@ static int check_gauge(const float *d, size_t nd, size_t m)
 	return 0;
 }
 
-int blr_gauge_undo(uint8_t *buf, size_t len, const float *d, size_t nd)
+int blr_gauge_undo(uint8_t *buf, size_t len, const double *d, size_t nd)
 {
 	blr_header hd;
 	blr_view v[2];

@@ -126,9 +126,10 @@ void blr_path_range(const blr_header *hd, const blr_view *v, blr_scale_range *ou
 /*
  * undo a row gauge on a payload in place: every path's h_i becomes
  * f16(f32(h_i / d_i)) (the quotient taken in f64), d (m) finite and nonzero.
+ * The one undo of both nvg-encode --row-gauge and blr-pack gauge --undo.
  * The payload is validated first; -1 with reason set, and the bytes left as
  * they were, when a factor is bad or a new scale would not be a finite f16.
  */
-int blr_gauge_undo(uint8_t *buf, size_t len, const float *d, size_t nd);
+int blr_gauge_undo(uint8_t *buf, size_t len, const double *d, size_t nd);
 
 #endif

@@ -452,7 +452,8 @@ const char *cmf_meta(const cmf_file *f, const char *key)
 	return NULL;
 }
 
-int cmf_tensor_f32(const cmf_tensor *t, float *out)
+/* the values as stored, converted to f32 */
+static int tensor_values(const cmf_tensor *t, float *out)
 {
 	size_t n = t->rows * t->cols;
 
@@ -489,6 +490,22 @@ int cmf_put_half(const char *name, cmf_dtype dt, const float *w, size_t n, uint8
 					 "wider dtype", name, i, (double)w[i], cmf_dtype_name(dt)), -1;
 		put_u16(out + 2 * i, h);
 	}
+	return 0;
+}
+
+int cmf_tensor_f32(const cmf_tensor *t, float *out)
+{
+	size_t n = t->rows * t->cols;
+
+	if (tensor_values(t, out) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(out[i])) {
+			nv_seterr("tensor '%s': weight (%zu,%zu) = %g is not finite", t->name,
+				  i / (t->cols ? t->cols : 1), i % (t->cols ? t->cols : 1),
+				  (double)out[i]);
+			return -1;
+		}
 	return 0;
 }
 
@@ -729,20 +746,6 @@ int cmf_writer_add_blr(cmf_writer *w, const char *name, const void *payload, siz
 	t->shape[0] = nbytes;
 	t->blr = 1;
 	return 0;
-}
-
-void cmf_writer_unset_meta(cmf_writer *w, const char *key)
-{
-	for (size_t i = 0; i < w->nmeta; i++) {
-		if (strcmp(w->key[i], key) == 0) {
-			free(w->key[i]);
-			free(w->val[i]);
-			memmove(&w->key[i], &w->key[i + 1], (w->nmeta - i - 1) * sizeof(char *));
-			memmove(&w->val[i], &w->val[i + 1], (w->nmeta - i - 1) * sizeof(char *));
-			w->nmeta--;
-			return;
-		}
-	}
 }
 
 int cmf_writer_set_meta(cmf_writer *w, const char *key, const char *value)

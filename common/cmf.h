@@ -86,7 +86,9 @@ const cmf_tensor *cmf_find(const cmf_file *f, const char *name);
 /* a __metadata__ value, or NULL */
 const char *cmf_meta(const cmf_file *f, const char *key);
 
-/* the tensor as f32 (rows × cols): F16/BF16 converted, BLR dequantized */
+/* the tensor as f32 (rows × cols): F16/BF16 converted, BLR dequantized;
+ * -1 with reason naming the weight when one is not finite (a CRC-valid
+ * file can hold a NaN: every reader of weights gets them checked here) */
 int cmf_tensor_f32(const cmf_tensor *t, float *out);
 
 /* the tensor as f32 in a fresh buffer (rows × cols) */
@@ -165,8 +167,5 @@ int cmf_writer_add_lazy(cmf_writer *w, const char *name, cmf_dtype dtype, size_t
 /* write a plain Hugging Face safetensors file: __metadata__ is only
  * {"format": "pt"} plus keys set with cmf_writer_set_meta, no cmf.* keys */
 void cmf_writer_set_plain(cmf_writer *w);
-
-/* drop a metadata key set earlier (no-op when absent) */
-void cmf_writer_unset_meta(cmf_writer *w, const char *key);
 
 #endif

@@ -51,7 +51,3 @@ const char *nv_err(void)
 	return reason[0] ? reason : "unknown error";
 }
 
-void nv_clearerr(void)
-{
-	reason[0] = '\0';
-}

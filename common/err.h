@@ -27,7 +27,4 @@ void nv_preerr(const char *fmt, ...) NV_PRINTF(1, 2);
 /* the reason last set on this thread ("unknown error" when none) */
 const char *nv_err(void);
 
-/* forget the current reason */
-void nv_clearerr(void);
-
 #endif

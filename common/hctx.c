@@ -250,6 +250,44 @@ static int check_factors(const nv_hctx *hc)
 	return 0;
 }
 
+/*
+ * what hf determines, checked in O(n²) so that a CRC-valid file with a wild
+ * value is refused here, not deep in the encoder: sqd_i² = hf_ii, the row
+ * norms of l are hf's diagonal (hf = l·lᵀ), |hf_ij| ≤ √(hf_ii·hf_jj)
+ * (positive definite), and the columns of uc have finite norms (ucᵀ·uc is
+ * the permuted inverse).  Tolerances sit far above the rounding of the
+ * factorizations (≤ n·2⁻⁵² relative).
+ */
+static int check_consistency(const nv_hctx *hc)
+{
+	size_t n = hc->n;
+	const double *hf = hc->hf.d;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = hf[i * n + i], s = 0.0;
+		for (size_t j = 0; j <= i; j++)
+			s += hc->l.d[i * n + j] * hc->l.d[i * n + j];
+		if (!(fabs(hc->sqd[i] * hc->sqd[i] - d) <= 1e-9 * d))
+			return nv_seterr("field sqd: entry %zu = %g is not √hf(%zu,%zu) = √%g", i,
+					 hc->sqd[i], i, i, d), -1;
+		if (!(fabs(s - d) <= 1e-6 * d))
+			return nv_seterr("field l: row %zu has Σ l² = %g, not hf(%zu,%zu) = %g", i, s,
+					 i, i, d), -1;
+		for (size_t j = 0; j < i; j++)
+			if (!(fabs(hf[i * n + j]) <= sqrt(d * hf[j * n + j]) * (1 + 1e-9)))
+				return nv_seterr("field hf: entry (%zu,%zu) = %g exceeds √(hf_ii·hf_jj) "
+						 "(not positive definite)", i, j, hf[i * n + j]), -1;
+	}
+	for (size_t j = 0; j < n; j++) {
+		double s = 0.0;
+		for (size_t i = 0; i <= j; i++)
+			s += hc->uc.d[i * n + j] * hc->uc.d[i * n + j];
+		if (!isfinite(s))
+			return nv_seterr("field uc: column %zu has a norm beyond f64", j), -1;
+	}
+	return 0;
+}
+
 int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc)
 {
 	const uint8_t *p;
@@ -279,7 +317,8 @@ int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc)
 		hc->sqd[i] = le_f64(p);
 	for (size_t i = 0; i < n; i++, p += 4)
 		hc->perm[i] = le_u32(p);
-	if (!get_tri(p, &hc->uc, 1, 0, "uc") || check_factors(hc) < 0)
+	if (!get_tri(p, &hc->uc, 1, 0, "uc") || check_factors(hc) < 0 ||
+	    check_consistency(hc) < 0)
 		goto fail;
 	return 0;
 fail:

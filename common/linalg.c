@@ -2,6 +2,8 @@
 #include "linalg.h"
 
 #include <assert.h>
+#include <limits.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,48 @@ void nv_flops_add(uint64_t n)
 static size_t ld(size_t c)
 {
 	return c ? c : 1;
+}
+
+int nv_check_finite(const double *a, size_t r, size_t c, char tri, const char *what)
+{
+	for (size_t i = 0; i < r; i++) {
+		size_t j0 = tri == 'U' ? i : 0, j1 = tri == 'L' ? (i < c ? i + 1 : c) : c;
+		for (size_t j = j0; j < j1; j++)
+			if (!isfinite(a[i * c + j])) {
+				if (r == 1)
+					nv_seterr("%s %zu = %g is not finite", what, j, a[j]);
+				else
+					nv_seterr("%s (%zu,%zu) = %g is not finite", what, i, j,
+						  a[i * c + j]);
+				return -1;
+			}
+	}
+	return 0;
+}
+
+int nv_mat_check_finite(const nv_mat *a, const char *what)
+{
+	return nv_check_finite(a->d, a->r, a->c, 0, what);
+}
+
+int nv_lapack_info(int info)
+{
+	if (info == LAPACK_WORK_MEMORY_ERROR || info == LAPACK_TRANSPOSE_MEMORY_ERROR) {
+		nv_seterr("out of memory for LAPACK's workspace");
+		return -1;
+	}
+	assert(info >= 0);
+	return (int)info;
+}
+
+/* LAPACK takes int sizes: a larger matrix is refused, not truncated */
+static int lapack_dims(size_t r, size_t c)
+{
+	if (r > INT_MAX || c > INT_MAX) {
+		nv_seterr("a %zu × %zu matrix is beyond LAPACK's int sizes", r, c);
+		return -1;
+	}
+	return 0;
 }
 
 int nv_mat_zeros(nv_mat *a, size_t r, size_t c)
@@ -120,77 +164,90 @@ int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 int nv_potrf_lower(nv_mat *a)
 {
 	size_t n = a->r;
-	lapack_int info;
+	int info;
 
 	assert(a->c == n);
 	if (n == 0)
 		return 0;
+	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "matrix entry") < 0)
+		return -1;
 	nv_flops_add((uint64_t)n * n * n / 3);
-	info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, a->d, (lapack_int)n);
-	assert(info >= 0);
+	info = nv_lapack_info(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, a->d,
+					  (lapack_int)n));
+	if (info < 0)
+		return -1;
 	if (info > 0) {
-		nv_seterr("not positive definite (leading minor %d of %zu)", (int)info, n);
+		nv_seterr("not positive definite (leading minor %d of %zu)", info, n);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++)
 		memset(a->d + i * n + i + 1, 0, (n - i - 1) * sizeof(double));
-	return 0;
+	return nv_check_finite(a->d, n, n, 'L', "Cholesky factor entry");
 }
 
 int nv_trtri_lower(nv_mat *a)
 {
 	size_t n = a->r;
-	lapack_int info;
+	int info;
 
 	assert(a->c == n);
 	if (n == 0)
 		return 0;
+	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "triangular factor entry") < 0)
+		return -1;
 	nv_flops_add((uint64_t)n * n * n / 3);
-	info = LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'L', 'N', (lapack_int)n, a->d, (lapack_int)n);
-	assert(info >= 0);
+	info = nv_lapack_info(LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'L', 'N', (lapack_int)n, a->d,
+					  (lapack_int)n));
+	if (info < 0)
+		return -1;
 	if (info > 0) {
-		nv_seterr("singular triangular factor (diagonal %d of %zu)", (int)info, n);
+		nv_seterr("singular triangular factor (diagonal %d of %zu)", info, n);
 		return -1;
 	}
-	return 0;
+	return nv_check_finite(a->d, n, n, 'L', "inverse factor entry");
+}
+
+/* lam (n) descending and E's columns in that order from dsyevd's ascending ones */
+static void eig_descending(const double *asc, const nv_mat *w, double *lam, nv_mat *e)
+{
+	size_t n = w->r;
+
+	for (size_t k = 0; k < n; k++) {
+		lam[k] = asc[n - 1 - k];
+		for (size_t i = 0; i < n; i++)
+			e->d[i * n + k] = w->d[i * n + (n - 1 - k)];
+	}
 }
 
 int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e)
 {
 	size_t n = a->r;
-	nv_mat w;
-	double *asc;
-	lapack_int info;
+	nv_mat w = {0};
+	double *asc = NULL;
+	int info = -1;
 
 	assert(a->c == n);
-	if (nv_mat_copy(&w, a) < 0)
-		return -1;
-	asc = nv_malloc(n ? n : 1, sizeof(double));
-	if (!asc || nv_mat_zeros(e, n, n) < 0) {
-		free(asc);
-		nv_mat_free(&w);
-		return -1;
-	}
+	*e = (nv_mat){ 0 };
+	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "matrix entry") < 0 ||
+	    nv_mat_copy(&w, a) < 0 || !(asc = nv_malloc(n ? n : 1, sizeof(double))) ||
+	    nv_mat_zeros(e, n, n) < 0)
+		goto out;
 	nv_flops_add(9ull * n * n * n);
-	info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, w.d, (lapack_int)ld(n),
-			      asc);
-	assert(info >= 0);
-	if (info > 0) {
-		nv_seterr("symmetric eigensolver did not converge (%d)", (int)info);
-		free(asc);
-		nv_mat_free(&w);
-		nv_mat_free(e);
-		return -1;
-	}
-	/* LAPACK sorts ascending: reverse the order of values and columns */
-	for (size_t k = 0; k < n; k++) {
-		lam[k] = asc[n - 1 - k];
-		for (size_t i = 0; i < n; i++)
-			e->d[i * n + k] = w.d[i * n + (n - 1 - k)];
-	}
+	info = nv_lapack_info(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, w.d,
+					  (lapack_int)ld(n), asc));
+	if (info > 0)
+		nv_seterr("symmetric eigensolver did not converge (%d)", info);
+	if (info == 0 && (nv_check_finite(asc, 1, n, 0, "eigenvalue") < 0 ||
+			  nv_check_finite(w.d, n, n, 0, "eigenvector entry") < 0))
+		info = -1;
+	if (info == 0)
+		eig_descending(asc, &w, lam, e);
+out:
 	free(asc);
 	nv_mat_free(&w);
-	return 0;
+	if (info != 0)
+		nv_mat_free(e);
+	return info == 0 ? 0 : -1;
 }
 
 int nv_polar(const nv_mat *a, nv_mat *q)
@@ -198,25 +255,28 @@ int nv_polar(const nv_mat *a, nv_mat *q)
 	size_t n = a->r;
 	nv_mat w = {0}, u = {0}, vt = {0};
 	double *s = NULL;
-	lapack_int info;
-	int rc = -1;
+	int info, rc = -1;
 
 	assert(a->c == n);
+	*q = (nv_mat){ 0 };
+	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 0, "matrix entry") < 0)
+		return -1;
 	if (nv_mat_copy(&w, a) < 0 || nv_mat_zeros(&u, n, n) < 0 || nv_mat_zeros(&vt, n, n) < 0)
 		goto out;
 	s = nv_malloc(n ? n : 1, sizeof(double));
 	if (!s)
 		goto out;
 	nv_flops_add(21ull * n * n * n);
-	info = LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', (lapack_int)n, (lapack_int)n, w.d,
-			      (lapack_int)ld(n), s, u.d, (lapack_int)ld(n), vt.d,
-			      (lapack_int)ld(n));
-	assert(info >= 0);
-	if (info > 0) {
-		nv_seterr("singular value decomposition did not converge (%d)", (int)info);
+	info = nv_lapack_info(LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', (lapack_int)n, (lapack_int)n,
+					  w.d, (lapack_int)ld(n), s, u.d, (lapack_int)ld(n), vt.d,
+					  (lapack_int)ld(n)));
+	if (info > 0)
+		nv_seterr("singular value decomposition did not converge (%d)", info);
+	if (info != 0 || nv_gemm_new(&u, 0, &vt, 0, q) < 0)
 		goto out;
-	}
-	rc = nv_gemm_new(&u, 0, &vt, 0, q);
+	rc = nv_mat_check_finite(q, "polar factor entry");
+	if (rc < 0)
+		nv_mat_free(q);
 out:
 	free(s);
 	nv_mat_free(&w);
@@ -234,40 +294,54 @@ out:
  */
 int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x)
 {
-	lapack_int info;
+	int info;
 
+	if (lapack_dims(n, n) < 0 || nv_check_finite(a, n, n, uplo, "matrix entry") < 0 ||
+	    nv_check_finite(x, 1, n, 0, "right-hand side entry") < 0)
+		return -1;
+	if (!isfinite(shift)) {
+		nv_seterr("the diagonal shift %g is not finite", shift);
+		return -1;
+	}
 	cblas_domatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a, (blasint)n, w,
 			(blasint)n);
 	for (size_t i = 0; i < n; i++)
 		w[i * n + i] += shift;
-	info = LAPACKE_dposv(LAPACK_COL_MAJOR, uplo, (lapack_int)n, 1, w, (lapack_int)n, x,
-			     (lapack_int)n);
-	assert(info >= 0);
-	return (int)info;
+	info = nv_lapack_info(LAPACKE_dposv(LAPACK_COL_MAJOR, uplo, (lapack_int)n, 1, w,
+					 (lapack_int)n, x, (lapack_int)n));
+	if (info == 0 && nv_check_finite(x, 1, n, 0, "solution entry") < 0)
+		return -1;
+	return info;
 }
 
 int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
 {
 	size_t n = a->r;
 	nv_mat w;
-	lapack_int info;
+	int info;
 
 	assert(a->c == n && x->r == n);
+	if (lapack_dims(n, x->c) < 0 || nv_check_finite(a->d, n, n, 'U', "matrix entry") < 0 ||
+	    nv_mat_check_finite(x, "right-hand side entry") < 0)
+		return -1;
+	if (!isfinite(shift)) {
+		nv_seterr("the diagonal shift %g is not finite", shift);
+		return -1;
+	}
 	if (nv_mat_copy(&w, a) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		w.d[i * n + i] += shift;
 	/* the upper triangle of row-major A is the lower one of the same matrix column-major */
-	info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)x->c, w.d,
-			     (lapack_int)n, x->d, (lapack_int)x->c);
+	info = nv_lapack_info(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)x->c,
+					 w.d, (lapack_int)n, x->d, (lapack_int)x->c));
 	nv_mat_free(&w);
-	assert(info >= 0);
 	nv_flops_add((uint64_t)n * n * n / 3 + 2ull * n * n * x->c);
-	if (info > 0) {
-		nv_seterr("system not positive definite (leading minor %d of %zu)", (int)info, n);
+	if (info > 0)
+		nv_seterr("system not positive definite (leading minor %d of %zu)", info, n);
+	if (info != 0)
 		return -1;
-	}
-	return 0;
+	return nv_mat_check_finite(x, "solution entry");
 }
 
 int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
@@ -289,9 +363,9 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 	free(w);
 	if (info > 0) {
 		nv_seterr("system not positive definite (leading minor %d of %zu)", info, n);
-		return -1;
+		return 1;
 	}
-	return 0;
+	return info;
 }
 
 void nv_set_threads(int n)
@@ -302,11 +376,6 @@ void nv_set_threads(int n)
 int nv_get_threads(void)
 {
 	return openblas_get_num_threads();
-}
-
-const char *nv_blas_core(void)
-{
-	return openblas_get_corename();
 }
 
 double nv_dot_all(const nv_mat *a, const nv_mat *b)

@@ -7,6 +7,12 @@
  * definite, an allocation) set the reason (err.h) and return -1; a shape
  * mismatch between arguments is a programming error and asserts.
  *
+ * Every LAPACK wrapper checks the entries it reads and the ones it returns:
+ * a NaN or an infinity, in or out (a finite 1e308 can overflow inside), is
+ * an error naming the entry ("matrix entry (i,j) = inf is not finite"), never
+ * an abort, so no value in a file can reach LAPACKE's own NaN check.  BLAS
+ * products are not checked: their callers check what they keep.
+ *
  * Results are deterministic for a given thread count: OpenBLAS partitions
  * its work by the thread count alone.
  */
@@ -44,7 +50,8 @@ int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c);
 int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c);
 
 /* in place: A (n × n, SPD) becomes its lower Cholesky factor (upper zeroed);
- * -1 with reason "not positive definite (leading minor k)" when it is not */
+ * -1 with reason "not positive definite (leading minor k)" when it is not,
+ * or when an entry of its lower triangle or of the factor is not finite */
 int nv_potrf_lower(nv_mat *a);
 
 /* in place: a lower triangular A with nonzero diagonal becomes its inverse */
@@ -56,13 +63,18 @@ int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e);
 /* the orthogonal polar factor Q = U·Vᵀ of A = U·Σ·Vᵀ (square), through dgesdd */
 int nv_polar(const nv_mat *a, nv_mat *q);
 
-/* x = (A + ridge·mean(diag A)·I)⁻¹·b for symmetric A (n × n), through dposv;
- * ridge 1e-10 in the encoders.  A is not modified. */
+/* x = (A + ridge·mean(diag A)·I)⁻¹·b for symmetric A (n × n, its lower
+ * triangle read), through dposv; ridge 1e-10 in the encoders.  A is not
+ * modified.  0 solved; 1 when the shifted matrix is not positive definite
+ * (reason set: the encoders keep their old values); -1 with reason when an
+ * entry read or solved is not finite, or on exhaustion. */
 int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge);
 
 /* the solve under both: x (b on entry) = (A + shift·I)⁻¹·x for the uplo ('L'
  * or 'U') triangle of row-major a (n × n); w is n × n workspace.  Returns
- * LAPACK's info: 0, or > 0 when the shifted matrix is not positive definite. */
+ * LAPACK's info: 0, or > 0 when the shifted matrix is not positive definite;
+ * -1 with reason when an entry of that triangle, of b, of x or the shift is
+ * not finite. */
 int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x);
 
 /* X (n × k) ← (A + shift·I)⁻¹·X for symmetric A (n × n), every column at once
@@ -73,14 +85,29 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);
 void nv_set_threads(int n);
 /* the thread count OpenBLAS uses now */
 int nv_get_threads(void);
-/* the OpenBLAS core name (for benchmarks) */
-const char *nv_blas_core(void);
 
 /* floating-point operations counted from the shapes of every call above,
  * process-wide (LAPACK routines by their textbook leading terms) */
 uint64_t nv_flops(void);
 void nv_flops_reset(void);
 void nv_flops_add(uint64_t n);
+
+/* -1 with reason "what (i,j) = v is not finite" at a's first such entry */
+int nv_mat_check_finite(const nv_mat *a, const char *what);
+
+/* -1 with reason "what (i,j) = v is not finite" ("what j = v ..." when r
+ * is 1) at the first such entry of a (r × c, row-major) in the triangle
+ * LAPACK reads: tri 'L' (j ≤ i), 'U' (j ≥ i), or 0 for every entry */
+int nv_check_finite(const double *a, size_t r, size_t c, char tri, const char *what);
+
+/*
+ * a LAPACKE info, for callers of LAPACKE: 0 done, > 0 the routine's own
+ * failure on these values (returned for the caller to name), -1 with reason
+ * when LAPACKE could not allocate its workspace.  Any other negative info is
+ * an argument the caller got wrong and asserts: inputs are checked finite
+ * first (nv_check_finite), so LAPACKE's NaN check cannot be what answers.
+ */
+int nv_lapack_info(int info);
 
 /* Σ a_ij·b_ij over two matrices of one shape */
 double nv_dot_all(const nv_mat *a, const nv_mat *b);

@@ -5,69 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h>
 
 #include "err.h"
 #include "mem.h"
-#include "svid.h"
-
-/* ---------------------------------------------------------------- profile */
-
-double nv_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-void nv_prof_init(nv_prof *p)
-{
-	memset(p, 0, sizeof(*p));
-	pthread_mutex_init(&p->mu, NULL);
-}
-
-void nv_prof_free(nv_prof *p)
-{
-	pthread_mutex_destroy(&p->mu);
-}
-
-void nv_prof_add(nv_prof *p, const char *name, double secs, uint64_t n)
-{
-	size_t i;
-
-	if (!p)
-		return;
-	pthread_mutex_lock(&p->mu);
-	for (i = 0; i < p->k && strcmp(p->e[i].name, name); i++)
-		;
-	if (i == p->k && p->k < NV_PROF_MAX)
-		p->e[p->k++] = (nv_prof_entry){name, 0.0, 0};
-	if (i < p->k) {
-		p->e[i].secs += secs;
-		p->e[i].n += n;
-	}
-	pthread_mutex_unlock(&p->mu);
-}
-
-void nv_prof_line(nv_prof *p, char *buf, size_t len)
-{
-	size_t off = 0;
-
-	buf[0] = 0;
-	pthread_mutex_lock(&p->mu);
-	for (size_t i = 0; i < p->k && off < len; i++) {
-		const nv_prof_entry *e = &p->e[i];
-		int w = e->n ? snprintf(buf + off, len - off, "%s%s %.2fs/%llu", i ? " | " : "",
-					e->name, e->secs, (unsigned long long)e->n)
-			     : snprintf(buf + off, len - off, "%s%s %.2fs", i ? " | " : "",
-					e->name, e->secs);
-		off += w > 0 ? (size_t)w : 0;
-	}
-	pthread_mutex_unlock(&p->mu);
-}
 
 /* time one statement under a stage */
 #define PT(prof, name, stmt)                                              \
@@ -580,10 +522,11 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 		for (size_t k = 0; k < pr; k++)
 			rhs[k] += a.d[i * pr + k] * st->whb.d[i * pr + k];
 	/* a singular system keeps the old ℓ: the error cannot rise */
-	if (nv_solve_spd(&ata, rhs, lam, 1e-10) == 0)
+	rc = nv_solve_spd(&ata, rhs, lam, 1e-10);
+	if (rc == 0)
 		for (size_t p = 0; p < md->np; p++)
 			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
-	rc = 0;
+	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
 	free(lam);
@@ -725,9 +668,10 @@ static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
 		ctc.d[i] *= c->hc->hf.d[i];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
-	if (nv_solve_spd(&ctc, rhs, g, 1e-10) == 0)
+	rc = nv_solve_spd(&ctc, rhs, g, 1e-10);
+	if (rc == 0)
 		memcpy(md->p[p].g, g, n * sizeof(double));
-	rc = 0;
+	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
 	free(g);

@@ -33,38 +33,13 @@
 #ifndef NV_NVG_H
 #define NV_NVG_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "blr.h"
 #include "hctx.h"
 #include "linalg.h"
-
-/* ---- per-stage profile (timing only: it never changes a result) ---- */
-
-#define NV_PROF_MAX 32
-
-typedef struct {
-	const char *name; /* a string literal */
-	double secs;
-	uint64_t n;
-} nv_prof_entry;
-
-typedef struct {
-	nv_prof_entry e[NV_PROF_MAX]; /* first-seen order */
-	size_t k;
-	pthread_mutex_t mu;
-} nv_prof;
-
-void nv_prof_init(nv_prof *p);
-void nv_prof_free(nv_prof *p);
-/* add secs and a count to a stage (p may be NULL: no-op) */
-void nv_prof_add(nv_prof *p, const char *name, double secs, uint64_t n);
-/* "stage 1.23s | stage 0.10s/4 | ..." (count shown when nonzero) */
-void nv_prof_line(nv_prof *p, char *buf, size_t len);
-/* monotonic seconds */
-double nv_now(void);
+#include "prof.h"
 
 /* ---- the model of one tensor ---- */
 
@@ -168,8 +143,9 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps);
 int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);
 
 /* rebalance by the RMS of h and g, round the scales to f16, zero dead ℓ,
- * pack.  0: *bytes (malloc'd, *len) and *stored (the model with the stored
- * scales, may be NULL); 1: refused (non-finite scale, |h| or |g| > 65000),
+ * pack (pack.c, the packer the device encoder shares: pack.h).  0: *bytes
+ * (malloc'd, *len) and *stored (the model with the stored scales, may be
+ * NULL); 1: refused (non-finite scale, ℓ beyond f16, |h| or |g| > 65000),
  * reason set; -1 error */
 int nv_pack(const nv_bm *md, uint8_t **bytes, size_t *len, nv_bm *stored);
 
@@ -222,7 +198,6 @@ int nv_parse_head_blocks(const char *spec, size_t m, size_t **starts, size_t *nb
  * Σ_{i in j} (W·H)_i·W_i; shuffle ≠ 0 permutes the block weights (placebo) */
 int nv_row_gauge(const nv_mat *w, const nv_mat *h, const size_t *starts, size_t nb,
 		 uint64_t shuffle, double *d);
-/* divide the stored h of every path by d (m), rounding to f16 again */
-int nv_undo_row_gauge(uint8_t *bytes, size_t len, const double *d, size_t m);
+/* the undo on the packed bytes is blr_gauge_undo (blr.h) */
 
 #endif

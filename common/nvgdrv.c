@@ -322,26 +322,3 @@ int nv_row_gauge(const nv_mat *w, const nv_mat *h, const size_t *starts, size_t 
 	free(sorted);
 	return 0;
 }
-
-int nv_undo_row_gauge(uint8_t *bytes, size_t len, const double *d, size_t m)
-{
-	blr_header hd;
-	blr_view v[2];
-
-	if (blr_parse(bytes, len, &hd, v) < 0)
-		return -1;
-	if (hd.m != m) {
-		nv_seterr("row gauge: %zu scales for %u rows", m, hd.m);
-		return -1;
-	}
-	for (size_t p = 0; p < hd.paths; p++) {
-		uint8_t *h = bytes + (v[p].h - bytes);
-		for (size_t i = 0; i < m; i++) {
-			uint16_t cur = (uint16_t)(h[2 * i] | h[2 * i + 1] << 8);
-			uint16_t nv = nv_f32_to_f16((float)(nv_f16_to_f32(cur) / d[i]));
-			h[2 * i] = (uint8_t)nv;
-			h[2 * i + 1] = (uint8_t)(nv >> 8);
-		}
-	}
-	return 0;
-}

@@ -1,4 +1,4 @@
-/* nvgenc.c - gptq_v, refine, the NVG init, packing and the driver (see nvg.h) */
+/* nvgenc.c - gptq_v, refine and the NVG init (see nvg.h; packing: pack.c) */
 #include "nvg.h"
 
 #include <math.h>
@@ -9,7 +9,6 @@
 #include <cblas.h>
 
 #include "err.h"
-#include "f16.h"
 #include "mem.h"
 #include "svid.h"
 
@@ -345,151 +344,4 @@ fail:
 	nv_mat_free(&res);
 	nv_bm_free(md);
 	return -1;
-}
-
-/* ------------------------------------------------------------------- pack */
-
-static double f16_round(double v)
-{
-	return (double)nv_f16_to_f32(nv_f32_to_f16((float)v));
-}
-
-static double rms(const double *v, size_t n)
-{
-	double s = 0.0;
-
-	for (size_t i = 0; i < n; i++)
-		s += v[i] * v[i];
-	return sqrt(s / (double)n);
-}
-
-/* rebalance and round one path in place; 1 refused (reason set) */
-static int pack_path(nv_path *q, size_t m, size_t n, size_t r, size_t p)
-{
-	double a = rms(q->h, m), c = rms(q->g, n);
-
-	if (!(a > 0 && c > 0 && isfinite(a) && isfinite(c))) {
-		nv_seterr("path %zu: scale rms (h %g, g %g) is not finite and positive", p + 1, a, c);
-		return 1;
-	}
-	for (size_t i = 0; i < m; i++)
-		q->h[i] /= a;
-	for (size_t j = 0; j < n; j++)
-		q->g[j] /= c;
-	for (size_t k = 0; k < r; k++) {
-		double v = q->l[k] * a * c;
-		if (!isfinite(v)) {
-			nv_seterr("path %zu: rank scale %zu is not finite", p + 1, k);
-			return 1;
-		}
-		/* below f16 these are dead rank components: zeroed, not refused */
-		if (v != 0.0 && (f16_round(v) == 0.0 || fabs(v) < 6.1e-5))
-			v = 0.0;
-		q->l[k] = f16_round(v);
-		if (!isfinite(q->l[k])) {
-			nv_seterr("path %zu: rank scale %zu = %g exceeds the f16 range", p + 1, k, v);
-			return 1;
-		}
-	}
-	for (size_t i = 0; i < m + n; i++) {
-		double *v = i < m ? &q->h[i] : &q->g[i - m];
-		if (!isfinite(*v) || fabs(*v) > 65000.0) {
-			nv_seterr("path %zu: %s scale %zu = %g is beyond ±65000", p + 1,
-				  i < m ? "row" : "column", i < m ? i : i - m, *v);
-			return 1;
-		}
-		*v = f16_round(*v);
-	}
-	return 0;
-}
-
-/* the f16 and ±1 arrays of one stored path, for blr_build */
-typedef struct {
-	uint16_t *h, *g, *l;
-	int8_t *su, *sv;
-} packed_path;
-
-static void packed_free(packed_path *pp)
-{
-	free(pp->h);
-	free(pp->g);
-	free(pp->l);
-	free(pp->su);
-	free(pp->sv);
-}
-
-static int packed_of(const nv_path *q, size_t m, size_t n, size_t r, packed_path *pp)
-{
-	pp->h = nv_malloc(m, 2);
-	pp->g = nv_malloc(n, 2);
-	pp->l = nv_malloc(r, 2);
-	pp->su = nv_malloc(m * r, 1);
-	pp->sv = nv_malloc(n * r, 1);
-	if (!pp->h || !pp->g || !pp->l || !pp->su || !pp->sv)
-		return -1;
-	for (size_t i = 0; i < m; i++)
-		pp->h[i] = nv_f32_to_f16((float)q->h[i]);
-	for (size_t j = 0; j < n; j++)
-		pp->g[j] = nv_f32_to_f16((float)q->g[j]);
-	for (size_t k = 0; k < r; k++)
-		pp->l[k] = nv_f32_to_f16((float)q->l[k]);
-	for (size_t i = 0; i < m * r; i++)
-		pp->su[i] = q->su.d[i] > 0 ? 1 : -1;
-	for (size_t i = 0; i < n * r; i++)
-		pp->sv[i] = q->sv.d[i] > 0 ? 1 : -1;
-	return 0;
-}
-
-static int pack_bytes(const nv_bm *st, uint8_t **bytes, size_t *len)
-{
-	packed_path pp[2] = {{0}};
-	blr_path_in in[2];
-	size_t sz = blr_payload_size(st->m, st->n, st->r, st->np);
-	int rc = -1;
-
-	*bytes = NULL;
-	if (!sz) {
-		nv_seterr("payload of %zux%zu rank %zu does not fit in memory", st->m, st->n, st->r);
-		return -1;
-	}
-	for (size_t p = 0; p < st->np; p++) {
-		if (packed_of(&st->p[p], st->m, st->n, st->r, &pp[p]) < 0)
-			goto out;
-		in[p] = (blr_path_in){pp[p].h, pp[p].g, pp[p].l, pp[p].su, pp[p].sv};
-	}
-	if (!(*bytes = nv_malloc(sz, 1)))
-		goto out;
-	if (blr_build(st->m, st->n, st->r, st->np, in, *bytes) < 0) {
-		free(*bytes);
-		*bytes = NULL;
-		goto out;
-	}
-	*len = sz;
-	rc = 0;
-out:
-	packed_free(&pp[0]);
-	packed_free(&pp[1]);
-	return rc;
-}
-
-int nv_pack(const nv_bm *md, uint8_t **bytes, size_t *len, nv_bm *stored)
-{
-	nv_bm st;
-	int rc;
-
-	if (nv_bm_copy(&st, md) < 0)
-		return -1;
-	for (size_t p = 0; p < st.np; p++) {
-		rc = pack_path(&st.p[p], st.m, st.n, st.r, p);
-		if (rc) {
-			nv_bm_free(&st);
-			return rc;
-		}
-	}
-	rc = pack_bytes(&st, bytes, len);
-	if (rc == 0 && stored)
-		*stored = st;
-	else
-		nv_bm_free(&st);
-	return rc;
 }

@@ -144,13 +144,13 @@ test_expect_success '-h prints the SYNOPSIS of cmf-eval(1)' '
 	test_cmp want got
 '
 
-test_expect_success 'a NaN or Inf weight: exit 1, the layer named, no report (nor JSON)' '
+test_expect_success 'a NaN or Inf weight: exit 1, the weight named, no report (nor JSON)' '
 	for w in nan inf; do
 		"$NVG_PY" craft.py s.cmf $w.cmf $w &&
 		test_expect_code 1 cmf-eval -q -m $w.cmf --base s.cmf --tokens tok.u32 --limit 300 \
 			--json >out 2>err &&
 		test_one_line_error err &&
-		test_grep "layer 1 makes a non-finite hidden state" err &&
+		test_grep "tensor .model.layers.1.mlp.down_proj.weight.: weight .0,5. = $w is not finite" err &&
 		test ! -s out || return 1
 	done
 '

@@ -166,7 +166,8 @@ static int cmd_gauge(const char *path, const opts *o)
 	blr_header hd;
 	blr_view v[2];
 	uint8_t *copy = NULL;
-	float *d = NULL;
+	float *f = NULL;
+	double *d = NULL;
 	aout out;
 	int rc = EXIT_FAIL;
 
@@ -177,12 +178,15 @@ static int cmd_gauge(const char *path, const opts *o)
 	if (load(path, &m, &hd, v) < 0)
 		return EXIT_FAIL;
 	/* one f32 per row: exactly 4·d_out bytes, every value finite */
-	d = nv_read_raw_f32(o->undo, hd.m, 1);
+	f = nv_read_raw_f32(o->undo, hd.m, 1);
+	d = nv_malloc(hd.m, sizeof(double));
 	copy = nv_malloc(m.len, 1);
-	if (!d || !copy) {
+	if (!f || !d || !copy) {
 		tool_fail("bad row factors", o->undo);
 		goto done;
 	}
+	for (size_t i = 0; i < hd.m; i++)
+		d[i] = f[i];
 	memcpy(copy, m.data, m.len);
 	if (blr_gauge_undo(copy, m.len, d, hd.m) < 0) {
 		tool_fail("cannot undo the row gauge", o->undo);
@@ -199,6 +203,7 @@ static int cmd_gauge(const char *path, const opts *o)
 	}
 	rc = EXIT_OK;
 done:
+	free(f);
 	free(d);
 	free(copy);
 	nv_map_free(&m);

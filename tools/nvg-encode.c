@@ -353,8 +353,8 @@ static int finish_one(const opts *o, size_t i, const char *subj, nvdev_result *r
 		nv_seterr("%s", r->err);
 		return tool_fail("cannot encode", subj);
 	}
-	if (in->gauge && nv_undo_row_gauge(r->res.bytes, r->res.len, in->gauge, o->s.m) < 0)
-		return tool_fail("cannot encode", subj);
+	if (in->gauge && blr_gauge_undo(r->res.bytes, r->res.len, in->gauge, o->s.m) < 0)
+		return tool_fail("cannot undo the row gauge of", subj);
 	if (in->csel.d && add_transport_err(in, &r->res) < 0)
 		return tool_fail("cannot measure the transport objective of", subj);
 	if (write_payload(out, &r->res) < 0)

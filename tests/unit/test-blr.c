@@ -405,7 +405,7 @@ static void gauge(tap_rng *rng)
 	path_buf pb[2];
 	size_t len;
 	uint8_t *b = random_payload(M, N, R, 2, rng, 0, pb, &len), *c = malloc(len), *orig = malloc(len);
-	float d[M];
+	double d[M];
 	size_t one = 2 * (M + N + R) + (M + N) * R / 8;
 	int bad = 0, rest = 1;
 
@@ -431,7 +431,7 @@ static void gauge(tap_rng *rng)
 	rest &= blr_gauge_undo(c, len, d, M) < 0 && strstr(nv_err(), "row factor 3");
 	d[3] = 1;
 	rest &= blr_gauge_undo(c, len, d, M - 1) < 0 && strstr(nv_err(), "15 row factors for 16 rows");
-	d[7] = 1e-6f; /* h[7] = 8192 below: 8192 / 1e-6 is beyond 65504 */
+	d[7] = 1e-6; /* h[7] = 8192 below: 8192 / 1e-6 is beyond 65504 */
 	put_u16(c + 16 + 2 * 7, 0x7000);
 	memcpy(orig, c, len);
 	rest &= blr_gauge_undo(c, len, d, M) < 0 && strstr(nv_err(), "beyond the f16 range");

@@ -235,6 +235,56 @@ static void test_posv_many(void)
 	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&x), nv_mat_free(&z);
 }
 
+
+/* one poisoned entry per wrapper: an error that names it, never an abort
+ * (LAPACKE's NaN check would answer a negative info, and a finite 1e308
+ * overflows inside the factorization) */
+static void test_nonfinite(void)
+{
+	const double bad[3] = { NAN, INFINITY, 1e308 };
+	nv_mat a, l, e, q, x;
+	double lam[6], b[6] = { 1, 2, 3, 4, 5, 6 }, y[6];
+
+	for (int k = 0; k < 3; k++) {
+		spd(&a, 6);
+		a.d[4 * 6 + 2] = a.d[2 * 6 + 4] = bad[k];
+		nv_mat_copy(&l, &a);
+		is_int(nv_potrf_lower(&l), -1, "potrf of a matrix with %g", bad[k]);
+		ok(strstr(nv_err(), "not finite") || strstr(nv_err(), "not positive definite"),
+		   "reason: %s", nv_err());
+		/* LAPACK scales a finite 1e308 well: then the results are finite */
+		if (nv_sym_eig(&a, lam, &e) == 0)
+			ok(k == 2 && nv_mat_check_finite(&e, "e") == 0 &&
+			   nv_check_finite(lam, 1, 6, 0, "lam") == 0, "eig with %g: finite", bad[k]);
+		else
+			ok(e.d == NULL, "eig with %g: %s", bad[k], nv_err());
+		nv_mat_free(&e);
+		if (nv_polar(&a, &q) == 0)
+			ok(k == 2 && nv_mat_check_finite(&q, "q") == 0, "polar with %g: finite", bad[k]);
+		else
+			ok(1, "polar with %g: %s", bad[k], nv_err());
+		nv_mat_free(&q);
+		ok(nv_solve_spd(&a, b, y, 1e-10) != 0, "solve_spd with %g: %s", bad[k], nv_err());
+		nv_mat_zeros(&x, 6, 2);
+		ok(nv_posv_many(&a, 0.0, &x) < 0, "posv_many with %g: %s", bad[k], nv_err());
+		nv_mat_free(&a), nv_mat_free(&l), nv_mat_free(&x);
+	}
+	spd(&a, 6);
+	is_int(nv_solve_spd(&a, (double[6]){ 1, 2, NAN, 4, 5, 6 }, y, 0.0), -1,
+	       "solve_spd of a NaN right-hand side");
+	ok(strstr(nv_err(), "right-hand side entry 2 = nan is not finite") != NULL, "reason: %s",
+	   nv_err());
+	nv_mat_copy(&l, &a);
+	nv_potrf_lower(&l);
+	l.d[2 * 6 + 2] = l.d[3 * 6 + 3] = 1e-300;
+	l.d[3 * 6 + 2] = 1.0;
+	ok(nv_trtri_lower(&l) < 0 && strstr(nv_err(), "not finite"),
+	   "trtri whose inverse overflows: %s", nv_err());
+	a.d[0] = -1.0;
+	is_int(nv_solve_spd(&a, b, y, 0.0), 1, "an indefinite system: 1, the old values kept");
+	nv_mat_free(&a), nv_mat_free(&l);
+}
+
 int main(void)
 {
 	nv_set_threads(1);
@@ -245,5 +295,6 @@ int main(void)
 	test_eig();
 	test_polar();
 	test_solve();
+	test_nonfinite();
 	return done_testing();
 }

@@ -420,14 +420,14 @@ static void test_gauge(void)
 		nv_build_dual_svid(&w, 8, 1, &md);
 		nv_pack(&md, &b, &len, NULL);
 		blr_dequantize(b, len, before);
-		is_int(nv_undo_row_gauge(b, len, d, 10), 0, "undo on the payload");
+		is_int(blr_gauge_undo(b, len, d, 10), 0, "undo on the payload");
 		blr_dequantize(b, len, after);
 		fine = 1;
 		/* h is re-rounded to f16 after the division: 2⁻¹⁰ relative */
 		for (size_t i = 0; i < 80; i++)
 			fine &= fabs(after[i] - before[i] / d[i / 8]) <= 1e-3 * fabs(before[i] / d[i / 8]) + 1e-6;
 		ok(fine, "the undo divides each row by its factor");
-		is_int(nv_undo_row_gauge(b, len, d, 9), -1, "factors of the wrong length are refused");
+		is_int(blr_gauge_undo(b, len, d, 9), -1, "factors of the wrong length are refused");
 		free(b), free(before), free(after);
 		nv_bm_free(&md);
 	}

@@ -5,6 +5,8 @@
 # provenance, and the sweep's curves.  Every file is written to a temporary
 # name and renamed, so an interrupted step leaves nothing half-written.
 #
+#   convert-lib.sh locked OUT -- CMD…
+#                     (CMD run holding OUT/.lock; refused while another holds it)
 #   convert-lib.sh body-linears SOURCE.LIST
 #   convert-lib.sh layers-mk TENSORS.TXT CAPTURE(1|0) INFO.TXT
 #   convert-lib.sh step LOG -- CMD…
@@ -22,6 +24,24 @@ T=${BIN:+${BIN%/}/}
 die() {
 	echo "convert: $*" >&2
 	exit 1
+}
+
+# locked OUT -- CMD…: CMD (the conversion's make) run holding an exclusive
+# flock on OUT/.lock, which names its holder; CMD and every tool it starts
+# inherit the descriptor, so the kernel releases the lock when the last of
+# them ends, however it ends.  Another holder is an error, not a wait.
+locked() {
+	local out=$1 fd holder
+	shift 2
+	mkdir -p "$out" || exit 1
+	exec {fd}>>"$out/.lock" || exit 1
+	if ! flock -n "$fd"; then
+		holder=$(cat "$out/.lock")
+		die "cannot lock OUT '$out': another conversion is running there (${holder:-its pid not yet written}); wait for it to end or choose another OUT"
+	fi
+	# the pid is this shell's, which exec makes the conversion's make
+	echo "pid $$ on $(hostname)" >"$out/.lock"
+	exec "$@"
 }
 
 # the lead (input Gram) of a body linear's short name
@@ -291,6 +311,7 @@ curves() {
 cmd=$1
 shift
 case $cmd in
+locked) locked "$@" ;;
 body-linears) body_linears "$@" ;;
 layers-mk) layers_mk "$@" ;;
 step) step "$@" ;;

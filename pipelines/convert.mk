@@ -18,6 +18,10 @@
 # with layers < L dual-svid-encoded), only to report each payload's SEL error.
 # Every intermediate is a file written atomically, so a conversion killed at
 # any moment resumes with the same command and ends with the same bytes.
+# One conversion at a time runs in an OUT: it holds a lock on OUT/.lock
+# (flock) while it runs, and another conversion into that OUT, of any
+# target, is refused naming the holder's pid; the kernel releases the lock
+# when the conversion's processes end, killed or not.
 # TRANSPORT=1 (nvg) also keeps the source model's own states OUT/src/S_L
 # (nothing encoded), captures each lead's cross-moment of the two streams
 # (L/g.<lead>.{fit,sel}.cross, NVGC) and encodes the transport target
@@ -129,6 +133,22 @@ endif
 endif
 endif
 
+# ---- one conversion at a time in OUT: the lock ----
+# The make started by hand takes an exclusive flock on OUT/.lock (not waiting)
+# and runs the conversion as a second make of this file that holds it; that
+# make and the tools it starts inherit the lock, so the kernel releases it
+# when the last of them ends, killed or not.  A second conversion into OUT is
+# refused with the holder's pid.  Only the make holding the lock writes in OUT.
+LOCKED := $(filter $(abspath $(OUT)),$(NVG_CONVERT_LOCKED))
+UNLOCKED := $(if $(LOCKED),,1)
+ifeq ($(UNLOCKED),1)
+.PHONY: $(or $(MAKECMDGOALS),all) convert-locked
+$(or $(MAKECMDGOALS),all): convert-locked ; @:
+convert-locked:
+	@NVG_CONVERT_LOCKED='$(abspath $(OUT))' bash $(PIPE)/convert-lib.sh locked '$(OUT)' -- \
+		$(MAKE) -f $(PIPE)/convert.mk $(MAKECMDGOALS)
+endif
+
 # ---- OUT belongs to one conversion: its parameters are stamped there ----
 
 fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
@@ -143,19 +163,26 @@ ifneq ($(file <$(STAMP)),$(PARAMS))
 $(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's); remove it or choose another OUT)
 endif
 else
-ifneq ($(filter-out logs params,$(shell ls -A '$(OUT)' 2>/dev/null)),)
+ifneq ($(filter-out logs params .lock,$(shell ls -A '$(OUT)' 2>/dev/null)),)
 $(error convert.mk: OUT '$(OUT)' is not empty and holds no conversion stamp; choose an empty or new directory)
 endif
+ifneq ($(LOCKED),)
 $(shell mkdir -p '$(OUT)/logs')
 $(file >$(STAMP).tmp,$(PARAMS))
 $(shell mv -f '$(STAMP).tmp' '$(STAMP)')
 endif
+endif
 # CALIBRATE is not a parameter of the stamp: model.cmf follows OUT/calibrate.set,
 # rewritten only when the setting changes
+ifneq ($(LOCKED),)
 ifneq ($(file <$(OUT)/calibrate.set),$(CALIBRATE))
 $(file >$(OUT)/calibrate.set,$(CALIBRATE))
 endif
 endif
+endif
+
+# the rest is the locked make's (the one started by hand only takes the lock)
+ifneq ($(UNLOCKED),1)
 
 .PHONY: all layers sweep help
 all: $(OUT)/model.cmf $(OUT)/model.cmf.blr.txt
@@ -360,3 +387,4 @@ sweep: $(OUT)/curves.txt
 $(OUT)/curves.txt: $(SWEEPS)
 	$(Q)$(LIB) curves $(OUT) '$(SWEEP_BPW)' >$@.tmp
 	$(Q)mv $@.tmp $@
+endif

@@ -21,7 +21,8 @@
 # One conversion at a time runs in an OUT: it holds a lock on OUT/.lock
 # (flock) while it runs, and another conversion into that OUT, of any
 # target, is refused naming the holder's pid; the kernel releases the lock
-# when the conversion's processes end, killed or not.
+# when the conversion's processes end, killed or not.  A run starts by
+# removing the temporaries (NAME.tmp, NAME.tmp.PID) that a killed one left.
 # TRANSPORT=1 (nvg) also keeps the source model's own states OUT/src/S_L
 # (nothing encoded), captures each lead's cross-moment of the two streams
 # (L/g.<lead>.{fit,sel}.cross, NVGC) and encodes the transport target
@@ -178,6 +179,10 @@ ifneq ($(LOCKED),)
 ifneq ($(file <$(OUT)/calibrate.set),$(CALIBRATE))
 $(file >$(OUT)/calibrate.set,$(CALIBRATE))
 endif
+# the temporaries a killed run left (no rerun would replace them): every file
+# of the conversion's naming, NAME.tmp and the tools' NAME.tmp.PID; under the
+# lock no process of an earlier run is left to be writing one
+$(shell find '$(OUT)' -type f \( -name '*.tmp' -o -name '*.tmp.[0-9]*' \) -delete)
 endif
 endif
 
@@ -207,10 +212,10 @@ $(OUT)/info.txt: $(STAMP)
 	$(Q)mv $@.tmp $@
 
 $(OUT)/tensors.txt: $(OUT)/source.list $(PIPE)/convert-lib.sh
-	$(Q)$(LIB) body-linears $(OUT)/source.list >$@.body
-	$(Q)if [ ! -s $@.body ]; then rm -f $@.body; echo "convert: '$(MODEL)' has no body linears to encode" >&2; exit 1; fi
-	$(Q)$(T)plan-alloc --resolve $(or $(PLAN),/dev/null) --bpw $(BPW) -o $@.tmp $@.body || { rm -f $@.body; exit 1; }
-	$(Q)rm -f $@.body
+	$(Q)$(LIB) body-linears $(OUT)/source.list >$@.body.tmp
+	$(Q)if [ ! -s $@.body.tmp ]; then rm -f $@.body.tmp; echo "convert: '$(MODEL)' has no body linears to encode" >&2; exit 1; fi
+	$(Q)$(T)plan-alloc --resolve $(or $(PLAN),/dev/null) --bpw $(BPW) -o $@.tmp $@.body.tmp || { rm -f $@.body.tmp; exit 1; }
+	$(Q)rm -f $@.body.tmp
 	$(Q)mv $@.tmp $@
 
 $(OUT)/layers.mk: $(OUT)/tensors.txt $(OUT)/info.txt $(PIPE)/convert-lib.sh

@@ -2,7 +2,8 @@
 # convert.mk: one conversion at a time in an OUT.  A second one (a whole
 # conversion, one layer's target, slurm-convert.sh) is refused with the
 # holder's pid while the first runs; the first ends with the reference bytes;
-# a holder killed with SIGKILL does not block the next run
+# a holder killed with SIGKILL does not block the next run, which removes
+# the temporaries it left
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIR/lib-convert.sh"
 
@@ -90,6 +91,23 @@ test_expect_success 'a holder killed with SIGKILL does not block the next run' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 2>err &&
 	cmp ref/model.cmf k/model.cmf &&
 	test_no_tmp_files k
+'
+
+# every naming of the conversion's temporaries: a tool's NAME.tmp.PID (the
+# states, Grams, payloads), convert.mk's and convert-lib.sh's NAME.tmp (the
+# lists, reports, the extracted tensor, the sweep's discarded payload)
+test_expect_success 'the temporaries a killed run leaves, of every naming, go at the next run' '
+	mkdir -p k/sweep &&
+	for f in S1.state.tmp.4242 L1/g.q.fit.gram.tmp.4243 L1/q.blr.tmp.4244 source.list.tmp \
+		tensors.txt.tmp tensors.txt.body.tmp layers.mk.tmp L1/q.rep.tmp L1/q.rep.w.tmp \
+		L1/q.rep.w.tmp.4245 L1/q.info.tmp report.body.tmp report.totals.tmp \
+		model.cmf.blr.txt.tmp provenance.json.tmp model.cmf.tmp.4246 params.tmp \
+		sweep/L0.q.1.rep.blr.tmp sweep/L0.q.1.rep.blr.tmp.tmp.4247 curves.txt.tmp; do
+		echo partial >k/$f || return 1
+	done &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=k BPW=2.5 -j2 2>err &&
+	test_no_tmp_files k &&
+	cmp ref/model.cmf k/model.cmf
 '
 
 test_done

@@ -115,9 +115,10 @@ test_path_is_missing() {
 	done
 }
 
-# test_no_tmp_files [dir]: no temporary output left behind
+# test_no_tmp_files [dir]: no temporary output left behind: a tool's
+# NAME.tmp.PID, convert.mk's and convert-lib.sh's NAME.tmp
 test_no_tmp_files() {
-	left=$(find "${1:-.}" -name '*.tmp.*' -print)
+	left=$(find "${1:-.}" \( -name '*.tmp.*' -o -name '*.tmp' \) -print)
 	if [ -n "$left" ]; then
 		echo "test_no_tmp_files: left behind: $left" >&2
 		return 1

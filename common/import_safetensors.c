@@ -123,6 +123,40 @@ static int index_check(const char *index, imp_model *m)
 	return rc;
 }
 
+/* name is in the model; config.json promised it */
+static int promised(imp_model *m, const char *name)
+{
+	if (imp_model_find(m, name))
+		return 0;
+	return nv_seterr("config.json promises %d layers, and tensor '%s' is missing",
+			 m->arch.layers, name), -1;
+}
+
+/* every tensor config.json promises is present: the embeddings, the final
+ * norm and each of its num_hidden_layers layers' (with Qwen2's q/k/v biases) */
+static int promised_check(imp_model *m)
+{
+	static const char *const tails[] = {
+		"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+		"self_attn.v_proj.weight", "self_attn.o_proj.weight",
+		"post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+		"mlp.down_proj.weight", "self_attn.q_proj.bias", "self_attn.k_proj.bias",
+		"self_attn.v_proj.bias",
+	};
+	size_t nt = sizeof(tails) / sizeof(tails[0]) - (m->arch.qkv_bias ? 0 : 3);
+	char name[96];
+
+	if (promised(m, "model.embed_tokens.weight") < 0 || promised(m, "model.norm.weight") < 0)
+		return -1;
+	for (int l = 0; l < m->arch.layers; l++)
+		for (size_t i = 0; i < nt; i++) {
+			snprintf(name, sizeof name, "model.layers.%d.%s", l, tails[i]);
+			if (promised(m, name) < 0)
+				return -1;
+		}
+	return 0;
+}
+
 static int source_f32(const void *p, float *w)
 {
 	return cmf_tensor_f32(*(const cmf_tensor *const *)p, w);
@@ -219,5 +253,5 @@ int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m
 		}
 		m->arch.tied = 1;
 	}
-	return rc;
+	return rc == 0 ? promised_check(m) : rc;
 }

@@ -89,17 +89,25 @@ np.save("st/a.npy", a); np.save("st/b.npy", b); np.save("st/c.npy", c)
 # bf16: the top halves of c's f32 bits (truncated, a value bf16 holds exactly)
 cb = (c.view(np.uint32) >> 16).astype(np.uint16)
 np.save("st/cb.npy", (cb.astype(np.uint32) << 16).view(np.float32))
-save_file({"model.embed_tokens.weight": a, "model.layers.0.self_attn.q_proj.weight": b},
-          "st/model.safetensors")
-serialize_file({"model.embed_tokens.weight": TensorSpec(dtype="float32", shape=[8, 16], data_ptr=a.ctypes.data, data_len=a.nbytes),
-                "lm_head.weight": TensorSpec(dtype="float16", shape=[8, 16], data_ptr=e.ctypes.data, data_len=e.nbytes)},
-               "sh/model-00001-of-00002.safetensors", metadata={"format": "pt"})
-serialize_file({"model.layers.0.mlp.up_proj.weight": TensorSpec(dtype="bfloat16", shape=[32, 16], data_ptr=cb.ctypes.data, data_len=cb.nbytes)},
+# the rest of what config.json promises (F32): a model, not a fragment
+L = "model.layers.0."
+rest = {n: rng.standard_normal(s).astype(np.float32) for n, s in [
+    ("model.norm.weight", (16,)), (L + "input_layernorm.weight", (16,)),
+    (L + "self_attn.k_proj.weight", (8, 16)), (L + "self_attn.v_proj.weight", (8, 16)),
+    (L + "self_attn.o_proj.weight", (16, 16)), (L + "post_attention_layernorm.weight", (16,)),
+    (L + "mlp.gate_proj.weight", (32, 16)), (L + "mlp.down_proj.weight", (16, 32))]}
+save_file(dict(rest, **{"model.embed_tokens.weight": a, L + "self_attn.q_proj.weight": b,
+                        L + "mlp.up_proj.weight": c}), "st/model.safetensors")
+def spec(x, dtype):
+    return TensorSpec(dtype=dtype, shape=list(x.shape), data_ptr=x.ctypes.data, data_len=x.nbytes)
+one = dict({n: spec(x, "float32") for n, x in rest.items()},
+           **{"model.embed_tokens.weight": spec(a, "float32"), "lm_head.weight": spec(e, "float16"),
+              L + "self_attn.q_proj.weight": spec(b, "float16")})
+serialize_file(one, "sh/model-00001-of-00002.safetensors", metadata={"format": "pt"})
+serialize_file({L + "mlp.up_proj.weight": TensorSpec(dtype="bfloat16", shape=[32, 16], data_ptr=cb.ctypes.data, data_len=cb.nbytes)},
                "sh/model-00002-of-00002.safetensors", metadata=None)
-json.dump({"metadata": {}, "weight_map": {
-    "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
-    "lm_head.weight": "model-00001-of-00002.safetensors",
-    "model.layers.0.mlp.up_proj.weight": "model-00002-of-00002.safetensors"}},
+json.dump({"metadata": {}, "weight_map": dict({n: "model-00001-of-00002.safetensors" for n in one},
+    **{L + "mlp.up_proj.weight": "model-00002-of-00002.safetensors"})},
     open("sh/model.safetensors.index.json", "w"))
 EOF
 
@@ -183,7 +191,7 @@ test_expect_success 'safetensors written by Python import (F32, F16 kept)' '
 test_expect_success 'sharded safetensors through model.safetensors.index.json (BF16 kept)' '
 	cmf-patch import -o sh.cmf sh/model.safetensors.index.json &&
 	cmf-patch list sh.cmf >sh.list &&
-	test $(wc -l <sh.list) -eq 3 &&
+	test $(wc -l <sh.list) -eq 12 &&
 	test_grep "^model.layers.0.mlp.up_proj.weight	BF16	32x16	1024	-	L0 up$" sh.list &&
 	test_grep "^lm_head.weight	F16	8x16" sh.list &&
 	cmf-patch info sh.cmf >sh.info &&

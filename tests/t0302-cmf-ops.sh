@@ -155,19 +155,24 @@ test_expect_success 'truncate drops multi-token-prediction heads' '
 	"$NVG_PY" -c "
 import json, numpy as np
 from safetensors.numpy import save_file
-z = np.zeros
-save_file({\"model.embed_tokens.weight\": z((4, 8), np.float32),
-           \"model.layers.0.mlp.up_proj.weight\": z((16, 8), np.float32),
-           \"model.layers.1.mlp.up_proj.weight\": z((16, 8), np.float32),
-           \"model.mtp.0.proj.weight\": z((8, 8), np.float32)}, \"mt/model.safetensors\")
+shapes = [(\"input_layernorm\", (8,)), (\"self_attn.q_proj\", (8, 8)), (\"self_attn.k_proj\", (8, 8)),
+          (\"self_attn.v_proj\", (8, 8)), (\"self_attn.o_proj\", (8, 8)),
+          (\"post_attention_layernorm\", (8,)), (\"mlp.gate_proj\", (16, 8)),
+          (\"mlp.up_proj\", (16, 8)), (\"mlp.down_proj\", (8, 16))]
+t = {\"model.layers.%d.%s.weight\" % (l, n): np.zeros(s, np.float32) for l in (0, 1) for n, s in shapes}
+t.update({\"model.embed_tokens.weight\": np.zeros((4, 8), np.float32),
+          \"model.norm.weight\": np.zeros(8, np.float32),
+          \"model.mtp.0.proj.weight\": np.zeros((8, 8), np.float32)})
+save_file(t, \"mt/model.safetensors\")
 json.dump({\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16,
            \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"vocab_size\": 4}, open(\"mt/config.json\", \"w\"))
+open(\"names.want\", \"w\").write(\"\".join(n + \"\\n\" for n in [\"model.embed_tokens.weight\"] +
+    [\"model.layers.0.%s.weight\" % n for n, s in shapes] + [\"model.norm.weight\"]))
 " &&
 	cmf-patch import -o mt.cmf mt/model.safetensors &&
 	cmf-patch truncate --layers 1 -o mt1.cmf mt.cmf &&
 	cmf-patch list mt1.cmf >mt1.list &&
 	cut -f1 mt1.list >names &&
-	printf "%s\n" model.embed_tokens.weight model.layers.0.mlp.up_proj.weight >names.want &&
 	test_cmp names.want names
 '
 

@@ -30,4 +30,14 @@ const char *nv_err(void);
 /* forget the current reason */
 void nv_clearerr(void);
 
+/*
+ * mark the current failure as one of writing the output path (aout.h: a
+ * full disk, a failed rename), so that the tool names the file it was
+ * writing rather than its input; nv_seterr() and nv_clearerr() unmark it
+ */
+void nv_err_output(const char *path);
+
+/* the output whose writing is the current failure, or NULL */
+const char *nv_err_output_path(void);
+
 #endif

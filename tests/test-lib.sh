@@ -136,6 +136,14 @@ test_one_line_error() {
 	test_grep "^[a-z0-9-]+: " "$1"
 }
 
+# test_skip_all reason: the whole script skipped, with its reason, before any
+# test (TAP's "1..0 # SKIP"); only for what the machine cannot do, never data
+test_skip_all() {
+	echo "1..0 # SKIP $*"
+	cd "$NVG_BUILD" && rm -rf "$TRASH"
+	exit 0
+}
+
 # test_require_data file...: real data files must be present (a failure, not a skip)
 test_require_data() {
 	for f; do

@@ -77,10 +77,18 @@ static inline int tool_parse_tokens(const char *s, size_t *v)
 	return nv_parse_size(s, 2, SIZE_MAX / 8, v);
 }
 
-/* "tool: what 'subject': reason" with the library's reason; returns 1 */
+/*
+ * "tool: what 'subject': reason" with the library's reason; returns 1.  A
+ * failure to write an output file (a full disk) names that file instead:
+ * "tool: cannot write 'output': reason", whatever the step was about.
+ */
 static inline int tool_fail(const char *what, const char *subject)
 {
-	if (subject)
+	const char *out = nv_err_output_path();
+
+	if (out)
+		fprintf(stderr, "%s: cannot write '%s': %s\n", tool_name, out, nv_err());
+	else if (subject)
 		fprintf(stderr, "%s: %s '%s': %s\n", tool_name, what, subject, nv_err());
 	else
 		fprintf(stderr, "%s: %s: %s\n", tool_name, what, nv_err());

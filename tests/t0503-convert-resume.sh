@@ -44,9 +44,7 @@ kill_at() {
 }
 
 test_expect_success 'setup: tool wrappers that kill the run at a given step' '
-	mkdir kb &&
-	dirname "$(command -v nvg-encode)" >kb/.real &&
-	cat >kb/.step <<-\EOF &&
+	tool_wrappers kb <<-\EOF
 	#!/bin/bash
 	# count this tool start; the KILL_AT-th kills the run, else run the tool
 	d=$(dirname "$0")
@@ -58,10 +56,6 @@ test_expect_success 'setup: tool wrappers that kill the run at a given step' '
 	if [ "$n" = "$KILL_AT" ]; then touch "$d/killed"; kill -TERM 0; exit 143; fi
 	exec "$(cat "$d/.real")/${0##*/}" "$@"
 	EOF
-	chmod +x kb/.step &&
-	for t in cmf-patch cmf-eval gram-capture hctx-build nvg-encode blr-pack plan-alloc; do
-		ln -s .step kb/$t || return 1
-	done
 '
 
 test_expect_success 'killed at several steps, rerun: the same bytes' '

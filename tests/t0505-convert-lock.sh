@@ -37,9 +37,7 @@ holder_is_make() {
 }
 
 test_expect_success 'setup: tool wrappers that hold the run at its first encoder' '
-	mkdir hb &&
-	dirname "$(command -v nvg-encode)" >hb/.real &&
-	cat >hb/.step <<-\EOF &&
+	tool_wrappers hb <<-\EOF
 	#!/bin/bash
 	d=$(dirname "$0")
 	if [ "${0##*/}" = nvg-encode ] && [ ! -e "$d/held" ]; then
@@ -48,10 +46,6 @@ test_expect_success 'setup: tool wrappers that hold the run at its first encoder
 	fi
 	exec "$(cat "$d/.real")/${0##*/}" "$@"
 	EOF
-	chmod +x hb/.step &&
-	for t in cmf-patch gram-capture hctx-build nvg-encode blr-pack plan-alloc; do
-		ln -s .step hb/$t || return 1
-	done
 '
 
 test_expect_success 'a second conversion into a running OUT is refused, naming the holder' '

@@ -19,10 +19,12 @@ LDFLAGS   ?=
 PROVE     ?= prove
 PKG_CONFIG ?= pkg-config
 
-# Debian packages (see DESIGN.md, "Dependencies"); pocl for the tests' OpenCL
+# Debian packages (see DESIGN.md, "Dependencies"); pocl for the tests' OpenCL;
+# Slurm and munge for the one-node cluster of tests/t0506-convert-slurm.sh
 DEB_BUILD := libopenblas-dev liblapacke-dev ocl-icd-opencl-dev opencl-headers \
              libclblast-dev zlib1g-dev libcjson-dev pkg-config
-DEB_TEST  := pocl-opencl-icd mandoc python3 python3-pip python3-venv perl
+DEB_TEST  := pocl-opencl-icd mandoc python3 python3-pip python3-venv perl \
+             munge slurmctld slurmd slurm-client
 PKGS      := openblas lapacke libcjson zlib OpenCL clblast
 
 ifeq ($(SAN),1)

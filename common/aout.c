@@ -197,56 +197,90 @@ fail:
 	return -1;
 }
 
+/* the reason of a failed write, the output marked as the failure's subject (err.h) */
+static void write_failed(const aout *o, const char *what, int err)
+{
+	nv_seterr("%s: %s", what, strerror(err));
+	if (o->path)
+		nv_err_output(o->path);
+}
+
 int aout_write(aout *o, const void *p, size_t n)
 {
 	if (n && fwrite(p, 1, n, o->f) != n) {
-		nv_seterr("write failed: %s", strerror(errno));
+		write_failed(o, "write failed", errno);
 		return -1;
 	}
 	return 0;
 }
 
-int aout_commit(aout *o)
+/* stdout (closed by the tool) or a device or FIFO (closed here) */
+static int finish_direct(aout *o)
 {
 	int rc = 0;
 
-	if (!o->f)
-		return 0;
-	if (!o->tmp) { /* stdout (closed by the tool) or a device or FIFO (closed here) */
-		if (fflush(o->f) != 0 || ferror(o->f)) {
-			nv_seterr("write to %s failed: %s", o->direct ? "the device" :
-				  "standard output", strerror(errno));
-			rc = -1;
-		}
-		if (o->direct && fclose(o->f) != 0 && rc == 0) {
-			nv_seterr("closing the device failed: %s", strerror(errno));
-			rc = -1;
-		}
-		o->f = NULL;
-		o->direct = 0;
-		return rc;
-	}
 	if (fflush(o->f) != 0 || ferror(o->f)) {
-		nv_seterr("write to '%s' failed: %s", o->tmp, strerror(errno));
-		rc = -1;
-	}
-	if (fclose(o->f) != 0 && rc == 0) {
-		nv_seterr("closing '%s' failed: %s", o->tmp, strerror(errno));
-		rc = -1;
-	}
-	o->f = NULL;
-	if (rc == 0 && rename(o->tmp, o->path) != 0) {
-		nv_seterr("cannot rename '%s' to '%s': %s", o->tmp, o->path,
+		nv_seterr("write to %s failed: %s", o->direct ? "the device" : "standard output",
 			  strerror(errno));
 		rc = -1;
 	}
-	if (rc != 0)
+	if (o->direct && fclose(o->f) != 0 && rc == 0) {
+		nv_seterr("closing the device failed: %s", strerror(errno));
+		rc = -1;
+	}
+	o->f = NULL;
+	o->direct = 0;
+	return rc;
+}
+
+/* forget the temporary file, removing it first when it is not committed */
+static void drop_tmp(aout *o, int remove)
+{
+	if (remove)
 		unlink(o->tmp);
 	unregister_tmp(o->slot);
 	free(o->path);
 	free(o->tmp);
 	o->path = o->tmp = NULL;
 	o->slot = -1;
+}
+
+int aout_finish(aout *o)
+{
+	int rc = 0;
+
+	if (!o->f)
+		return 0;
+	if (!o->tmp)
+		return finish_direct(o);
+	if (fflush(o->f) != 0 || ferror(o->f)) {
+		write_failed(o, "write failed", errno);
+		rc = -1;
+	}
+	if (fclose(o->f) != 0 && rc == 0) {
+		write_failed(o, "close failed", errno);
+		rc = -1;
+	}
+	o->f = NULL;
+	if (rc != 0)
+		drop_tmp(o, 1);
+	return rc;
+}
+
+int aout_commit(aout *o)
+{
+	int rc;
+
+	if (aout_finish(o) < 0)
+		return -1;
+	if (!o->tmp)
+		return 0;
+	rc = rename(o->tmp, o->path) == 0 ? 0 : -1;
+	if (rc < 0) {
+		nv_seterr("cannot rename '%s' to '%s': %s", o->tmp, o->path, strerror(errno));
+		nv_err_output(o->path);
+	}
+	drop_tmp(o, rc < 0);
 	return rc;
 }
 

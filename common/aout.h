@@ -13,7 +13,9 @@
  * place, since a rename would replace the node itself; a symbolic link is
  * followed, so that its target is replaced atomically and the link stays;
  * anything else (a directory, a socket, a block device, a link to nothing)
- * is refused before anything is created.
+ * is refused before anything is created.  A failed write, close or rename
+ * of a file marks its path as the failure's subject (err.h, nv_err_output),
+ * so a full disk is reported against the file being written.
  */
 #ifndef NV_AOUT_H
 #define NV_AOUT_H
@@ -35,6 +37,13 @@ int aout_open(aout *o, const char *path, int flags);
 
 /* flush, check for write errors, close and rename into place */
 int aout_commit(aout *o);
+
+/*
+ * flush, check for write errors and close, but leave the temporary file
+ * unrenamed: aout_commit() then only renames it, aout_abort() removes it.
+ * So two outputs can both be written whole before either is renamed.
+ */
+int aout_finish(aout *o);
 
 /* close and remove the temporary file (no-op on a closed or stdout output) */
 void aout_abort(aout *o);

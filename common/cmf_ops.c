@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void shape_text(const cmf_tensor *t, char *buf, size_t len)
 {
@@ -246,12 +247,12 @@ static int export_fill(void *p, void *out)
 	return rc;
 }
 
-static int write_config(const cmf_file *f, cmf_dtype dtype, const char *out)
+/* config.json beside out, written whole to its temporary file but not renamed (*o) */
+static int write_config(const cmf_file *f, cmf_dtype dtype, const char *out, aout *o)
 {
 	const char *slash = strrchr(out, '/');
 	char *path, *json;
 	size_t dl = slash ? (size_t)(slash - out) + 1 : 0;
-	aout o;
 	int rc = -1;
 
 	if (!(json = cmf_arch_config_json(&f->arch, dtype)))
@@ -262,11 +263,11 @@ static int write_config(const cmf_file *f, cmf_dtype dtype, const char *out)
 	}
 	memcpy(path, out, dl);
 	strcpy(path + dl, "config.json");
-	if (aout_open(&o, path, 0) == 0) {
-		if (aout_write(&o, json, strlen(json)) < 0 || aout_write(&o, "\n", 1) < 0)
-			aout_abort(&o);
+	if (aout_open(o, path, 0) == 0) {
+		if (aout_write(o, json, strlen(json)) < 0 || aout_write(o, "\n", 1) < 0)
+			aout_abort(o);
 		else
-			rc = aout_commit(&o);
+			rc = aout_finish(o);
 	}
 	free(path);
 	free(json);
@@ -293,6 +294,7 @@ int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out)
 {
 	export_src *src;
 	cmf_writer *w;
+	aout cfg;
 	int rc = -1;
 
 	if (!f->has_arch)
@@ -319,9 +321,16 @@ int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out)
 					t->blr ? shape : t->shape, export_fill, &src[i]) < 0)
 			goto out;
 	}
-	if (cmf_writer_commit(w, out) < 0)
+	/* both files or neither: config.json is written whole before the model,
+	 * and renamed into place only once the model is */
+	if (write_config(f, dtype, out, &cfg) < 0)
 		goto out;
-	rc = write_config(f, dtype, out);
+	if (cmf_writer_commit(w, out) < 0) {
+		aout_abort(&cfg);
+		goto out;
+	}
+	if ((rc = aout_commit(&cfg)) < 0)
+		unlink(out);
 out:
 	cmf_writer_free(w);
 	free(src);

@@ -48,7 +48,8 @@ int cmf_op_truncate(const cmf_file *f, size_t n, const char *out);
 /*
  * a plain Hugging Face safetensors file (every BLR tensor dequantized,
  * all tensors in dtype: CMF_F32, CMF_F16 or CMF_BF16; a value beyond the
- * dtype's range is an error) and config.json beside it
+ * dtype's range is an error) and config.json beside it: both or neither
+ * (a full disk leaves no model without its config)
  */
 int cmf_op_export(const cmf_file *f, cmf_dtype dtype, const char *out);
 /* export's default dtype: the one every float tensor has, else F32 */

@@ -6,11 +6,13 @@
 #include <string.h>
 
 static _Thread_local char reason[1024];
+static _Thread_local char output[1024]; /* the output the failure is writing, or "" */
 
 void nv_seterr(const char *fmt, ...)
 {
 	va_list ap;
 
+	output[0] = '\0';
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
@@ -51,3 +53,12 @@ const char *nv_err(void)
 	return reason[0] ? reason : "unknown error";
 }
 
+void nv_err_output(const char *path)
+{
+	snprintf(output, sizeof(output), "%s", path);
+}
+
+const char *nv_err_output_path(void)
+{
+	return output[0] ? output : NULL;
+}

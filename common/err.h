@@ -27,4 +27,14 @@ void nv_preerr(const char *fmt, ...) NV_PRINTF(1, 2);
 /* the reason last set on this thread ("unknown error" when none) */
 const char *nv_err(void);
 
+/*
+ * mark the current failure as one of writing the output path (aout.h: a
+ * full disk, a failed rename), so that the tool names the file it was
+ * writing rather than its input; nv_seterr() unmarks it
+ */
+void nv_err_output(const char *path);
+
+/* the output whose writing is the current failure, or NULL */
+const char *nv_err_output_path(void);
+
 #endif

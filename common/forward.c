@@ -696,11 +696,9 @@ static int final_states(fw_model *m, const uint32_t *tok, const fw_window *w, si
 			float *x, fw_progress *p)
 {
 	fw_scratch s;
-	size_t tmax = 0, off = 0;
+	size_t tmax = fw_windows_tmax(w, nw), off = 0;
 	int rc = 0;
 
-	for (size_t i = 0; i < nw; i++)
-		tmax = w[i].len - 1 > tmax ? w[i].len - 1 : tmax;
 	for (size_t i = 0; i < nw && rc == 0; i++) {
 		rc = fw_embed(m, tok + w[i].start, w[i].len - 1, x + off * m->d);
 		off += w[i].len - 1;
@@ -773,6 +771,15 @@ fw_window *fw_windows(size_t fit, size_t sel, size_t w, size_t *nwin, size_t *ro
 	*nwin = n;
 	*rows = r;
 	return v;
+}
+
+size_t fw_windows_tmax(const fw_window *w, size_t nw)
+{
+	size_t tmax = 0;
+
+	for (size_t i = 0; i < nw; i++)
+		tmax = w[i].len - 1 > tmax ? w[i].len - 1 : tmax;
+	return tmax;
 }
 
 typedef struct {
@@ -879,7 +886,7 @@ int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t w
 {
 	fw_runner a, b;
 	fw_window *w;
-	size_t nw, rows;
+	size_t nw, rows, tmax;
 	fw_progress p = { progress, ctx, 0, 0, 0 };
 	int rc = -1;
 
@@ -908,7 +915,9 @@ int fw_eval(fw_model *m, fw_model *base, const uint32_t *tok, size_t n, size_t w
 	if (base)
 		base->flops_done = 0;
 	memset(&b, 0, sizeof b);
-	if (runner_init(&a, m, window) == 0 && (!base || runner_init(&b, base, window) == 0) &&
+	/* scratch for the longest window, not for --window: 100000 would ask 4·W² bytes */
+	tmax = fw_windows_tmax(w, nw);
+	if (runner_init(&a, m, tmax) == 0 && (!base || runner_init(&b, base, tmax) == 0) &&
 	    eval_windows(&a, base ? &b : NULL, tok, w, nw, rows, r, &p) == 0)
 		rc = 0;
 	r->tokens = n;
@@ -942,7 +951,7 @@ int fw_generate(fw_model *m, const uint32_t *tok, size_t n, size_t steps, size_t
 	if (!(o = nv_malloc(cap, sizeof *o)))
 		return -1;
 	memcpy(o, tok, n * sizeof *o);
-	if (runner_init(&a, m, window) < 0)
+	if (runner_init(&a, m, cap < window ? cap : window) < 0)
 		goto out;
 	while (k < cap && k < window) {
 		size_t am;

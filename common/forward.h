@@ -228,6 +228,13 @@ typedef struct {
 fw_window *fw_windows(size_t fit, size_t sel, size_t w, size_t *nwin, size_t *rows);
 
 /*
+ * the most positions one of the windows w[0..nw) feeds, max (len − 1): what
+ * scratch for them needs, never more than the tokens hold however large the
+ * window asked for
+ */
+size_t fw_windows_tmax(const fw_window *w, size_t nw);
+
+/*
  * the final hidden states (before the final norm) of every window's fed
  * positions, windows in order: x (Σ (len − 1) × d).  Layer-major: each
  * layer is converted to f32 once and run on every window.

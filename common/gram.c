@@ -259,15 +259,16 @@ int gr_state_header(const fw_model *m, const gr_capture_opts *o, uint32_t layer,
 typedef struct {
 	fw_model *m;
 	const gr_capture_opts *o;
+	size_t tmax;    /* the most positions a window feeds (≤ the window, ≤ the tokens) */
 	fw_scratch s;
 	fw_layer ly;
-	float *x;       /* (window × d) hidden states */
+	float *x;       /* (tmax × d) hidden states */
 	st_reader in;
 	st_writer out;
 	int has_in, has_out;
 	/* the source stream, for the cross-moments */
 	fw_scratch s2;
-	float *x2;      /* (window × d) its hidden states */
+	float *x2;      /* (tmax × d) its hidden states */
 	st_reader xin;
 	int has_xin;
 } cap_ctx;
@@ -292,8 +293,8 @@ static int cross_open(cap_ctx *c, const st_header *want)
 {
 	const gr_capture_opts *o = c->o;
 
-	if (fw_scratch_init(&c->s2, c->m, o->window) < 0 ||
-	    !(c->x2 = nv_malloc(o->window, c->m->d * sizeof(float))))
+	if (fw_scratch_init(&c->s2, c->m, c->tmax) < 0 ||
+	    !(c->x2 = nv_malloc(c->tmax, c->m->d * sizeof(float))))
 		return -1;
 	if (st_open(&c->xin, o->cross_in) < 0)
 		goto bad;
@@ -311,8 +312,8 @@ static int cap_open(cap_ctx *c)
 	const gr_capture_opts *o = c->o;
 	st_header want;
 
-	if (fw_scratch_init(&c->s, c->m, o->window) < 0 ||
-	    !(c->x = nv_malloc(o->window, c->m->d * sizeof(float))))
+	if (fw_scratch_init(&c->s, c->m, c->tmax) < 0 ||
+	    !(c->x = nv_malloc(c->tmax, c->m->d * sizeof(float))))
 		return -1;
 	if (o->state_in) {
 		if (st_open(&c->in, o->state_in) < 0)
@@ -503,6 +504,7 @@ int gr_capture_cross(fw_model *m, const gr_capture_opts *o, gr_acc acc[GR_NLEAD]
 		nv_seterr("no window of at least 2 tokens in FIT %zu + SEL %zu", o->fit, o->sel);
 		goto out;
 	}
+	c.tmax = fw_windows_tmax(w, nwin);
 	if ((o->grams && init_accs(m, acc, 0) < 0) || (o->cross_in && init_accs(m, xacc, 1) < 0) ||
 	    cap_open(&c) < 0)
 		goto out;

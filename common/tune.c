@@ -396,12 +396,10 @@ int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const floa
 	    tn_result *r)
 {
 	tn_run u = { .m = m, .x = x, .ysrc = ysrc, .w = w, .nw = nw };
-	size_t tmax = 0, k = 0;
+	size_t tmax = fw_windows_tmax(w, nw), k = 0;
 	int rc = -1;
 
 	memset(r, 0, sizeof *r);
-	for (size_t i = 0; i < nw; i++)
-		tmax = w[i].len - 1 > tmax ? w[i].len - 1 : tmax;
 	if (o->batch == 0 || o->batch > 64 || o->eval_every == 0) {
 		nv_seterr("a batch of 1 to 64 windows and an evaluation period are needed");
 		return -1;
@@ -498,11 +496,9 @@ int tn_block_out(const fw_model *m, int l, const float *x, const fw_window *w, s
 {
 	fw_layer ly;
 	fw_scratch s;
-	size_t tmax = 0, off = 0;
+	size_t tmax = fw_windows_tmax(w, nw), off = 0;
 	int rc = 0;
 
-	for (size_t i = 0; i < nw; i++)
-		tmax = w[i].len - 1 > tmax ? w[i].len - 1 : tmax;
 	if (fw_layer_load(m, l, NULL, 0, &ly) < 0)
 		return -1;
 	if (fw_scratch_init(&s, m, tmax) < 0) {

@@ -3,8 +3,12 @@
 # the tensor list, the generated layer rules, running a step into its log,
 # an encoder step (exit 3 = refused), the patch arguments, the report and
 # provenance, and the sweep's curves.  Every file is written to a temporary
-# name and renamed, so an interrupted step leaves nothing half-written.
+# name and renamed, so an interrupted step leaves nothing half-written; every
+# temporary and scratch file is named NAME.tmp (a tool's own NAME.tmp.PID),
+# the names convert.mk removes at its start when a killed run left them.
 #
+#   convert-lib.sh locked OUT -- CMD…
+#                     (CMD run holding OUT/.lock; refused while another holds it)
 #   convert-lib.sh body-linears SOURCE.LIST
 #   convert-lib.sh layers-mk TENSORS.TXT CAPTURE(1|0) INFO.TXT
 #   convert-lib.sh step LOG -- CMD…
@@ -22,6 +26,24 @@ T=${BIN:+${BIN%/}/}
 die() {
 	echo "convert: $*" >&2
 	exit 1
+}
+
+# locked OUT -- CMD…: CMD (the conversion's make) run holding an exclusive
+# flock on OUT/.lock, which names its holder; CMD and every tool it starts
+# inherit the descriptor, so the kernel releases the lock when the last of
+# them ends, however it ends.  Another holder is an error, not a wait.
+locked() {
+	local out=$1 fd holder
+	shift 2
+	mkdir -p "$out" || exit 1
+	exec {fd}>>"$out/.lock" || exit 1
+	if ! flock -n "$fd"; then
+		holder=$(cat "$out/.lock")
+		die "cannot lock OUT '$out': another conversion is running there (${holder:-its pid not yet written}); wait for it to end or choose another OUT"
+	fi
+	# the pid is this shell's, which exec makes the conversion's make
+	echo "pid $$ on $(hostname)" >"$out/.lock"
+	exec "$@"
 }
 
 # the lead (input Gram) of a body linear's short name
@@ -97,10 +119,10 @@ step() {
 # file beside REP, the encoder's report line into REP; exit 3 (the packer
 # refused) writes "refused" and no payload; BLR "-" discards the payload
 encode() {
-	local log=$1 rep=$2 blr=$3 model=$4 name=$5 rc=0 out raw=$2.w
+	local log=$1 rep=$2 blr=$3 model=$4 name=$5 rc=0 out raw=$2.w.tmp
 	shift 6
 	out=$blr
-	[ "$blr" = - ] && out=$rep.blr
+	[ "$blr" = - ] && out=$rep.blr.tmp
 	if ! "${T}cmf-patch" extract -o "$raw" "$model" "$name" 2>"$log"; then
 		tail -n 5 "$log" >&2
 		exit 1
@@ -165,7 +187,7 @@ json_str() {
 # one tensor's report line (and its bits) from its payload and the rank rule
 report_tensor() {
 	local out=$1 name=$2 layer=$3 bpw=$4 m=$5 n=$6 short=$7 mult=$8 info rank paths bits line clip sel
-	info=$out/L$layer/$short.info
+	info=$out/L$layer/$short.info.tmp
 	"${T}blr-pack" info "$out/L$layer/$short.blr" >"$info"
 	rank=$(info_field rank "$info")
 	paths=$(info_field paths "$info")
@@ -187,20 +209,20 @@ report() {
 	heads=$(awk '$1 == "heads:" { print $2 }' "$out/info.txt")
 	kvh=$(awk '$1 == "kv_heads:" { print $2 }' "$out/info.txt")
 	[ -n "$heads" ] && [ -n "$kvh" ] && [ "$kvh" -lt "$heads" ] && gqa=1
-	: >"$out/report.body"
+	: >"$out/report.body.tmp"
 	while read -r name layer b m n short lead; do
 		mult=1
 		[ $gqa = 1 ] && { [ "$short" = k ] || [ "$short" = v ]; } && mult=$kv
 		if [ "$b" = keep ]; then
-			echo "$name $layer ${m}x$n keep - - - - - | kept by the plan" >>"$out/report.body"
+			echo "$name $layer ${m}x$n keep - - - - - | kept by the plan" >>"$out/report.body.tmp"
 			continue
 		fi
 		st=$(cat "$out/L$layer/$short.rep")
 		if [ "$st" = refused ]; then
-			echo "$name $layer ${m}x$n $b - - - refused - | blr refused, kept in its source dtype" >>"$out/report.body"
+			echo "$name $layer ${m}x$n $b - - - refused - | blr refused, kept in its source dtype" >>"$out/report.body.tmp"
 			continue
 		fi
-		report_tensor "$out" "$name" "$layer" "$b" "$m" "$n" "$short" "$mult" >>"$out/report.body"
+		report_tensor "$out" "$name" "$layer" "$b" "$m" "$n" "$short" "$mult" >>"$out/report.body.tmp"
 	done <"$out/tensors.txt"
 	summarise "$out" "$method" "$bpw" "$kv" "$pathsopt" "$plan" "$calib" "$fit" "$sel" "$window" "$rho" "$device"
 }
@@ -212,11 +234,11 @@ summarise() {
 		echo "# nvgkit BLR conversion: method $2, target $3 bpw, paths $5, kv factor $4"
 		echo "# tensor layer shape requested_bpw delivered_bpw rank paths clip sel_error | encoder report"
 		awk '$5 != "-" { split($3, d, "x"); w = d[1] * d[2]; printf "%s %s %s %s %.6f %s %s %s %s", $1, $2, $3, $4, $5 / w, $6, $7, $8, $9
-			for (i = 10; i <= NF; i++) printf " %s", $i; printf "\n"; next } { print }' "$out/report.body"
+			for (i = 10; i <= NF; i++) printf " %s", $i; printf "\n"; next } { print }' "$out/report.body.tmp"
 	} >"$rep"
 	# the totals over the payloads, and every layer projection of the source
 	# (bits of the payload when encoded, else 8 per byte of the source tensor)
-	awk -v rep="$rep" '
+	awk -v rep="$rep" -v tot="$out/report.totals.tmp" '
 	FNR == NR {
 		if ($5 == "-") { if ($4 == "keep") kept++; else if ($8 == "refused") refused++; next }
 		split($3, d, "x"); w = d[1] * d[2]
@@ -239,10 +261,10 @@ summarise() {
 		}
 		printf "# total blr body %.6f bpw over %d weights (requested %.6f bpw); all layer projections %.6f bpw over %d weights; %d kept, %d refused\n",
 			bw ? bb / bw : 0, bw, bw ? rq / bw : 0, aw ? ab / aw : 0, aw, kept, refused >> rep
-		printf "%.17g %d %.17g %.17g %d %d %d %d\n", bw ? bb / bw : 0, bw, bw ? rq / bw : 0, aw ? ab / aw : 0, aw, nclip, kept, refused > (rep ".totals")
-	}' "$out/report.body" "$out/source.list"
-	read -r body_bpw body_w req_bpw all_bpw all_w nclip nkept _ <"$rep.totals"
-	rm -f "$rep.totals"
+		printf "%.17g %d %.17g %.17g %d %d %d %d\n", bw ? bb / bw : 0, bw, bw ? rq / bw : 0, aw ? ab / aw : 0, aw, nclip, kept, refused > tot
+	}' "$out/report.body.tmp" "$out/source.list"
+	read -r body_bpw body_w req_bpw all_bpw all_w nclip nkept _ <"$out/report.totals.tmp"
+	rm -f "$out/report.totals.tmp"
 	if [ "$2" = nvg ]; then
 		calibjson=$(printf '{"file": %s, "fit_tokens": %s, "sel_tokens": %s, "window": %s, "rho": %s, "sequential": true}' \
 			"$(json_str "$(basename "$7")")" "$8" "$9" "${10}" "${11}")
@@ -255,13 +277,13 @@ summarise() {
 	{
 		printf '{"weight_quant": "blr", "blr": {"method": "%s", "target_bpw": %s, "plan": %s, ' "$2" "$3" "$planjson"
 		printf '"requested_bpw": %s, "clipped_tensors": %s, "kept_tensors": %s, "refused_tensors": [%s], ' \
-			"$req_bpw" "$nclip" "$nkept" "$(awk '$8 == "refused" { printf "%s\"%s\"", n++ ? ", " : "", $1 }' "$out/report.body")"
+			"$req_bpw" "$nclip" "$nkept" "$(awk '$8 == "refused" { printf "%s\"%s\"", n++ ? ", " : "", $1 }' "$out/report.body.tmp")"
 		printf '"blr_body_bpw": %s, "blr_body_weights": %s, "layer_projection_bpw": %s, "layer_projection_weights": %s, ' \
 			"$body_bpw" "$body_w" "$all_bpw" "$all_w"
 		printf '"kv_factor": %s, "paths": "%s", "calibration": %s, "encoder_device": "%s"}}\n' \
 			"$4" "$5" "$calibjson" "$([ "$2" = nvg ] && echo "${12}" || echo cpu)"
 	} >"$prov"
-	rm -f "$out/report.body"
+	rm -f "$out/report.body.tmp"
 	mv "$prov" "$out/provenance.json"
 	mv "$rep" "$out/model.cmf.blr.txt"
 }
@@ -291,6 +313,7 @@ curves() {
 cmd=$1
 shift
 case $cmd in
+locked) locked "$@" ;;
 body-linears) body_linears "$@" ;;
 layers-mk) layers_mk "$@" ;;
 step) step "$@" ;;

@@ -18,6 +18,11 @@
 # with layers < L dual-svid-encoded), only to report each payload's SEL error.
 # Every intermediate is a file written atomically, so a conversion killed at
 # any moment resumes with the same command and ends with the same bytes.
+# One conversion at a time runs in an OUT: it holds a lock on OUT/.lock
+# (flock) while it runs, and another conversion into that OUT, of any
+# target, is refused naming the holder's pid; the kernel releases the lock
+# when the conversion's processes end, killed or not.  A run starts by
+# removing the temporaries (NAME.tmp, NAME.tmp.PID) that a killed one left.
 # TRANSPORT=1 (nvg) also keeps the source model's own states OUT/src/S_L
 # (nothing encoded), captures each lead's cross-moment of the two streams
 # (L/g.<lead>.{fit,sel}.cross, NVGC) and encodes the transport target
@@ -111,7 +116,7 @@ CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
 $(foreach v,MODEL PLAN CALIB,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
 $(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
 $(foreach v,BPW RHO KV_FACTOR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
-# every value in the range its tool takes, checked before OUT is touched
+# every value in the range its tool takes (tools/tool.h), checked before OUT is touched
 in_range = $(shell awk -v v='$(1)' 'BEGIN { exit !(v + 0 $(2) && v + 0 $(3)) }' && echo y)
 range = $(if $(call in_range,$($(1)),$(2),$(3)),,$(error convert.mk: $(1) '$($(1))' is not $(2) and $(3)))
 $(call range,BPW,> 0,< 16)
@@ -133,6 +138,22 @@ endif
 endif
 endif
 
+# ---- one conversion at a time in OUT: the lock ----
+# The make started by hand takes an exclusive flock on OUT/.lock (not waiting)
+# and runs the conversion as a second make of this file that holds it; that
+# make and the tools it starts inherit the lock, so the kernel releases it
+# when the last of them ends, killed or not.  A second conversion into OUT is
+# refused with the holder's pid.  Only the make holding the lock writes in OUT.
+LOCKED := $(filter $(abspath $(OUT)),$(NVG_CONVERT_LOCKED))
+UNLOCKED := $(if $(LOCKED),,1)
+ifeq ($(UNLOCKED),1)
+.PHONY: $(or $(MAKECMDGOALS),all) convert-locked
+$(or $(MAKECMDGOALS),all): convert-locked ; @:
+convert-locked:
+	@NVG_CONVERT_LOCKED='$(abspath $(OUT))' bash $(PIPE)/convert-lib.sh locked '$(OUT)' -- \
+		$(MAKE) -f $(PIPE)/convert.mk $(MAKECMDGOALS)
+endif
+
 # ---- OUT belongs to one conversion: its parameters are stamped there ----
 
 fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
@@ -147,19 +168,30 @@ ifneq ($(file <$(STAMP)),$(PARAMS))
 $(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's); remove it or choose another OUT)
 endif
 else
-ifneq ($(filter-out logs params,$(shell ls -A '$(OUT)' 2>/dev/null)),)
+ifneq ($(filter-out logs params .lock,$(shell ls -A '$(OUT)' 2>/dev/null)),)
 $(error convert.mk: OUT '$(OUT)' is not empty and holds no conversion stamp; choose an empty or new directory)
 endif
+ifneq ($(LOCKED),)
 $(shell mkdir -p '$(OUT)/logs')
 $(file >$(STAMP).tmp,$(PARAMS))
 $(shell mv -f '$(STAMP).tmp' '$(STAMP)')
 endif
+endif
 # CALIBRATE is not a parameter of the stamp: model.cmf follows OUT/calibrate.set,
 # rewritten only when the setting changes
+ifneq ($(LOCKED),)
 ifneq ($(file <$(OUT)/calibrate.set),$(CALIBRATE))
 $(file >$(OUT)/calibrate.set,$(CALIBRATE))
 endif
+# the temporaries a killed run left (no rerun would replace them): every file
+# of the conversion's naming, NAME.tmp and the tools' NAME.tmp.PID; under the
+# lock no process of an earlier run is left to be writing one
+$(shell find '$(OUT)' -type f \( -name '*.tmp' -o -name '*.tmp.[0-9]*' \) -delete)
 endif
+endif
+
+# the rest is the locked make's (the one started by hand only takes the lock)
+ifneq ($(UNLOCKED),1)
 
 .PHONY: all layers sweep help
 all: $(OUT)/model.cmf $(OUT)/model.cmf.blr.txt
@@ -184,10 +216,10 @@ $(OUT)/info.txt: $(STAMP)
 	$(Q)mv $@.tmp $@
 
 $(OUT)/tensors.txt: $(OUT)/source.list $(PIPE)/convert-lib.sh
-	$(Q)$(LIB) body-linears $(OUT)/source.list >$@.body
-	$(Q)if [ ! -s $@.body ]; then rm -f $@.body; echo "convert: '$(MODEL)' has no body linears to encode" >&2; exit 1; fi
-	$(Q)$(T)plan-alloc --resolve $(or $(PLAN),/dev/null) --bpw $(BPW) -o $@.tmp $@.body || { rm -f $@.body; exit 1; }
-	$(Q)rm -f $@.body
+	$(Q)$(LIB) body-linears $(OUT)/source.list >$@.body.tmp
+	$(Q)if [ ! -s $@.body.tmp ]; then rm -f $@.body.tmp; echo "convert: '$(MODEL)' has no body linears to encode" >&2; exit 1; fi
+	$(Q)$(T)plan-alloc --resolve $(or $(PLAN),/dev/null) --bpw $(BPW) -o $@.tmp $@.body.tmp || { rm -f $@.body.tmp; exit 1; }
+	$(Q)rm -f $@.body.tmp
 	$(Q)mv $@.tmp $@
 
 $(OUT)/layers.mk: $(OUT)/tensors.txt $(OUT)/info.txt $(PIPE)/convert-lib.sh
@@ -374,3 +406,4 @@ sweep: $(OUT)/curves.txt
 $(OUT)/curves.txt: $(SWEEPS)
 	$(Q)$(LIB) curves $(OUT) '$(SWEEP_LIST)' >$@.tmp
 	$(Q)mv $@.tmp $@
+endif

@@ -3,7 +3,10 @@
 # depending on the one before (layer L is calibrated on the states that
 # layer L-1's job leaves), then one job for the report and the model.  Every
 # job runs the same make targets as a local conversion, so a failed or
-# cancelled job is resumed by submitting again.
+# cancelled job is resumed by submitting again.  Each job holds OUT's lock
+# (convert.mk) while it runs, so even layers that need no state from the
+# layer before (dual-svid without data) run one after another: a job that
+# found OUT locked would fail rather than wait.
 #
 #   pipelines/slurm-convert.sh [-j N] [-s 'SBATCH OPTIONS'] [-n] VAR=VALUE…
 #
@@ -33,23 +36,18 @@ done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || usage
 out=
-method=nvg
 for a in "$@"; do
 	[[ $a == *=* ]] || { echo "slurm-convert: '$a' is not VAR=VALUE" >&2; exit 2; }
 	case $a in
 	OUT=*) out=${a#OUT=} ;;
-	METHOD=*) method=${a#METHOD=} ;;
 	esac
 done
 [ -n "$out" ] || { echo "slurm-convert: OUT is required" >&2; exit 2; }
 
 # the layer rules, made here: they only list the model (and check the
-# command line, the plan and OUT before anything is submitted)
+# command line, the plan, OUT and its lock before anything is submitted)
 make -s -f "$here/convert.mk" "$@" layers
 layers=$(sed -n 's/^LAYERS :=//p' "$out/layers.mk")
-# layers chain when some capture needs the state the layer before leaves (nvg,
-# and dual-svid given tokens for its SEL errors); else they are independent
-chain=$(sed -n 's/^NEED_STATE :=//p' "$out/layers.mk")
 [ -n "$layers" ] || { echo "slurm-convert: no layers in $out/layers.mk" >&2; exit 1; }
 
 mk="make -f $(printf '%q' "$here/convert.mk")"
@@ -75,9 +73,7 @@ submit() {
 prev=
 all=
 for l in $layers; do
-	after=
-	{ [ "$method" = nvg ] || [ -n "$chain" ]; } && after=$prev
-	id=$(submit "nvg-L$l" "$after" "layer-$l")
+	id=$(submit "nvg-L$l" "$prev" "layer-$l")
 	echo "$id"
 	prev=$id
 	all=${all:+$all:}$id

@@ -23,6 +23,19 @@ convert_setup() {
 	head -c $((4 * 1536)) train.u32 >cal.u32
 }
 
+# tool_wrappers DIR: every tool a conversion starts, as a symbolic link in
+# DIR to DIR/.step, the script read from standard input, which finds the
+# real tools' directory in DIR/.real (a conversion run with BIN=DIR)
+tool_wrappers() {
+	mkdir "$1" &&
+	dirname "$(command -v nvg-encode)" >"$1/.real" &&
+	cat >"$1/.step" &&
+	chmod +x "$1/.step" &&
+	for t in cmf-patch cmf-eval gram-capture hctx-build nvg-encode blr-pack plan-alloc blr-tune; do
+		ln -s .step "$1/$t" || return 1
+	done
+}
+
 # the report's tensor lines (comments dropped)
 report_lines() {
 	grep -v '^#' "$1"

@@ -196,7 +196,14 @@ test_expect_success 'config.json that disagrees with a tensor' '
 	"$NVG_PY" -c "
 import json, numpy as np
 from safetensors.numpy import save_file
-save_file({\"model.layers.0.self_attn.k_proj.weight\": np.zeros((8, 8), np.float32)}, \"w/model.safetensors\")
+z = lambda *s: np.zeros(s, np.float32)
+L = \"model.layers.0.\"
+save_file({\"model.embed_tokens.weight\": z(4, 8), \"model.norm.weight\": z(8),
+           L + \"input_layernorm.weight\": z(8), L + \"post_attention_layernorm.weight\": z(8),
+           L + \"self_attn.q_proj.weight\": z(8, 8), L + \"self_attn.k_proj.weight\": z(8, 8),
+           L + \"self_attn.v_proj.weight\": z(4, 8), L + \"self_attn.o_proj.weight\": z(8, 8),
+           L + \"mlp.gate_proj.weight\": z(16, 8), L + \"mlp.up_proj.weight\": z(16, 8),
+           L + \"mlp.down_proj.weight\": z(8, 16)}, \"w/model.safetensors\")
 json.dump({\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,
            \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"vocab_size\": 4}, open(\"w/config.json\", \"w\"))
 " &&

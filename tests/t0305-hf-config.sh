@@ -154,4 +154,22 @@ test_expect_success 'tie_word_embeddings false without lm_head.weight is refused
 	test_path_is_missing untied.cmf
 '
 
+# the tensors config.json promises: the embeddings, the final norm and every
+# tensor of each of its num_hidden_layers layers
+test_expect_success 'a tensor config.json promises but the file lacks is refused by name' '
+	for t in model.layers.4.mlp.down_proj.weight model.norm.weight; do
+		rm -rf miss && mkdir miss && cp hf/config.json miss/ &&
+		"$NVG_PY" -c "
+import sys
+from safetensors.numpy import load_file, save_file
+t = load_file(\"hf/model.safetensors\")
+del t[sys.argv[1]]
+save_file(t, \"miss/model.safetensors\")" $t &&
+		test_expect_code 1 cmf-patch import -o miss.cmf miss/model.safetensors 2>err &&
+		test_one_line_error err &&
+		test_grep "no tensor .$t.: the arch .llama. has it" err &&
+		test_path_is_missing miss.cmf || return 1
+	done
+'
+
 test_done

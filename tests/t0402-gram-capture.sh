@@ -101,6 +101,37 @@ f = x[:300]; np.float32(f.T @ f / 300).astype(\"<f4\").tofile(\"wantfit.f32\")" 
 	test $(od -An -tu8 -j8 -N8 merged.gram) = 500
 '
 
+test_expect_success 'filter mode -o - writes the one Gram to stdout; --merge without -o too' '
+	gram-capture -n 24 -o - rows.f32 >out.gram &&
+	cmp all.gram out.gram &&
+	test_path_is_missing ./-.gram &&
+	gram-capture --merge part.fit.gram part.sel.gram >m.gram &&
+	cmp merged.gram m.gram &&
+	gram-capture --merge -o - part.fit.gram part.sel.gram >m2.gram &&
+	cmp merged.gram m2.gram
+'
+
+test_expect_success '-o - with several Grams to write is a usage error' '
+	test_expect_code 2 gram-capture -n 24 --fit-tokens 300 --sel-tokens 200 -o - rows.f32 >out 2>err &&
+	test_grep "^gram-capture: -o - writes one Gram to standard output: the split writes two$" err &&
+	test_expect_code 2 gram-capture -q -m s.cmf --tokens tok.u32 -l 0 -o - >out 2>err &&
+	test_grep "model mode writes one a lead" err &&
+	test_path_is_missing ./-.gram ./-.q.gram &&
+	test ! -s out
+'
+
+# the scratch of a window is W² scores: sized by the windows the tokens
+# make, --window 2^20 (4 TiB of scores) is one window of all the tokens
+test_expect_success 'a window beyond the tokens costs no more than the tokens' '
+	gram-capture -q -m s.cmf --tokens tok.u32 -l 1 --window 1048576 -o big &&
+	gram-capture -q -m s.cmf --tokens tok.u32 -l 1 --window 1200 -o one &&
+	for lead in q o gate down; do
+		cmp one.$lead.gram big.$lead.gram || return 1
+	done &&
+	test_expect_code 2 gram-capture -q -m s.cmf --tokens tok.u32 -l 1 --window 1048577 -o no 2>err &&
+	test_grep "bad --window" err
+'
+
 test_expect_success 'text input gives the Grams of its tokens' '
 	head -c 3000 t.txt >short.txt &&
 	cmf-eval -m s.cmf --text short.txt --tokenize short.u32 &&

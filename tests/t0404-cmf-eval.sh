@@ -49,6 +49,19 @@ test_expect_success 'windows: each window of L tokens scores L-1 of them' '
 	test "$(val predicted out)" = $((299 * 3 + 99))
 '
 
+# the scratch of a window is W² scores: --window 2^20 asked 4 TiB before it
+# was sized by the windows the tokens make
+test_expect_success 'a window beyond the tokens is one window of them all, at their cost' '
+	cmf-eval -q -m s.cmf --base patched.cmf --tokens tok.u32 --limit 1000 --window 1048576 >big &&
+	cmf-eval -q -m s.cmf --base patched.cmf --tokens tok.u32 --limit 1000 --window 1000 >one &&
+	grep -E "^(tokens|predicted|nll|ppl|base_ppl|kl|top1) " one >one.f &&
+	grep -E "^(tokens|predicted|nll|ppl|base_ppl|kl|top1) " big >big.f &&
+	test_cmp one.f big.f &&
+	test "$(val predicted big)" = 999 &&
+	test_expect_code 2 cmf-eval -m s.cmf --tokens tok.u32 --window 1048577 2>err &&
+	test_grep "bad --window" err
+'
+
 test_expect_success 'a model against itself: KL 0, top-1 agreement 1' '
 	cmf-eval -q -m s.cmf --base s.cmf --tokens tok.u32 --limit 2000 --window 256 >self &&
 	test "$(val kl self)" = 0 &&

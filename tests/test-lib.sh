@@ -115,9 +115,10 @@ test_path_is_missing() {
 	done
 }
 
-# test_no_tmp_files [dir]: no temporary output left behind
+# test_no_tmp_files [dir]: no temporary output left behind: a tool's
+# NAME.tmp.PID, convert.mk's and convert-lib.sh's NAME.tmp
 test_no_tmp_files() {
-	left=$(find "${1:-.}" -name '*.tmp.*' -print)
+	left=$(find "${1:-.}" \( -name '*.tmp.*' -o -name '*.tmp' \) -print)
 	if [ -n "$left" ]; then
 		echo "test_no_tmp_files: left behind: $left" >&2
 		return 1
@@ -133,6 +134,14 @@ test_one_line_error() {
 		return 1
 	fi
 	test_grep "^[a-z0-9-]+: " "$1"
+}
+
+# test_skip_all reason: the whole script skipped, with its reason, before any
+# test (TAP's "1..0 # SKIP"); only for what the machine cannot do, never data
+test_skip_all() {
+	echo "1..0 # SKIP $*"
+	cd "$NVG_BUILD" && rm -rf "$TRASH"
+	exit 0
 }
 
 # test_require_data file...: real data files must be present (a failure, not a skip)

@@ -147,11 +147,11 @@ static int cmd_rank(const opts *o)
 		return tool_usage_error("rank needs --shape MxN and --bpw bits");
 	if (nv_parse_shape(o->shape, &m, &n) < 0)
 		return tool_usage_error("bad --shape: %s", nv_err());
-	if (nv_parse_double(o->bpw, 0, 16, &bpw) < 0 || bpw <= 0)
-		return tool_usage_error("bad --bpw '%s': not a budget in (0, 16]", o->bpw);
+	if (tool_parse_bpw(o->bpw, &bpw) < 0)
+		return tool_usage_error("bad --bpw '%s': %s", o->bpw, nv_err());
 	if (o->paths && nv_parse_size(o->paths, 1, 2, &p) < 0)
 		return tool_usage_error("bad --paths: %s", nv_err());
-	if (o->kv && nv_parse_double_open(o->kv, 0, 64, &k) < 0)
+	if (o->kv && tool_parse_kv_factor(o->kv, &k) < 0)
 		return tool_usage_error("bad --kv-factor: %s", nv_err());
 	if (p)
 		return rank_line(m, n, bpw, p, k);

@@ -75,9 +75,9 @@ static int parse_opt(int c, opts *o)
 	case 'o': o->out = optarg; return 0;
 	case 'q': o->progress = 0; return 0;
 	case 'v': o->progress = 1; return 0;
-	case 'F': return size_opt("--fit-tokens", optarg, 2, SIZE_MAX / 8, &o->fit);
-	case 'S': return size_opt("--sel-tokens", optarg, 2, SIZE_MAX / 8, &o->sel);
-	case 'w': return size_opt("--window", optarg, 2, 1 << 20, &o->window);
+	case 'F': return tool_bad_opt("--fit-tokens", optarg, tool_parse_tokens(optarg, &o->fit));
+	case 'S': return tool_bad_opt("--sel-tokens", optarg, tool_parse_tokens(optarg, &o->sel));
+	case 'w': return tool_bad_opt("--window", optarg, tool_parse_window(optarg, &o->window));
 	case 'n': return size_opt("--steps", optarg, 0, 1 << 20, &o->steps);
 	case 'B': o->has_batch = 1; return size_opt("--batch", optarg, 1, 1 << 16, &o->batch);
 	case 'e': return size_opt("--eval-every", optarg, 1, 1 << 20, &o->eval_every);
@@ -88,7 +88,7 @@ static int parse_opt(int c, opts *o)
 		return 0;
 	case 'L':
 		o->has_layer = 1;
-		if (nv_parse_long(optarg, 0, 1 << 20, &o->layer) < 0)
+		if (tool_parse_layer(optarg, &o->layer) < 0)
 			return tool_usage_error("bad --layer '%s': %s", optarg, nv_err());
 		return 0;
 	case 'x': o->state = optarg; return 0;

@@ -48,7 +48,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		case 'q': o->progress = 0; break;
 		case 'v': o->progress = 1; break;
 		case 'w':
-			if (nv_parse_size(optarg, 2, 1 << 20, &o->window) < 0)
+			if (tool_parse_window(optarg, &o->window) < 0)
 				return tool_usage_error("bad --window '%s': %s", optarg, nv_err());
 			break;
 		case 'L':

@@ -1,4 +1,5 @@
 /* gram-capture - calibration Grams: from raw rows, from the model's own forward, or merged */
+#include "aout.h"
 #include "cmf.h"
 #include "err.h"
 #include "fileio.h"
@@ -70,17 +71,19 @@ static int parse_opt(int c, opts *o)
 	case 'm': o->model = optarg; return 0;
 	case 'l':
 		o->has_layer = 1;
-		if (nv_parse_long(optarg, 0, 1 << 20, &o->layer) < 0)
-			return tool_usage_error("bad -l '%s': %s", optarg, nv_err());
-		return 0;
+		return tool_bad_opt("-l", optarg, tool_parse_layer(optarg, &o->layer));
 	case 't': o->tokens = optarg; return 0;
 	case 'T': o->text = optarg; return 0;
 	case 's': o->state = optarg; return 0;
 	case 'N': o->next = optarg; return 0;
 	case 'X': o->cross = optarg; return 0;
-	case 'F': o->has_fit = 1; return size_opt("--fit-tokens", optarg, 2, &o->fit);
-	case 'S': o->has_sel = 1; return size_opt("--sel-tokens", optarg, 2, &o->sel);
-	case 'w': return size_opt("--window", optarg, 2, &o->window);
+	case 'F':
+		o->has_fit = 1;
+		return tool_bad_opt("--fit-tokens", optarg, tool_parse_tokens(optarg, &o->fit));
+	case 'S':
+		o->has_sel = 1;
+		return tool_bad_opt("--sel-tokens", optarg, tool_parse_tokens(optarg, &o->sel));
+	case 'w': return tool_bad_opt("--window", optarg, tool_parse_window(optarg, &o->window));
 	case 'p': return add_patch(o, optarg);
 	case 'M': o->merge = 1; return 0;
 	case 'q': o->progress = 0; return 0;
@@ -102,10 +105,15 @@ static int check_opts(const opts *o, int nfiles)
 		return tool_usage_error("give -n N (rows), -m model.cmf or --merge");
 	if (o->merge + !!o->model + o->has_n > 1 || (o->has_n && model) || (o->merge && model))
 		return tool_usage_error("-n, -m and --merge are separate modes");
-	if (o->merge && (!o->out || nfiles < 1 || o->has_fit))
-		return tool_usage_error("--merge needs -o out.gram and input Grams");
+	if (o->merge && (nfiles < 1 || o->has_fit))
+		return tool_usage_error("--merge needs input Grams, and takes no split");
 	if (o->has_n && !o->out)
 		return tool_usage_error("-n needs -o prefix");
+	/* "-" is standard output: one Gram, never a prefix of several */
+	if (o->out && aout_is_stdout(o->out) && (o->model || o->has_fit))
+		return tool_usage_error("-o - writes one Gram to standard output: %s",
+					o->model ? "model mode writes one a lead" :
+					"the split writes two");
 	if (!o->model)
 		return 0;
 	if (nfiles)
@@ -187,7 +195,8 @@ static char *name_of(const char *prefix, const char *lead, const char *part, con
 
 static int write_parts(const char *prefix, const char *lead, gr_acc *acc, int split)
 {
-	char *names[2] = { name_of(prefix, lead, split ? "fit" : NULL, "gram"),
+	char *names[2] = { aout_is_stdout(prefix) ? strdup(prefix)
+						  : name_of(prefix, lead, split ? "fit" : NULL, "gram"),
 			   split ? name_of(prefix, lead, "sel", "gram") : NULL };
 	gr_acc *a[2] = { &acc[0], &acc[1] };
 	int rc = finish_all(a, names, split ? 2 : 1);
@@ -219,6 +228,7 @@ static int filter_mode(const opts *o, char **files, int nfiles)
 static int merge_mode(const opts *o, char **files, int nfiles)
 {
 	nvgg *in = calloc((size_t)nfiles, sizeof *in), out;
+	const char *name = !o->out || aout_is_stdout(o->out) ? "standard output" : o->out;
 	int k = 0, rc = EXIT_FAIL;
 
 	for (; in && k < nfiles; k++)
@@ -227,11 +237,11 @@ static int merge_mode(const opts *o, char **files, int nfiles)
 			goto done;
 		}
 	if (!in || nvgg_merge(in, (size_t)nfiles, &out) < 0) {
-		tool_fail("cannot merge into", o->out);
+		tool_fail("cannot merge into", name);
 		goto done;
 	}
-	if (nvgg_write(o->out, &out) < 0)
-		tool_fail("cannot write", o->out);
+	if (nvgg_write(o->out ? o->out : "-", &out) < 0)
+		tool_fail("cannot write", name);
 	else
 		rc = EXIT_OK;
 	nvgg_free(&out);

@@ -37,11 +37,11 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'r':
-			if (nv_parse_double(optarg, 0.0, 1e6, &o->rho) < 0)
+			if (tool_parse_rho(optarg, &o->rho) < 0)
 				return *st = tool_fail("invalid --rho", optarg), 1;
 			break;
 		case 't':
-			if (nv_parse_long(optarg, 1, 1024, &o->threads) < 0)
+			if (tool_parse_threads(optarg, &o->threads) < 0)
 				return *st = tool_fail("invalid --threads", optarg), 1;
 			break;
 		case 'o':

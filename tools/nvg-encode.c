@@ -89,11 +89,11 @@ static int value_opt(int c, const char *a, opts *o)
 	switch (c) {
 	case O_BPW:
 		o->s.have_bpw = 1;
-		if (nv_parse_double_open(a, 0.0, 16.0, &o->s.bpw) < 0)
+		if (tool_parse_bpw(a, &o->s.bpw) < 0)
 			return tool_fail("invalid --bpw", a), -1;
 		return 0;
 	case O_KVF:
-		if (nv_parse_double_open(a, 0.0, 16.0, &o->kv_factor) < 0)
+		if (tool_parse_kv_factor(a, &o->kv_factor) < 0)
 			return tool_fail("invalid --kv-factor", a), -1;
 		return 0;
 	case O_CROSS_DAMP:
@@ -103,11 +103,11 @@ static int value_opt(int c, const char *a, opts *o)
 		return 0;
 	case O_RHO:
 		o->have_rho = 1;
-		if (nv_parse_double(a, 0.0, 1e6, &o->s.rho) < 0)
+		if (tool_parse_rho(a, &o->s.rho) < 0)
 			return tool_fail("invalid --rho", a), -1;
 		return 0;
 	case O_THREADS:
-		if (nv_parse_long(a, 1, 64, &o->threads) < 0)
+		if (tool_parse_threads(a, &o->threads) < 0)
 			return tool_fail("invalid --threads", a), -1;
 		return 0;
 	case O_SHUFFLE:

@@ -41,7 +41,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 	while ((c = getopt_long(argc, argv, "o:qh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'b':
-			if (nv_parse_double_open(optarg, 0, 16, &o->a.bpw) < 0)
+			if (tool_parse_bpw(optarg, &o->a.bpw) < 0)
 				return tool_usage_error("bad --bpw '%s': %s", optarg, nv_err());
 			o->have_bpw = 1;
 			break;
@@ -57,7 +57,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 			break;
 		case 'm':
 		case 'M':
-			if (nv_parse_double_open(optarg, 0, 16, c == 'm' ? &o->lo : &o->hi) < 0)
+			if (tool_parse_bpw(optarg, c == 'm' ? &o->lo : &o->hi) < 0)
 				return tool_usage_error("bad --%s '%s': %s", c == 'm' ? "min" : "max",
 							optarg, nv_err());
 			break;

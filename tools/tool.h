@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include "cmf.h"
 #include "err.h"
 #include "forward.h"
+#include "parse.h"
 
 #ifndef NVGKIT_VERSION
 #define NVGKIT_VERSION "0.1.0"
@@ -27,10 +29,66 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_REFUSED = 3 };
 
 static const char *tool_name = "nvgkit";
 
-/* "tool: what 'subject': reason" with the library's reason; returns 1 */
+/*
+ * The options that several tools take accept one range each, set here
+ * (pipelines/convert.mk checks BPW, KV_FACTOR, RHO, THREADS and WINDOW
+ * against the same); each returns -1 with the reason set, and the tool
+ * reports it its own way.
+ */
+/* --bpw (and plan-alloc's --min, --max): bits per weight in (0, 16) */
+static inline int tool_parse_bpw(const char *s, double *v)
+{
+	return nv_parse_double_open(s, 0.0, 16.0, v);
+}
+
+/* --kv-factor: the GQA k/v budget multiplier, in (0, 16) */
+static inline int tool_parse_kv_factor(const char *s, double *v)
+{
+	return nv_parse_double_open(s, 0.0, 16.0, v);
+}
+
+/* --rho: the relative damping, in [0, 1e6] */
+static inline int tool_parse_rho(const char *s, double *v)
+{
+	return nv_parse_double(s, 0.0, 1e6, v);
+}
+
+/* --threads: 1 to 64 */
+static inline int tool_parse_threads(const char *s, long *v)
+{
+	return nv_parse_long(s, 1, 64, v);
+}
+
+/* --window: tokens per window, 2 to 2^20 */
+static inline int tool_parse_window(const char *s, size_t *v)
+{
+	return nv_parse_size(s, 2, (size_t)1 << 20, v);
+}
+
+/* -l, --layer: 0 to 2^20 */
+static inline int tool_parse_layer(const char *s, long *v)
+{
+	return nv_parse_long(s, 0, 1L << 20, v);
+}
+
+/* --fit-tokens, --sel-tokens: 2 to SIZE_MAX / 8 */
+static inline int tool_parse_tokens(const char *s, size_t *v)
+{
+	return nv_parse_size(s, 2, SIZE_MAX / 8, v);
+}
+
+/*
+ * "tool: what 'subject': reason" with the library's reason; returns 1.  A
+ * failure to write an output file (a full disk) names that file instead:
+ * "tool: cannot write 'output': reason", whatever the step was about.
+ */
 static inline int tool_fail(const char *what, const char *subject)
 {
-	if (subject)
+	const char *out = nv_err_output_path();
+
+	if (out)
+		fprintf(stderr, "%s: cannot write '%s': %s\n", tool_name, out, nv_err());
+	else if (subject)
 		fprintf(stderr, "%s: %s '%s': %s\n", tool_name, what, subject, nv_err());
 	else
 		fprintf(stderr, "%s: %s: %s\n", tool_name, what, nv_err());
@@ -63,6 +121,12 @@ static inline int tool_usage_error(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\nTry '%s -h' for usage.\n", tool_name);
 	return EXIT_USAGE;
+}
+
+/* "bad NAME 'ARG': reason" as a usage error when its parse failed (rc < 0), else 0 */
+static inline int tool_bad_opt(const char *name, const char *arg, int rc)
+{
+	return rc < 0 ? tool_usage_error("bad %s '%s': %s", name, arg, nv_err()) : 0;
 }
 
 static inline void tool_version(void)

@@ -190,6 +190,15 @@ int main(void)
 	ok(content_is(path, "hello") && entries() == 1, "abort removes the temporary and keeps the old file");
 	aout_abort(&o);
 	ok(1, "a second abort is harmless");
+
+	ok(aout_open(&o, path, 0) == 0 && aout_write(&o, "fresh", 5) == 0 && aout_finish(&o) == 0 &&
+	   exists(tmp) && content_is(tmp, "fresh") && content_is(path, "hello"),
+	   "finish closes the temporary whole and leaves the old file");
+	ok(aout_commit(&o) == 0 && content_is(path, "fresh") && !exists(tmp) && entries() == 1,
+	   "a commit after finish only renames");
+	ok(aout_open(&o, path, 0) == 0 && aout_write(&o, "x", 1) == 0 && aout_finish(&o) == 0, "finish");
+	aout_abort(&o);
+	ok(content_is(path, "fresh") && entries() == 1, "an abort after finish removes the temporary");
 	unlink(path);
 
 	st = child_dies(path, 0);

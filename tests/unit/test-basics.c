@@ -44,5 +44,13 @@ int main(void)
 	nv_seterr("bad value %d", 7);
 	nv_preerr("field %s", "rank");
 	ok(strcmp(nv_err(), "field rank: bad value 7") == 0, "reason prefixed: %s", nv_err());
+	ok(nv_err_output_path() == NULL, "a failure is no output's until marked");
+	nv_seterr("write failed: full");
+	nv_err_output("out.cmf");
+	nv_preerr("context");
+	ok(nv_err_output_path() && strcmp(nv_err_output_path(), "out.cmf") == 0,
+	   "the output marked stays through a prefix");
+	nv_seterr("another failure");
+	ok(nv_err_output_path() == NULL, "a new reason unmarks it");
 	return done_testing();
 }

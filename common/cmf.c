@@ -452,7 +452,7 @@ const char *cmf_meta(const cmf_file *f, const char *key)
 	return NULL;
 }
 
-/* the values as stored, converted to f32 (cmf_tensor_f32 checks them) */
+/* the values as stored, converted to f32 */
 static int tensor_values(const cmf_tensor *t, float *out)
 {
 	size_t n = t->rows * t->cols;
@@ -479,17 +479,6 @@ static int tensor_values(const cmf_tensor *t, float *out)
 	return -1;
 }
 
-float *cmf_tensor_f32_alloc(const cmf_tensor *t)
-{
-	float *w = nv_malloc(t->rows ? t->rows : 1, (t->cols ? t->cols : 1) * sizeof(float));
-
-	if (w && cmf_tensor_f32(t, w) < 0) {
-		free(w);
-		return NULL;
-	}
-	return w;
-}
-
 int cmf_tensor_f32(const cmf_tensor *t, float *out)
 {
 	size_t n = t->rows * t->cols;
@@ -504,6 +493,17 @@ int cmf_tensor_f32(const cmf_tensor *t, float *out)
 			return -1;
 		}
 	return 0;
+}
+
+float *cmf_tensor_f32_alloc(const cmf_tensor *t)
+{
+	float *w = nv_malloc(t->rows ? t->rows : 1, (t->cols ? t->cols : 1) * sizeof(float));
+
+	if (w && cmf_tensor_f32(t, w) < 0) {
+		free(w);
+		return NULL;
+	}
+	return w;
 }
 
 static int crc_table(const cmf_file *f, cJSON **j)

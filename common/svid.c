@@ -1,14 +1,12 @@
-/* svid.c - SVID paths and the dual-SVID encoder (see svid.h) */
+/* svid.c - SVID paths and the dual-SVID model (see svid.h) */
 #include "svid.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 
-#include "err.h"
 #include "mem.h"
 
 void nv_rank1_pos(const nv_mat *mabs, double *left, double *right)
@@ -121,84 +119,4 @@ fail:
 	nv_mat_free(&res);
 	nv_bm_free(md);
 	return -1;
-}
-
-/* ‖W − Ŵ‖_F / ‖W‖_F */
-static int frob_rel(const nv_mat *w, const nv_bm *md, double *out)
-{
-	nv_mat rec;
-	double e = 0.0, t = 0.0;
-
-	if (nv_bm_recon(md, -1, &rec) < 0)
-		return -1;
-	for (size_t i = 0; i < rec.r * rec.c; i++) {
-		double d = w->d[i] - rec.d[i];
-		e += d * d;
-		t += w->d[i] * w->d[i];
-	}
-	nv_mat_free(&rec);
-	*out = sqrt(e / fmax(t, 1e-300));
-	return 0;
-}
-
-/* the stored model's relative errors: Frobenius, and on hsel when given */
-static int stored_errors(const nv_mat *w, const nv_mat *hsel, const nv_bm *st,
-			 nv_enc_result *res)
-{
-	nv_metric sel;
-	int rc;
-
-	if (frob_rel(w, st, &res->frob) < 0)
-		return -1;
-	if (!hsel)
-		return 0;
-	if (nv_metric_init(&sel, w, hsel) < 0)
-		return -1;
-	rc = nv_rel(&sel, st, &res->sel_err);
-	nv_metric_free(&sel);
-	return rc;
-}
-
-int nv_encode_dual_svid(const nv_mat *w, const nv_mat *hsel, const nv_enc_opts *o,
-			nv_enc_result *res)
-{
-	size_t m = w->r, n = w->c, np = o->paths == 1 ? 1 : 2, r;
-	nv_bm md, st;
-	blr_clip clip = BLR_CLIP_NONE;
-	int rc, k;
-
-	memset(res, 0, sizeof(*res));
-	res->fit_err = res->sel_err = res->frob = NAN;
-	if (hsel && (hsel->r != n || hsel->c != n)) {
-		nv_seterr("W has %zu columns but the SEL Gram is %zux%zu", n, hsel->r, hsel->c);
-		return -1;
-	}
-	if (o->rank) {
-		r = o->rank;
-	} else if (blr_rank(m, n, o->bpw, np, o->kv, &r, &clip) < 0) {
-		nv_seterr("shape %zux%zu: min(m,n) < 8 is not encodable", m, n);
-		return -1;
-	}
-	if (nv_build_dual_svid(w, r, np, &md) < 0)
-		return -1;
-	rc = nv_pack(&md, &res->bytes, &res->len, &st);
-	nv_bm_free(&md);
-	if (rc)
-		return rc;
-	rc = stored_errors(w, hsel, &st, res);
-	nv_bm_free(&st);
-	if (rc < 0) {
-		nv_enc_result_free(res);
-		return -1;
-	}
-	res->m = m;
-	res->n = n;
-	res->r = r;
-	res->paths = (int)np;
-	res->clip = clip;
-	res->bits = blr_bits(m, n, r, np);
-	k = snprintf(res->line, sizeof(res->line), "P%zu r%zu frob %.4f", np, r, res->frob);
-	if (hsel)
-		snprintf(res->line + k, sizeof(res->line) - (size_t)k, " sel %.4f", res->sel_err);
-	return 0;
 }

@@ -1,7 +1,7 @@
 /*
- * svid.h - the SVID building blocks and the data-free dual-SVID encoder
+ * svid.h - the SVID building blocks and the data-free dual-SVID model
  * (the LittleBit initialiser, Lee et al., NeurIPS 2025), the baseline NVG
- * is measured against.
+ * is measured against; nv_encode() (nvgdrv.c) encodes with it.
  *
  *   dual-svid: latents of W without a metric (exact truncated SVD through
  *   the eigendecomposition of W·Wᵀ or Wᵀ·W), svid_path on them; for P = 2 a
@@ -22,12 +22,5 @@ int nv_svid_path(const nv_mat *up, const nv_mat *vp, nv_path *q);
 
 /* the dual-SVID model at rank r with np paths */
 int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md);
-
-/* encode with dual-SVID (o->paths 0 means 2); report "P2 r… frob …".
- * hsel (n × n raw SEL Gram, may be NULL) is only measured: the stored
- * payload's relative error on it goes to res->sel_err and " sel …" ends the
- * line; the payload is the same with or without it */
-int nv_encode_dual_svid(const nv_mat *w, const nv_mat *hsel, const nv_enc_opts *o,
-			nv_enc_result *res);
 
 #endif

@@ -167,33 +167,56 @@ demo: $(TOOLS) $(VENV)/.ok
 # fuzzing the untrusted-format readers (clang + libFuzzer), see tests/fuzz/README
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 0
+FUZZ_DATA ?= $(CURDIR)/../shared/data
 FUZZ_LIB  := common/blr.c common/nvgg.c common/f16.c common/err.c common/mem.c \
              common/aout.c common/fileio.c
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Icommon -fsanitize=address,undefined \
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Icommon -Ibuild-fuzz -fsanitize=address,undefined \
               -fno-sanitize-recover=undefined $(PKG_CFLAGS)
-# the cmf and GGUF readers need more of the library (and OpenBLAS, cJSON, zlib)
-FUZZ_CMF  := common/cmf.c
-FUZZ_GGUF := $(FUZZ_CMF) $(wildcard common/import*.c) common/vocab.c common/names.c
-FUZZ_TARGETS := blr nvgg cmf gguf
+# what each target needs of the library beyond FUZZ_LIB (and OpenBLAS, cJSON, zlib)
+FUZZ_CMF  := common/cmf.c common/cmf_arch.c
+FUZZ_TOK  := $(FUZZ_CMF) common/tok.c common/vocab.c
+FUZZ_IMPORT := $(FUZZ_CMF) $(wildcard common/import*.c) common/hfconfig.c common/vocab.c \
+             common/names.c
+FUZZ_PLAN := common/plan.c common/lines.c
+FUZZ_TARGETS := blr nvgg cmf gguf hctx state llama2c tok512 safetensors plan curves ids text \
+             rawf32 prov
 build-fuzz/fuzz-cmf build-fuzz/replay-cmf: $(FUZZ_CMF)
-build-fuzz/fuzz-gguf build-fuzz/replay-gguf: $(FUZZ_GGUF)
-build-fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_LIB)
+build-fuzz/fuzz-gguf build-fuzz/replay-gguf: $(FUZZ_IMPORT)
+build-fuzz/fuzz-llama2c build-fuzz/replay-llama2c: $(FUZZ_IMPORT)
+build-fuzz/fuzz-safetensors build-fuzz/replay-safetensors: $(FUZZ_IMPORT)
+build-fuzz/fuzz-hctx build-fuzz/replay-hctx: common/hctx.c common/linalg.c
+build-fuzz/fuzz-state build-fuzz/replay-state: common/state.c
+build-fuzz/fuzz-tok512 build-fuzz/replay-tok512: $(FUZZ_TOK)
+build-fuzz/fuzz-ids build-fuzz/replay-ids: $(FUZZ_TOK)
+build-fuzz/fuzz-text build-fuzz/replay-text: $(FUZZ_TOK) build-fuzz/tok512.inc
+build-fuzz/fuzz-plan build-fuzz/replay-plan: $(FUZZ_PLAN)
+build-fuzz/fuzz-curves build-fuzz/replay-curves: common/alloc.c $(FUZZ_PLAN)
+build-fuzz/fuzz-prov build-fuzz/replay-prov: common/provenance.c
+build-fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(FUZZ_LIB) $(wildcard tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
-	$(call quiet,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -lm
-build-fuzz/replay-%: tests/fuzz/fuzz-%.c tests/fuzz/replay.c $(FUZZ_LIB)
+	$(call quiet,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter %.c,$^) $(PKG_LIBS) -lm
+build-fuzz/replay-%: tests/fuzz/fuzz-%.c tests/fuzz/replay.c $(FUZZ_LIB) $(wildcard tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
-	$(call quiet,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(call quiet,FUZZCC,$@)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(filter %.c,$^) $(PKG_LIBS) -lm
+# the text target's sentencepiece vocabulary: the real tok512.bin, built in
+build-fuzz/tok512.inc: $(FUZZ_DATA)/tok512.bin
+	@mkdir -p $(dir $@)
+	$(Q)python3 -c 'import sys; b = open(sys.argv[1], "rb").read(); print("static const unsigned char tok512[] = {%s};" % ",".join(map(str, b)))' $< >$@
 # seeds: small payloads, a Gram, a cmf file holding both codecs, a one-layer
-# llama GGUF with a tokenizer
-build-fuzz/corpus/.ok: tests/blr-writer.py tests/fuzz/seed-cmf.py tests/fuzz/seed-gguf.py $(VENV)/.ok
+# llama GGUF with a tokenizer; the rest from real files and the tools'
+# own output (tests/fuzz/seeds.sh)
+build-fuzz/corpus/.ok: tests/blr-writer.py tests/fuzz/seed-cmf.py tests/fuzz/seed-gguf.py \
+		tests/fuzz/seeds.sh $(TOOLS) $(VENV)/.ok
 	@mkdir -p $(FUZZ_TARGETS:%=build-fuzz/corpus/%)
 	$(Q)$(VENV)/bin/python3 tests/blr-writer.py write build-fuzz/corpus/blr/a 24 16 16 2 1 && \
 	  $(VENV)/bin/python3 tests/blr-writer.py write build-fuzz/corpus/blr/b 8 8 8 1 2 && \
+	  mv build-fuzz/corpus/blr/b.numpy.f32 build-fuzz/corpus/rawf32/b && \
 	  rm -f build-fuzz/corpus/blr/*.f32 && \
 	  printf 'GGVN\002\000\000\000\003\000\000\000\000\000\000\000\000\000\200\077\000\000\000\000\000\000\000\000\000\000\200\077' \
 	    >build-fuzz/corpus/nvgg/a && \
 	  $(VENV)/bin/python3 tests/fuzz/seed-cmf.py build-fuzz/corpus/blr/a build-fuzz/corpus/cmf/a && \
 	  $(VENV)/bin/python3 tests/fuzz/seed-gguf.py build-fuzz/corpus/gguf/a && \
+	  $(TEST_ENV) NVG_DATA='$(FUZZ_DATA)' bash tests/fuzz/seeds.sh build-fuzz/corpus && \
 	  touch $@
 fuzz: $(FUZZ_TARGETS:%=build-fuzz/fuzz-%) $(FUZZ_TARGETS:%=build-fuzz/replay-%) build-fuzz/corpus/.ok
 	$(Q)if [ "$(FUZZ_TIME)" -gt 0 ]; then for t in $(FUZZ_TARGETS); do \

@@ -37,29 +37,6 @@ void alloc_free(alloc_set *s)
 	s->n = 0;
 }
 
-/* fields split at blanks after cutting the comment; returns the count */
-static size_t split(char *s, char **tok, size_t max)
-{
-	size_t nt = 0;
-	char *hash = strchr(s, '#');
-
-	if (hash)
-		*hash = '\0';
-	for (;;) {
-		while (*s == ' ' || *s == '\t' || *s == '\r')
-			s++;
-		if (!*s)
-			return nt;
-		if (nt < max)
-			tok[nt] = s;
-		nt++;
-		while (*s && *s != ' ' && *s != '\t' && *s != '\r')
-			s++;
-		if (*s)
-			*s++ = '\0';
-	}
-}
-
 static int parse_num(const char *s, double *v)
 {
 	char *end;
@@ -124,7 +101,7 @@ static int read_recs(const char *text, size_t len, rec **out, size_t *n)
 	*n = 0;
 	nv_lines_init(&it, text, len);
 	while ((rc = nv_lines_next(&it)) > 0) {
-		nt = split(it.buf, tok, NFIELDS);
+		nt = nv_fields(it.buf, tok, NFIELDS);
 		if (nt == 0)
 			continue;
 		if (nt != NFIELDS) {

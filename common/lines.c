@@ -44,3 +44,23 @@ void nv_lines_free(nv_lines *it)
 	free(it->buf);
 	it->buf = NULL;
 }
+
+size_t nv_fields(char *s, char **tok, size_t max)
+{
+	size_t nt = 0;
+	char *hash = strchr(s, '#');
+
+	if (hash)
+		*hash = '\0';
+	for (;;) {
+		s += strspn(s, NV_BLANKS);
+		if (!*s)
+			return nt;
+		if (nt < max)
+			tok[nt] = s;
+		nt++;
+		s += strcspn(s, NV_BLANKS);
+		if (*s)
+			*s++ = '\0';
+	}
+}

@@ -22,4 +22,15 @@ void nv_lines_init(nv_lines *it, const char *text, size_t len);
 int nv_lines_next(nv_lines *it);
 void nv_lines_free(nv_lines *it);
 
+/* the blanks that separate fields in the plan, curves and tensor-list texts */
+#define NV_BLANKS " \t\r\v\f"
+
+/*
+ * split a line (modified in place) into fields: a '#' cuts a comment, the
+ * fields are runs of non-blanks (NV_BLANKS).  The first max are stored in
+ * tok; the count returned may exceed max.  Every reader of these texts
+ * splits here, so that what one tool writes the next reads the same way.
+ */
+size_t nv_fields(char *s, char **tok, size_t max);
+
 #endif

@@ -208,31 +208,6 @@ static int parse_rule(plan *p, char **tok, size_t nt, size_t line)
 	return add_layer(&p->layers, &p->nlayers, l, b, line, "has a rule");
 }
 
-/* split one line (modified in place) into at most MAX_FIELDS fields; the
- * count returned may exceed MAX_FIELDS (only the first ones are stored) */
-static size_t split_fields(char *s, char **tok)
-{
-	size_t nt = 0;
-	char *hash = strchr(s, '#');
-
-	if (hash)
-		*hash = '\0';
-	for (;;) {
-		while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\v' || *s == '\f')
-			s++;
-		if (!*s)
-			break;
-		if (nt < MAX_FIELDS)
-			tok[nt] = s;
-		nt++;
-		while (*s && *s != ' ' && *s != '\t' && *s != '\r' && *s != '\v' && *s != '\f')
-			s++;
-		if (*s)
-			*s++ = '\0';
-	}
-	return nt;
-}
-
 static int cmp_layer(const void *a, const void *b)
 {
 	const plan_layer_rule *x = a, *y = b;
@@ -269,7 +244,7 @@ int plan_parse(const char *text, size_t len, plan *p)
 	plan_init(p);
 	nv_lines_init(&it, text, len);
 	while ((rc = nv_lines_next(&it)) > 0) {
-		nt = split_fields(it.buf, tok);
+		nt = nv_fields(it.buf, tok, MAX_FIELDS);
 		if (nt > 0 && parse_rule(p, tok, nt < MAX_FIELDS ? nt : MAX_FIELDS, it.line) < 0)
 			goto fail;
 	}
@@ -429,24 +404,24 @@ static int parse_list_line(char *s, size_t line, list_line *ll)
 
 	if (hash)
 		*hash = '\0';
-	s += strspn(s, " \t\r");
+	s += strspn(s, NV_BLANKS);
 	if (!*s)
 		return 0;
 	ll->name = s;
-	s += strcspn(s, " \t\r");
+	s += strcspn(s, NV_BLANKS);
 	if (*s)
 		*s++ = '\0';
-	l = s + strspn(s, " \t\r");
-	s = l + strcspn(l, " \t\r");
+	l = s + strspn(s, NV_BLANKS);
+	s = l + strcspn(l, NV_BLANKS);
 	if (*s)
 		*s++ = '\0';
 	if (parse_layer(l, &ll->layer) < 0) {
 		nv_seterr("line %zu: layer '%s' of '%s' is not a layer number", line, l, ll->name);
 		return -1;
 	}
-	s += strspn(s, " \t\r");
+	s += strspn(s, NV_BLANKS);
 	ll->rest = s;
-	for (char *e = s + strlen(s); e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r');)
+	for (char *e = s + strlen(s); e > s && strchr(NV_BLANKS, e[-1]);)
 		*--e = '\0';
 	return 1;
 }

@@ -7,7 +7,8 @@
 
 static cJSON *parse_object(const char *text, const char *what)
 {
-	cJSON *j = cJSON_Parse(text);
+	/* the whole text: a second value after the first is not a provenance */
+	cJSON *j = cJSON_ParseWithOpts(text, NULL, 1);
 
 	if (!j) {
 		nv_seterr("%s is not valid JSON", what);
@@ -35,7 +36,9 @@ char *prov_merge(const char *old, const char *add)
 	}
 	while ((item = a->child)) {
 		cJSON_DetachItemViaPointer(a, item);
-		cJSON_DeleteItemFromObjectCaseSensitive(o, item->string);
+		/* every copy of the key: a source may hold one twice */
+		while (cJSON_GetObjectItemCaseSensitive(o, item->string))
+			cJSON_DeleteItemFromObjectCaseSensitive(o, item->string);
 		cJSON_AddItemToObject(o, item->string, item);
 	}
 	s = cJSON_PrintUnformatted(o);

@@ -183,21 +183,6 @@ int tok_add_merge(tok_vocab *v, const char *a, size_t alen, const char *b, size_
 	return 0;
 }
 
-/* "<0xNN>" → NN, else -1 */
-static int byte_piece(const char *p, size_t n)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	const char *h, *l;
-
-	if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>')
-		return -1;
-	h = strchr(hex, p[3]);
-	l = strchr(hex, p[4]);
-	if (!h || !l || !p[3] || !p[4])
-		return -1;
-	return (int)((h - hex) * 16 + (l - hex));
-}
-
 int tok_finish(tok_vocab *v)
 {
 	if (!(v->ids = map_new(v->n)))
@@ -212,7 +197,7 @@ int tok_finish(tok_vocab *v)
 		/* a duplicate piece keeps its first id (sentencepiece vocabularies have some) */
 		if (map_put(v->ids, v->piece[i], v->len[i], (int)i) < 0)
 			return -1;
-		if (v->kind == TOK_SPM && (b = byte_piece(v->piece[i], v->len[i])) >= 0 &&
+		if (v->kind == TOK_SPM && (b = nv_vocab_byte_piece(v->piece[i], v->len[i])) >= 0 &&
 		    v->byte_fallback[b] < 0)
 			v->byte_fallback[b] = (int)i;
 	}
@@ -776,7 +761,7 @@ int tok_decode(const tok_vocab *v, int prev, uint32_t id, char *buf, size_t cap,
 	n = v->len[id];
 	if (v->kind == TOK_GPT2)
 		return gpt2_unmap(p, n, buf, cap, len);
-	if ((b = byte_piece(p, n)) >= 0) {
+	if ((b = nv_vocab_byte_piece(p, n)) >= 0) {
 		buf[0] = (char)b;
 		*len = 1;
 		return 0;

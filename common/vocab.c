@@ -290,18 +290,25 @@ static char *spm_piece(const uint8_t *p, size_t len)
 	return s;
 }
 
+int nv_vocab_byte_piece(const char *p, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const char *h, *l;
+
+	if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>' || !p[3] || !p[4])
+		return -1;
+	h = strchr(hex, p[3]);
+	l = strchr(hex, p[4]);
+	return h && l ? (int)((h - hex) * 16 + (l - hex)) : -1;
+}
+
 static int32_t llama2c_type(size_t id, const char *s)
 {
-	unsigned b;
-	char tail;
-
 	if (id == 0)
 		return NV_TOK_UNKNOWN;
 	if (id == 1 || id == 2)
 		return NV_TOK_CONTROL;
-	if (strlen(s) == 6 && sscanf(s, "<0x%2X%c", &b, &tail) == 2 && tail == '>')
-		return NV_TOK_BYTE;
-	return NV_TOK_NORMAL;
+	return nv_vocab_byte_piece(s, strlen(s)) >= 0 ? NV_TOK_BYTE : NV_TOK_NORMAL;
 }
 
 static int read_pieces(const char *path, const uint8_t *b, size_t len, nv_vocab *v)

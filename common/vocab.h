@@ -85,6 +85,10 @@ int nv_vocab_from_json(const char *json, nv_vocab *v);
  */
 int nv_vocab_read_llama2c(const char *path, size_t n, nv_vocab *v);
 
+/* the byte of a byte-fallback piece "<0xNN>" (two upper-case hex digits,
+ * n bytes), or -1 for any other piece */
+int nv_vocab_byte_piece(const char *p, size_t n);
+
 /* "llama" / "gpt2" */
 const char *nv_vocab_model_name(nv_vocab_model m);
 

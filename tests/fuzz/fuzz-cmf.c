@@ -5,26 +5,13 @@
  * through a memfd.  `make fuzz` links cmf.c beyond FUZZ_LIB (FUZZ_CMF).
  */
 #include "cmf.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static int fd = -1;
-	char path[64];
 	cmf_file f;
 
-	if (fd < 0 && (fd = memfd_create("fuzz-cmf", 0)) < 0)
-		abort();
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != (ssize_t)size)
-		abort();
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if (cmf_open(path, &f) < 0)
+	if (cmf_open(fuzz_file(data, size), &f) < 0)
 		return 0;
 	for (size_t i = 0; i < f.ntensors; i++) {
 		const cmf_tensor *t = &f.t[i];

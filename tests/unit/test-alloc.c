@@ -37,6 +37,8 @@ static void rejects_bad_curves(void)
 	static const struct { const char *text, *msg; } bad[] = {
 		{ "a 0 10 1\n", "line 1: 4 fields" },
 		{ "a 0 10 1 2 3\n", "line 1: 6 fields" },
+		/* a plan splits at \v and \f: a curve must, or plan-alloc writes an unreadable plan */
+		{ "a\vb 0 10 1 2\n", "line 1: 6 fields" },
 		{ "a x 10 1 2\n", "line 1: layer 'x'" },
 		{ "a -1 10 1 2\n", "line 1: layer '-1'" },
 		{ "a 0 0 1 2\n", "line 1: weights '0'" },
@@ -57,6 +59,9 @@ static void rejects_bad_curves(void)
 		ok(parse(bad[i].text, &s) < 0 && !strncmp(nv_err(), bad[i].msg, strlen(bad[i].msg)) &&
 		   s.n == 0, "rejects case %zu: %s", i, nv_err());
 	ok(alloc_parse("a 0 10 1 2\0", 11, &s) < 0 && strstr(nv_err(), "NUL"), "NUL refused");
+	ok(parse("a 0 10\f1\v2\n", &s) == 0 && s.n == 1 && s.c[0].pts[0].err == 2,
+	   "form feed and vertical tab separate fields: %s", nv_err());
+	alloc_free(&s);
 }
 
 /* a random instance: ng tensors over nl layers, np budgets each */

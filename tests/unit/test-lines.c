@@ -21,6 +21,16 @@ static int walk(const char *text, size_t len, char *got, size_t cap)
 	return rc;
 }
 
+/* fields split at every blank the plan and curves texts allow, comments cut */
+static void fields(void)
+{
+	char line[] = "a\tb\vc\fd\re  f # g h", *tok[4];
+
+	is_int((long long)nv_fields(line, tok, 4), 6, "six fields before the comment, four stored");
+	ok(!strcmp(tok[0], "a") && !strcmp(tok[1], "b") && !strcmp(tok[2], "c") &&
+	   !strcmp(tok[3], "d"), "split at tab, vertical tab, form feed, carriage return");
+}
+
 int main(void)
 {
 	char got[256];
@@ -37,5 +47,6 @@ int main(void)
 	is_int(walk(nul, sizeof(nul) - 1, got, sizeof(got)), -1, "a NUL byte is an error");
 	ok(!strcmp(got, "a b|"), "after the lines before it");
 	ok(!strcmp(nv_err(), "line 2: a NUL byte (not a text file)"), "reason: %s", nv_err());
+	fields();
 	return done_testing();
 }

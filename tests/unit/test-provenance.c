@@ -23,5 +23,13 @@ int main(void)
 	   "broken JSON is refused: %s", nv_err());
 	ok(prov_merge("nope", "{}") == NULL && strstr(nv_err(), "cmf.provenance is not valid"),
 	   "a broken source block is named: %s", nv_err());
+	ok(prov_merge(NULL, "{\"a\":1}}") == NULL && strstr(nv_err(), "not valid JSON"),
+	   "text after the object is refused: %s", nv_err());
+	ok(prov_merge("{\"a\":1} x", "{}") == NULL && strstr(nv_err(), "cmf.provenance is not valid"),
+	   "text after the source block is refused: %s", nv_err());
+	s = prov_merge("{\"a\":1,\"b\":2,\"a\":3}", "{\"a\":4}");
+	ok(s && !strcmp(s, "{\"b\":2,\"a\":4}"),
+	   "a key the source holds twice is replaced, both times: %s", s ? s : nv_err());
+	free(s);
 	return done_testing();
 }

@@ -3,8 +3,10 @@
 #include "tap.h"
 #include "vocab.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void round_trip(void)
 {
@@ -96,9 +98,53 @@ static void tok512(void)
 	   "a file shorter than the vocabulary is refused: %s", nv_err());
 }
 
+/* a llama2.c tokenizer file of the given pieces (scores 0) in a temporary file */
+static void write_llama2c(const char *path, const char *const *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	uint32_t zero = 0;
+
+	fwrite(&zero, 4, 1, f); /* max_token_length: not read */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t len = (uint32_t)strlen(p[i]);
+
+		fwrite(&zero, 4, 1, f);
+		fwrite(&len, 4, 1, f);
+		fwrite(p[i], 1, len, f);
+	}
+	fclose(f);
+}
+
+/* only "<0xNN>" with two upper-case hex digits is a byte piece (vocab.h) */
+static void byte_types(void)
+{
+	static const char *const p[] = { "<unk>", "<s>", "</s>", "<0x4F>", "<0x\tF>", "<0x+1>",
+					 "<0xab>", "<0x 4>", "<0x4G>" };
+	char path[] = "/tmp/test-vocab.XXXXXX";
+	int fd = mkstemp(path), bytes = 0;
+	nv_vocab v;
+
+	close(fd);
+	write_llama2c(path, p, 9);
+	if (!ok(nv_vocab_read_llama2c(path, 9, &v) == 0, "read: %s", nv_err())) {
+		unlink(path);
+		return;
+	}
+	for (size_t i = 3; i < 9; i++)
+		bytes += v.types[i] == NV_TOK_BYTE;
+	ok(v.types[3] == NV_TOK_BYTE && bytes == 1,
+	   "<0x4F> is a byte piece; <0x\\tF>, <0x+1>, <0xab>, <0x 4>, <0x4G> are normal (%d bytes)",
+	   bytes);
+	is_int(nv_vocab_byte_piece("<0x4F>", 6), 0x4F, "the byte of <0x4F>");
+	is_int(nv_vocab_byte_piece("<0x\tF>", 6), -1, "no byte for <0x\\tF>");
+	nv_vocab_free(&v);
+	unlink(path);
+}
+
 int main(void)
 {
 	round_trip();
+	byte_types();
 	bad_json();
 	tok512();
 	return done_testing();

@@ -20,8 +20,11 @@ typedef struct {
 	tok_vocab ix;        /* the pieces as written, for piece → id */
 	int bytelevel;       /* pre_tokenizer ByteLevel */
 	int digits;          /* with Digits (individual) before it */
+	int split;           /* with a Split of Llama 3's pattern (1) or Qwen2's (2) before it */
+	int ignore_merges;
 	int replace;         /* normalizer Replace " " → U+2581 */
 	int prepend;         /* normalizer Prepend U+2581 */
+	int nfc;             /* normalizer NFC */
 	int byte_fallback;
 	int fuse_unk;
 	int template_bos, template_eos; /* ids the post-processor adds, -1 none */
@@ -76,33 +79,9 @@ static int known_keys(const hfp *p, const cJSON *o, const char *field, const cha
 
 /* ---------------------------------------------------------------- pieces */
 
-/* the largest id of vocab and added_tokens, + 1; the entries counted in *entries */
-static int count_ids(const hfp *p, const cJSON *vocab, const cJSON *added, size_t *n)
+static int lookup(const hfp *p, const char *s)
 {
-	double lim = (double)cJSON_GetArraySize(vocab) + cJSON_GetArraySize(added);
-	const cJSON *x;
-	int id;
-
-	*n = 0;
-	cJSON_ArrayForEach(x, vocab) {
-		if (id_of(x, lim, &id) < 0) {
-			char *val = cJSON_PrintUnformatted(x);
-
-			bad(p, "model.vocab['%.40s'] = %.40s is not a token id below %.0f (the number "
-			    "of entries)", x->string, val ? val : "?", lim);
-			free(val);
-			return -1;
-		}
-		*n = (size_t)id + 1 > *n ? (size_t)id + 1 : *n;
-	}
-	cJSON_ArrayForEach(x, added) {
-		if (id_of(cJSON_GetObjectItemCaseSensitive(x, "id"), lim, &id) < 0)
-			return bad(p, "added_tokens: an id is missing or not a token id below %.0f", lim);
-		*n = (size_t)id + 1 > *n ? (size_t)id + 1 : *n;
-	}
-	if (*n == 0)
-		return bad(p, "model.vocab is empty");
-	return 0;
+	return tok_lookup(&p->ix, s, strlen(s));
 }
 
 /* piece s as token id; the same id twice with another piece is an error */
@@ -112,48 +91,40 @@ static int put_piece(hfp *p, int id, const char *s, const char *field)
 
 	if (!*s || !nv_utf8_ok(s, strlen(s)))
 		return bad(p, "%s: piece of id %d is empty or not valid UTF-8", field, id);
-	if (v->tokens[id]) {
-		if (strcmp(v->tokens[id], s) == 0)
-			return 0;
+	if (v->tokens[id])
 		return bad(p, "%s: id %d is '%.40s' and '%.40s'", field, id, v->tokens[id], s);
-	}
+	v->types[id] = NV_TOK_NORMAL;
 	return (v->tokens[id] = nv_strdup(s)) ? 0 : -1;
 }
 
-/* v->tokens from model.vocab and added_tokens; every id once, every piece once */
-static int read_pieces(hfp *p, const cJSON *vocab, const cJSON *added)
+/* the model's pieces: ids 0..n-1, each once (the library counts on it) */
+static int model_pieces(hfp *p, const cJSON *vocab, size_t cap)
 {
 	nv_vocab *v = p->v;
 	const cJSON *x;
-	size_t n;
 	int id;
 
-	if (count_ids(p, vocab, added, &n) < 0)
+	v->n = (size_t)cJSON_GetArraySize(vocab);
+	if (v->n == 0)
+		return bad(p, "model.vocab is empty");
+	if (!(v->tokens = nv_calloc(cap, sizeof(char *))) || !(v->types = nv_malloc(cap, sizeof(int32_t))))
 		return -1;
-	v->n = n;
-	if (!(v->tokens = nv_calloc(n, sizeof(char *))) || !(v->types = nv_malloc(n, sizeof(int32_t))))
-		return -1;
-	cJSON_ArrayForEach(x, vocab)
-		if (id_of(x, (double)n, &id) == 0 && put_piece(p, id, x->string, "model.vocab") < 0)
-			return -1;
-	cJSON_ArrayForEach(x, added) {
-		const cJSON *c = cJSON_GetObjectItemCaseSensitive(x, "content");
+	cJSON_ArrayForEach(x, vocab) {
+		if (id_of(x, (double)v->n, &id) < 0) {
+			char *val = cJSON_PrintUnformatted(x);
 
-		if (!cJSON_IsString(c))
-			return bad(p, "added_tokens: 'content' is missing or not a string");
-		if (id_of(cJSON_GetObjectItemCaseSensitive(x, "id"), (double)n, &id) == 0 &&
-		    put_piece(p, id, c->valuestring, "added_tokens") < 0)
+			bad(p, "model.vocab['%.40s'] = %.40s is not a token id below %zu (the number "
+			    "of entries)", x->string, val ? val : "?", v->n);
+			free(val);
 			return -1;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (!v->tokens[i])
-			return bad(p, "model.vocab: no token has id %zu (ids run to %zu)", i, n - 1);
-		v->types[i] = NV_TOK_NORMAL;
+		}
+		if (put_piece(p, id, x->string, "model.vocab") < 0)
+			return -1;
 	}
 	return 0;
 }
 
-/* the piece index; a piece under two ids is an error */
+/* the piece index of the model's pieces; a piece under two ids is an error */
 static int index_pieces(hfp *p)
 {
 	const nv_vocab *v = p->v;
@@ -174,9 +145,49 @@ static int index_pieces(hfp *p)
 	return 0;
 }
 
-static int lookup(const hfp *p, const char *s)
+/*
+ * the added tokens' pieces: one of the model's keeps its id, another takes
+ * the next id after the model's, in order, as the library gives them (it
+ * does not read the ids of the file, so they must agree)
+ */
+static int added_pieces(hfp *p, const cJSON *added, size_t nmodel)
 {
-	return tok_lookup(&p->ix, s, strlen(s));
+	nv_vocab *v = p->v;
+	const cJSON *x;
+	size_t i = 0;
+
+	cJSON_ArrayForEach(x, added) {
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(x, "content");
+		int id, want;
+
+		if (!cJSON_IsString(c))
+			return bad(p, "added_tokens[%zu]: 'content' is missing or not a string", i);
+		if (id_of(cJSON_GetObjectItemCaseSensitive(x, "id"), 2147483647.0, &id) < 0)
+			return bad(p, "added_tokens[%zu]: 'id' is missing or not a token id", i);
+		want = lookup(p, c->valuestring);
+		for (size_t k = nmodel; want < 0 && k < v->n; k++)
+			if (!strcmp(v->tokens[k], c->valuestring))
+				want = (int)k;
+		if (want < 0)
+			want = (int)v->n;
+		if (id != want)
+			return bad(p, "added_tokens[%zu]: '%.40s' has id %d, but the tokenizers library "
+				   "gives it %d", i, c->valuestring, id, want);
+		if ((size_t)want == v->n && put_piece(p, (int)v->n++, c->valuestring, "added_tokens") < 0)
+			return -1;
+		i++;
+	}
+	return 0;
+}
+
+/* v->tokens from model.vocab and added_tokens */
+static int read_pieces(hfp *p, const cJSON *vocab, const cJSON *added)
+{
+	size_t cap = (size_t)cJSON_GetArraySize(vocab) + (size_t)cJSON_GetArraySize(added) + 1;
+
+	if (model_pieces(p, vocab, cap) < 0 || index_pieces(p) < 0)
+		return -1;
+	return added_pieces(p, added, p->v->n);
 }
 
 /* ---------------------------------------------------------------- merges */
@@ -286,8 +297,9 @@ static int read_model(hfp *p, const cJSON *m)
 	    !null_or_empty(cJSON_GetObjectItemCaseSensitive(m, "end_of_word_suffix")))
 		return bad(p, "model.continuing_subword_prefix or end_of_word_suffix is set: not "
 			   "implemented");
-	if (im && !cJSON_IsFalse(im))
-		return bad(p, "model.ignore_merges true is not implemented");
+	if (im && !cJSON_IsBool(im))
+		return bad(p, "model.ignore_merges is not true or false");
+	p->ignore_merges = cJSON_IsTrue(im);
 	if (bf && !cJSON_IsBool(bf))
 		return bad(p, "model.byte_fallback is not true or false");
 	p->byte_fallback = cJSON_IsTrue(bf);
@@ -307,6 +319,8 @@ static int normalizer_one(hfp *p, const cJSON *x)
 	const char *t = str_or(cJSON_GetObjectItemCaseSensitive(x, "type"), "?");
 	const cJSON *pat = cJSON_GetObjectItemCaseSensitive(x, "pattern");
 
+	if (!strcmp(t, "NFC") && !p->nfc)
+		return p->nfc = 1, 0;
 	if (!strcmp(t, "Prepend") && !p->prepend && !p->replace &&
 	    !strcmp(str_or(cJSON_GetObjectItemCaseSensitive(x, "prepend"), ""), SPACE_MARK))
 		return p->prepend = 1, 0;
@@ -314,8 +328,8 @@ static int normalizer_one(hfp *p, const cJSON *x)
 	    !strcmp(str_or(cJSON_GetObjectItemCaseSensitive(pat, "String"), ""), " ") &&
 	    !strcmp(str_or(cJSON_GetObjectItemCaseSensitive(x, "content"), ""), SPACE_MARK))
 		return p->replace = 1, 0;
-	return bad(p, "normalizer '%s' is not implemented (a Prepend of U+2581 then a Replace of "
-		   "\" \" by U+2581)", t);
+	return bad(p, "normalizer '%s' is not implemented (NFC; a Prepend of U+2581 then a Replace "
+		   "of \" \" by U+2581)", t);
 }
 
 static int read_normalizer(hfp *p, const cJSON *x)
@@ -331,7 +345,7 @@ static int read_normalizer(hfp *p, const cJSON *x)
 	cJSON_ArrayForEach(y, seq)
 		if (normalizer_one(p, y) < 0)
 			return -1;
-	if (!p->replace)
+	if (p->prepend && !p->replace)
 		return bad(p, "normalizer: a Prepend without a Replace of \" \" by U+2581 is not "
 			   "implemented");
 	return 0;
@@ -345,9 +359,37 @@ static int bytelevel(hfp *p, const cJSON *x)
 
 	if (aps && !cJSON_IsFalse(aps))
 		return bad(p, "pre_tokenizer ByteLevel add_prefix_space true is not implemented");
-	if (re && !cJSON_IsTrue(re))
-		return bad(p, "pre_tokenizer ByteLevel use_regex false is not implemented");
+	if (!p->split && re && !cJSON_IsTrue(re))
+		return bad(p, "pre_tokenizer ByteLevel use_regex false without a Split before it is "
+			   "not implemented");
+	if (p->split && !cJSON_IsFalse(re))
+		return bad(p, "pre_tokenizer ByteLevel use_regex true after a Split is not implemented");
 	p->bytelevel = 1;
+	return 0;
+}
+
+/* a Split by Llama 3's or Qwen2's pattern, the matches isolated */
+static int split(hfp *p, const cJSON *x)
+{
+	static const char *const pat[] = {
+		"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+		"[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+		"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+		"[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+	};
+	const char *re = str_or(cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(x, "pattern"), "Regex"), "");
+
+	for (int k = 0; k < 2; k++)
+		if (!strcmp(re, pat[k]))
+			p->split = k + 1;
+	if (!p->split)
+		return bad(p, "pre_tokenizer 'Split' of the pattern '%.60s' is not implemented "
+			   "(Llama 3's, Qwen2's)", re);
+	if (strcmp(str_or(cJSON_GetObjectItemCaseSensitive(x, "behavior"), ""), "Isolated") != 0 ||
+	    !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(x, "invert")))
+		return bad(p, "pre_tokenizer 'Split': only behavior Isolated, invert false is "
+			   "implemented");
 	return 0;
 }
 
@@ -360,8 +402,12 @@ static int pre_one(hfp *p, const cJSON *x, int first)
 	if (!strcmp(t, "Digits") && first &&
 	    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "individual_digits")))
 		return p->digits = 1, 0;
+	if (!strcmp(t, "Split") && first &&
+	    cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x, "pattern")))
+		return split(p, x);
 	return bad(p, "pre_tokenizer '%s'%s is not implemented (ByteLevel, after Digits with "
-		   "individual_digits)", t, !strcmp(t, "Digits") ? " here" : "");
+		   "individual_digits or a Split of Llama 3's or Qwen2's pattern)", t,
+		   !strcmp(t, "Digits") || !strcmp(t, "Split") ? " here" : "");
 }
 
 static int read_pre(hfp *p, const cJSON *x)
@@ -381,7 +427,7 @@ static int read_pre(hfp *p, const cJSON *x)
 		first = 0;
 	}
 	if (!p->bytelevel)
-		return bad(p, "pre_tokenizer: Digits without ByteLevel is not implemented");
+		return bad(p, "pre_tokenizer: Digits or Split without ByteLevel is not implemented");
 	return 0;
 }
 
@@ -522,8 +568,13 @@ static int settle(hfp *p, const cJSON *model)
 			   "normalizer (Replace \" \" by U+2581) is not implemented");
 	if (!p->bytelevel && !p->byte_fallback)
 		return bad(p, "model.byte_fallback false is not implemented for sentencepiece-style BPE");
+	if (!p->bytelevel && p->ignore_merges)
+		return bad(p, "model.ignore_merges true is not implemented for sentencepiece-style BPE");
 	v->model = p->bytelevel ? NV_VOCAB_GPT2 : NV_VOCAB_LLAMA;
-	strcpy(v->pre, p->bytelevel ? (p->digits ? "smollm" : "gpt2") : "");
+	strcpy(v->pre, !p->bytelevel ? "" : p->split == 1 ? "llama-bpe" : p->split == 2 ? "qwen2"
+		       : p->digits ? "smollm" : "gpt2");
+	v->ignore_merges = p->ignore_merges;
+	v->nfc = p->nfc;
 	v->add_space_prefix = v->prefix_each = p->prepend;
 	if (unk && (v->unk = lookup(p, unk)) < 0)
 		return bad(p, "model.unk_token '%.40s' is not in the vocabulary", unk);
@@ -553,7 +604,6 @@ static int parse_object(hfp *p, const cJSON *o)
 		return bad(p, "added_tokens is not an array");
 	if (read_model(p, model) < 0 ||
 	    read_pieces(p, cJSON_GetObjectItemCaseSensitive(model, "vocab"), added) < 0 ||
-	    index_pieces(p) < 0 ||
 	    read_merges(p, cJSON_GetObjectItemCaseSensitive(model, "merges")) < 0 ||
 	    read_normalizer(p, cJSON_GetObjectItemCaseSensitive(o, "normalizer")) < 0 ||
 	    read_pre(p, cJSON_GetObjectItemCaseSensitive(o, "pre_tokenizer")) < 0 ||

@@ -8,9 +8,11 @@
  *
  * - byte-level BPE: no normalizer; pre_tokenizer ByteLevel (use_regex
  *   true, add_prefix_space false), or a Sequence of Digits
- *   (individual_digits true) and that ByteLevel (SmolLM2): model "gpt2",
- *   pre "gpt2" or "smollm"; a byte whose piece is not in the vocabulary
- *   is dropped, or is unk_token (once for a run with fuse_unk); or
+ *   (individual_digits true) and that ByteLevel (SmolLM2), or of a Split
+ *   (Isolated) by Llama 3's or Qwen2's pattern and a ByteLevel without
+ *   use_regex: model "gpt2", pre "gpt2", "smollm", "llama-bpe" or "qwen2",
+ *   ignore_merges as the model says; a byte whose piece is not in the
+ *   vocabulary is dropped, or is unk_token (once for a run with fuse_unk); or
  * - sentencepiece-style BPE with byte fallback (Llama 2, Mistral): no
  *   pre_tokenizer; normalizer Replace " " by U+2581, after an optional
  *   Prepend of U+2581 (each segment between added tokens): model "llama"
@@ -20,7 +22,7 @@
  * [eos] sets add_bos/add_eos and those ids; ByteLevel and null post
  * processors add nothing.  Anything else that changes the ids (another
  * model type, normalizer, pre-tokenizer or post-processor, dropout,
- * subword prefixes, ignore_merges, truncation, padding, added tokens with
+ * subword affixes, truncation, padding, added tokens with
  * lstrip, rstrip or single_word) is refused by name, never approximated.
  * The decoder is not read (tok_decode decodes).
  *

@@ -602,19 +602,51 @@ typedef struct {
 } cps;
 
 /* the length (in code points) of GPT-2's pattern match at i, within [i, end) */
-static size_t gpt2_match(const cps *t, size_t i, size_t end)
+/* 's 't 're 've 'm 'll 'd at i: its length, or 0; fold: any case (U+017F is an s) */
+static size_t contraction(const cps *t, size_t i, size_t end, int fold)
 {
 	static const char *const contr[] = { "s", "t", "re", "ve", "m", "ll", "d" };
+
+	if (t->cp[i] != '\'')
+		return 0;
+	for (size_t c = 0; c < 7; c++) {
+		size_t k = strlen(contr[c]), m = 0;
+
+		for (; m < k && i + 1 + m < end; m++) {
+			uint32_t x = t->cp[i + 1 + m];
+
+			if (fold && x == 0x17F)
+				x = 's';
+			else if (fold && x >= 'A' && x <= 'Z')
+				x |= 0x20;
+			if (x != (uint8_t)contr[c][m])
+				break;
+		}
+		if (m == k)
+			return k + 1;
+	}
+	return 0;
+}
+
+/* white space at i: \s+(?!\S)|\s+ — all of it at the end, else all but the last */
+static size_t space_run(const cps *t, size_t i, size_t end)
+{
 	size_t j = i;
 
-	if (t->cp[i] == '\'')
-		for (size_t c = 0; c < 7; c++) {
-			size_t k = strlen(contr[c]);
+	while (j < end && t->cl[j] == CL_SPACE)
+		j++;
+	if (j == end || j - i == 1)
+		return j - i;
+	return j - i - 1;
+}
 
-			if (i + k < end && t->cp[i + 1] == (uint8_t)contr[c][0] &&
-			    (k == 1 || t->cp[i + 2] == (uint8_t)contr[c][1]))
-				return k + 1;
-		}
+/* the length (in code points) of GPT-2's pattern match at i, within [i, end) */
+static size_t gpt2_match(const cps *t, size_t i, size_t end)
+{
+	size_t j = i, k;
+
+	if ((k = contraction(t, i, end, 0)))
+		return k;
 	if (t->cp[i] == ' ' && i + 1 < end && t->cl[i + 1] != CL_SPACE)
 		j = i + 1;
 	if (t->cl[j] != CL_SPACE) {
@@ -624,12 +656,52 @@ static size_t gpt2_match(const cps *t, size_t i, size_t end)
 			j++;
 		return j - i;
 	}
-	/* whitespace: all of it at the end, else all but the last before a non-space */
-	while (j < end && t->cl[j] == CL_SPACE)
-		j++;
-	if (j == end || j - i == 1)
+	return space_run(t, i, end);
+}
+
+static int is_nl(uint32_t c)
+{
+	return c == '\r' || c == '\n';
+}
+
+/*
+ * Llama 3's pattern at i (Qwen2's with ndig 1): (?i:'s|'t|'re|'ve|'m|'ll|'d)
+ * | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,ndig} | ?[^\s\p{L}\p{N}]+[\r\n]*
+ * | \s*[\r\n]+ | \s+(?!\S) | \s+, each alternative tried in turn
+ */
+static size_t llama3_match(const cps *t, size_t i, size_t end, size_t ndig)
+{
+	size_t j = i, k;
+
+	if ((k = contraction(t, i, end, 1)))
+		return k;
+	if (t->cl[i] == CL_LETTER ||
+	    (t->cl[i] != CL_NUMBER && !is_nl(t->cp[i]) && i + 1 < end && t->cl[i + 1] == CL_LETTER)) {
+		for (j = i + 1; j < end && t->cl[j] == CL_LETTER; j++)
+			;
 		return j - i;
-	return j - i - 1;
+	}
+	if (t->cl[i] == CL_NUMBER) {
+		while (j < end && j - i < ndig && t->cl[j] == CL_NUMBER)
+			j++;
+		return j - i;
+	}
+	if (t->cp[i] == ' ' && i + 1 < end && t->cl[i + 1] == CL_OTHER)
+		j = i + 1;
+	if (t->cl[j] == CL_OTHER) {
+		while (j < end && t->cl[j] == CL_OTHER)
+			j++;
+		while (j < end && is_nl(t->cp[j]))
+			j++;
+		return j - i;
+	}
+	/* \s*[\r\n]+: up to the last newline of the white space */
+	for (j = i; j < end && t->cl[j] == CL_SPACE; j++)
+		;
+	for (k = j; k > i; k--)
+		if (is_nl(t->cp[k - 1]))
+			return k - i;
+	return space_run(t, i, end);
 }
 
 /*
@@ -679,6 +751,11 @@ static int gpt2_bpe(const tok_vocab *v, const char *chunk, size_t len, uint32_t 
 		so[ns] = ns ? so[ns - 1] + sl[ns - 1] : 0;
 		memcpy(buf + so[ns], m, k);
 		sl[ns++] = k;
+	}
+	if (v->ignore_merges && ns > 1 && (rc = tok_lookup(v, buf, so[ns - 1] + sl[ns - 1])) >= 0) {
+		out[(*n)++] = (uint32_t)rc;
+		free(so);
+		return 0;
 	}
 	for (;;) {
 		int best = -1, rank;
@@ -747,7 +824,8 @@ static int gpt2_encode(const tok_vocab *v, const char *text, size_t len, size_t 
 			while (end < t.n && !(v->split_digits && t.cl[end] == CL_NUMBER))
 				end++;
 		for (; rc == 0 && i < end; i += k) {
-			k = gpt2_match(&t, i, end);
+			k = v->pattern == TOK_PAT_GPT2 ? gpt2_match(&t, i, end)
+			    : llama3_match(&t, i, end, v->pattern == TOK_PAT_QWEN2 ? 1 : 3);
 			rc = gpt2_bpe(v, text + t.off[i], t.off[i + k] - t.off[i], out, n, buf,
 				      off + (t.off[i] > shift ? t.off[i] - shift : 0));
 		}
@@ -849,6 +927,25 @@ static int enc_pass(const tok_vocab *v, int k, const char *t, size_t len, size_t
 	}
 }
 
+/* UAX #15's NFC quick check: -1 naming the first code point that NFC may change */
+static int nfc_check(const char *t, size_t len)
+{
+	int last = 0;
+
+	for (size_t i = 0, k; i < len; i += k) {
+		uint32_t c = get_utf8((const uint8_t *)t + i, len - i, &k);
+		int ccc, qc = nv_uninfc(c, &ccc);
+
+		if (qc != NV_NFC_YES || (ccc && last > ccc)) {
+			nv_seterr("U+%04X at byte offset %zu may change under the tokenizer's NFC "
+				  "normalizer, which is not implemented", (unsigned)c, i);
+			return -1;
+		}
+		last = ccc;
+	}
+	return 0;
+}
+
 int tok_encode(const tok_vocab *v, const char *text, size_t len, uint32_t **ids, size_t *n)
 {
 	enc e = { NULL, 0 };
@@ -859,6 +956,8 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, uint32_t **ids,
 		nv_seterr("a text of %zu bytes is too long", len);
 		return -1;
 	}
+	if (v->nfc && nfc_check(text, len) < 0)
+		return -1;
 	if (!(e.out = nv_malloc(2 * len + 3, sizeof *e.out)))
 		return -1;
 	if (v->add_bos && v->bos >= 0)
@@ -957,6 +1056,11 @@ static int gpt2_pre(tok_vocab *v, const char *pre)
 	static const char *const plain[] = { "", "gpt2", "gpt-2", "default" };
 	static const char *const digits[] = { "smollm", "starcoder", "refact" };
 
+	if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "qwen2")) {
+		v->pattern = pre[0] == 'q' ? TOK_PAT_QWEN2 : TOK_PAT_LLAMA3;
+		return 0;
+	}
+
 	for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
 		if (strcmp(pre, plain[i]) == 0)
 			return 0;
@@ -965,7 +1069,8 @@ static int gpt2_pre(tok_vocab *v, const char *pre)
 			v->split_digits = 1;
 			return 0;
 		}
-	nv_seterr("gpt2 pre-tokenizer '%s' is not supported (gpt2, smollm, starcoder, refact)", pre);
+	nv_seterr("gpt2 pre-tokenizer '%s' is not supported (gpt2, smollm, starcoder, refact, "
+		  "llama-bpe, qwen2)", pre);
 	return -1;
 }
 
@@ -1018,6 +1123,8 @@ static int from_vocab_rest(tok_vocab *v, const nv_vocab *src)
 	v->prefix_each = src->prefix_each;
 	v->missing = src->missing;
 	v->unk = src->unk;
+	v->ignore_merges = src->ignore_merges;
+	v->nfc = src->nfc;
 	if (v->missing >= NV_MISSING_UNK && (v->unk < 0 || (size_t)v->unk >= v->n)) {
 		nv_seterr("a missing piece is unk, but the vocabulary has no unk");
 		return -1;

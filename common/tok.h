@@ -11,10 +11,11 @@
  * - TOK_GPT2: GPT-2 byte-level BPE with ranked merges.  The text is split
  *   by GPT-2's pre-tokenizer pattern ('s 't 're 've 'm 'll 'd, ␠?letters,
  *   ␠?numbers, ␠?other, whitespace), digits first split one by one when
- *   split_digits is set (SmolLM2); each chunk's bytes are mapped to GPT-2's
- *   printable code points and merged by lowest rank.  Letters beyond ASCII
- *   are classified by the C library's C.UTF-8 locale; special tokens in the
- *   text are not recognised (they are text).
+ *   split_digits is set (SmolLM2), or by Llama 3's pattern (numbers in
+ *   threes; Qwen2's: one by one); each chunk's bytes are mapped to GPT-2's
+ *   printable code points and merged by lowest rank (with ignore_merges, a
+ *   chunk that is a piece is taken whole).  Letters and numbers are the
+ *   Unicode categories L and N (unicat.h).
  *
  * - TOK_SPM with merges (by_rank): Hugging Face's BPE with byte fallback
  *   (Llama 2, Mistral): as TOK_SPM, but the adjacent pair merged is the one
@@ -27,6 +28,9 @@
  * eos) and add_space_prefix (a space before the non-empty segment at the
  * start of the text, or before every non-empty segment with prefix_each).
  * A byte with no token and no byte fallback is an error naming its offset.
+ * With nfc (Hugging Face's NFC normalizer, Qwen2), a text that NFC might
+ * change (UAX #15's quick check is not Yes) is an error naming the code
+ * point: NFC itself is not implemented, and all other text it leaves alone.
  */
 #ifndef NV_TOK_H
 #define NV_TOK_H
@@ -38,6 +42,9 @@
 #include "vocab.h"
 
 typedef enum { TOK_SPM = 1, TOK_GPT2 = 2 } tok_kind;
+
+/* TOK_GPT2's pre-tokenizer pattern: GPT-2's, Llama 3's, Qwen2's (Llama 3's with single digits) */
+enum { TOK_PAT_GPT2 = 0, TOK_PAT_LLAMA3, TOK_PAT_QWEN2 };
 
 typedef struct tok_map tok_map;
 
@@ -58,6 +65,9 @@ typedef struct {
 	size_t nmerges;
 	int bos, eos, unk;   /* -1 when none */
 	int missing;         /* TOK_GPT2: a byte with no piece: NV_MISSING_* (vocab.h) */
+	int pattern;         /* TOK_GPT2: TOK_PAT_* */
+	int ignore_merges;   /* TOK_GPT2: a chunk that is a piece is that piece, unmerged */
+	int nfc;             /* the text must pass the NFC quick check (NFC leaves it as it is) */
 	int add_bos, add_eos, add_space_prefix, split_digits;
 	int prefix_each;     /* the space prefix before every segment between added tokens */
 	int by_rank;         /* TOK_SPM: merge by rank (tok_add_merge), not by score */

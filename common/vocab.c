@@ -131,6 +131,10 @@ char *nv_vocab_to_json(const nv_vocab *v)
 		cJSON_AddBoolToObject(o, "prefix_each_segment", 1);
 	if (v->missing)
 		cJSON_AddStringToObject(o, "missing", missing_names[v->missing]);
+	if (v->ignore_merges != !strcmp(v->pre, "llama-bpe"))
+		cJSON_AddBoolToObject(o, "ignore_merges", v->ignore_merges);
+	if (v->nfc)
+		cJSON_AddBoolToObject(o, "nfc", 1);
 	s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	if (!s)
@@ -317,6 +321,11 @@ static int vocab_fields(const cJSON *o, nv_vocab *v)
 				 sizeof(v->pre)), -1;
 	if (pre)
 		strcpy(v->pre, pre->valuestring);
+	v->ignore_merges = !strcmp(v->pre, "llama-bpe");
+	if ((cJSON_HasObjectItem(o, "ignore_merges") &&
+	     flag_from(o, "ignore_merges", &v->ignore_merges) < 0) ||
+	    (cJSON_HasObjectItem(o, "nfc") && flag_from(o, "nfc", &v->nfc) < 0))
+		return -1;
 	return 0;
 }
 

@@ -23,7 +23,8 @@
  *     "add_space_prefix": true,         prepend one space to the text (sentencepiece's
  *                                       dummy prefix)
  *     "pre": "smollm",                  gpt2 pre-tokenizer name (GGUF's
- *                                       tokenizer.ggml.pre), "" when unknown
+ *                                       tokenizer.ggml.pre: "gpt2", "smollm",
+ *                                       "llama-bpe", "qwen2", ...), "" when unknown
  *     "added": [ 0, 1, 2 ],             optional: ids whose pieces are found whole
  *                                       in the text before anything else (Hugging
  *                                       Face's added tokens), the text between
@@ -35,6 +36,11 @@
  *                                       every such piece of text, not only the
  *                                       one at the start (Hugging Face's Prepend
  *                                       normalizer)
+ *     "ignore_merges": true,            optional, "gpt2": a pre-tokenized chunk that is
+ *                                       a piece is that piece (default: true for
+ *                                       pre "llama-bpe", as llama.cpp does)
+ *     "nfc": true,                      optional: the text is normalized to NFC first
+ *                                       (an encoder refuses text that NFC may change)
  *     "missing": "drop"                 optional, "gpt2": a byte whose piece is not
  *                                       in the vocabulary is dropped, or is "unk",
  *                                       or "fuse_unk" (one unk for a run of them);
@@ -91,6 +97,8 @@ typedef struct {
 	int32_t *added[2];    /* (nadded[k]) ids found whole in the text: [0] first, [1] then */
 	int prefix_each;      /* add_space_prefix before every segment between added tokens */
 	int missing;          /* NV_MISSING_*: "missing" */
+	int ignore_merges;    /* gpt2: a chunk that is a piece is not merged ("ignore_merges") */
+	int nfc;              /* the tokenizer normalizes to NFC first ("nfc") */
 } nv_vocab;
 
 /* an empty vocabulary of the given model (all ids -1, flags 0) */

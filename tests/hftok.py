@@ -2,12 +2,15 @@
 """hftok.py - Hugging Face tokenizer.json files for the tests, and the ids
 the tokenizers library (PyPI) gives, nothing of nvgkit:
 
-  hftok.py bytelevel DIR TRAIN.txt SIZE digits|template
+  hftok.py bytelevel DIR TRAIN.txt SIZE digits|template|llama3|qwen2
       a byte-level BPE of SIZE tokens trained on TRAIN.txt: with Digits
       (individual) before ByteLevel (SmolLM2's) and the ByteLevel
-      post-processor, or without Digits and a template that adds
-      <|im_start|> and <|im_end|>; special tokens and one non-special,
-      normalized added token
+      post-processor; without Digits and a template that adds
+      <|im_start|> and <|im_end|>; or a Split by Llama 3's pattern
+      (ignore_merges, a template adding <|im_start|>, a piece "Deutsch"
+      that no merge makes) or, after an NFC normalizer, Qwen2's before a
+      ByteLevel without its own pattern; special tokens and one
+      non-special, normalized added token
   hftok.py llama2c DIR tok512.bin
       llama2.c's vocabulary as Llama 2's tokenizer.json is made from a
       sentencepiece model (transformers' LlamaConverter: merges from the
@@ -31,9 +34,12 @@ import struct
 import sys
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
-from tokenizers import processors, trainers, AddedToken
+from tokenizers import processors, trainers, AddedToken, Regex
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+          r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
 
 
 def save(tok, d, config):
@@ -49,22 +55,40 @@ def bytelevel(d, train, size, kind):
     if kind == "digits":
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Digits(individual_digits=True), bl])
+    elif kind in ("llama3", "qwen2"):
+        if kind == "qwen2":
+            tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3 if kind == "llama3" else QWEN2), "isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     else:
         tok.pre_tokenizer = bl
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=size - 1, special_tokens=SPECIALS,
+    trainer = trainers.BpeTrainer(vocab_size=size - 1 - (kind == "llama3"), special_tokens=SPECIALS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train([train], trainer)
     tok.add_tokens([AddedToken("once upon", normalized=True)])
-    if kind == "digits":
+    if kind != "template":
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    else:
+    if kind == "llama3":
+        tok.post_processor = processors.Sequence([tok.post_processor,
+            processors.TemplateProcessing(single="<|im_start|> $A",
+                                          special_tokens=[("<|im_start|>", 1)])])
+    if kind == "template":
         tok.post_processor = processors.TemplateProcessing(
             single="<|im_start|> $A <|im_end|>",
             special_tokens=[("<|im_start|>", 1), ("<|im_end|>", 2)])
     save(tok, d, {"bos_token": "<|im_start|>", "eos_token": {"content": "<|endoftext|>"},
                   "model_max_length": 2048, "tokenizer_class": "GPT2Tokenizer"})
+    if kind == "llama3":
+        p = os.path.join(d, "tokenizer.json")
+        j = json.load(open(p))
+        # and a piece no merge makes: only ignore_merges gives it
+        j["model"]["ignore_merges"] = True
+        j["model"]["vocab"]["Deutsch"] = size - 2
+        j["added_tokens"][-1]["id"] = size - 1
+        json.dump(j, open(p, "w"))
 
 
 def llama2c_pieces(path):
@@ -136,7 +160,7 @@ TORTURE = (
     "Once upon a time, there was a little girl named Lily.\n"
     "  Two spaces,   three,\t\ttabs, \t mixed \n\n\n  and newlines.\r\n"
     "Trailing spaces   \n \n  \n"
-    "It's, I'LL, we're, they've, I'm, you'd, don't, 'S 'll 're''ve \u2019s\n"
+    "It's, I'LL, we're, they've, I'm, you'd, don't, 'S 'll 're''ve \u2019s it'\u017fx\n"
     "Digits 0 12 345 6789 3.14159 1,000,000 2024-01-31 \u0663\u0664\u0665 \u00b2\u00bd \uff11\uff12\n"
     "Deutsch: Gr\u00f6\u00dfe, \u00dcbung, stra\u00dfe. Fran\u00e7ais: \u00e7a co\u00fbte 5\u20ac.\n"
     "\u0420\u0443\u0441\u0441\u043a\u0438\u0439 \u0442\u0435\u043a\u0441\u0442. "

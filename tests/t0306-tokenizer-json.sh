@@ -1,8 +1,9 @@
 #!/bin/bash
 # Hugging Face tokenizer.json at import (cmf-patch(1), "tokenizer.json"):
-# byte-level BPE (GPT-2's pattern; SmolLM2's digits one by one) and
-# sentencepiece-style BPE with byte fallback (tok512 written as Llama 2's
-# tokenizer.json is), each giving the ids of the tokenizers library
+# byte-level BPE (GPT-2's pattern; SmolLM2's digits one by one; Llama 3's
+# and Qwen2's split patterns) and sentencepiece-style BPE with byte
+# fallback (tok512 written as Llama 2's tokenizer.json is), each trained or
+# written by the tokenizers library and giving its ids
 # (tests/hftok.py) on held-out TinyStories, on training text with
 # <|endoftext|> in it and on a torture text; --text and --generate on the
 # import; the hint for a model without a tokenizer; bad tokenizer files
@@ -22,14 +23,17 @@ test_expect_success 'setup: stories260K as a Hugging Face directory; the texts' 
 	"$NVG_PY" "$HFTOK" torture torture.txt
 '
 
-# same_ids DIR: the model beside DIR/tokenizer.json imports, and its ids are the library's
+# same_ids DIR [TEXT...]: the model beside DIR/tokenizer.json imports, and its
+# ids are the library's on each TEXT.txt (held, train and torture by default)
 same_ids() {
-	cp hf/model.safetensors hf/config.json "$1"/ &&
-	cmf-patch import -o "$1.cmf" "$1" &&
-	for t in held train torture; do
-		cmf-eval -m "$1.cmf" --text $t.txt --tokenize "$1.$t.u32" &&
-		"$NVG_PY" "$HFTOK" encode "$1" $t.txt "$1.$t.want" &&
-		cmp "$1.$t.u32" "$1.$t.want" || return 1
+	d=$1 &&
+	shift &&
+	cp hf/model.safetensors hf/config.json "$d"/ &&
+	cmf-patch import -o "$d.cmf" "$d" &&
+	for t in ${@:-held train torture}; do
+		cmf-eval -m "$d.cmf" --text $t.txt --tokenize "$d.$t.u32" &&
+		"$NVG_PY" "$HFTOK" encode "$d" $t.txt "$d.$t.want" &&
+		cmp "$d.$t.u32" "$d.$t.want" || return 1
 	done
 }
 
@@ -46,6 +50,25 @@ test_expect_success 'byte-level BPE, GPT-2 pattern, a template adding <|im_start
 	same_ids bt &&
 	test $(od -An -tu4 -N4 bt.held.u32) -eq 1 &&
 	test $(od -An -tu4 -j $(($(stat -c %s bt.held.u32) - 4)) bt.held.u32) -eq 2
+'
+
+test_expect_success 'byte-level BPE after a Split by Llama 3'"'"'s pattern, ignore_merges: the library'"'"'s ids' '
+	"$NVG_PY" "$HFTOK" bytelevel l3 "$NVG_DATA/tinystories-train-sample.txt" 512 llama3 &&
+	same_ids l3 &&
+	test $(od -An -tu4 -N4 l3.held.u32) -eq 1 &&
+	od -An -tu4 -v -w4 l3.torture.u32 >ids &&
+	test_grep "^ +510$" ids
+'
+
+# NFC is not implemented: a text it leaves alone (UAX #15 quick check) is encoded, another refused
+test_expect_success 'NFC, then a Split by Qwen2'"'"'s pattern: the library'"'"'s ids, or a refusal' '
+	"$NVG_PY" "$HFTOK" bytelevel q2 "$NVG_DATA/tinystories-train-sample.txt" 512 qwen2 &&
+	grep -v "^Marks: " torture.txt >nfc.txt &&
+	same_ids q2 held train nfc &&
+	test_expect_code 1 cmf-eval -m q2.cmf --text torture.txt --tokenize x.u32 2>err &&
+	test_one_line_error err &&
+	test_grep "U\+0301 at byte offset [0-9]+ may change under the tokenizer.s NFC normalizer" err &&
+	test_path_is_missing x.u32
 '
 
 test_expect_success 'sentencepiece-style BPE with byte fallback (tok512 as Llama 2'"'"'s tokenizer.json)' '
@@ -124,14 +147,15 @@ type|sp|notobj|t = [t]|not a JSON object
 type|sp|vlist|t["model"]["vocab"] = []|model.vocab is missing or not an object
 type|sp|vstr|t["model"]["vocab"]["a"] = "x"|model.vocab\[.a.\] = "x" is not a token id
 type|sp|mint|t["model"]["merges"][3] = 7|model.merges\[3\] is not
-type|sp|acont|t["added_tokens"][0]["content"] = 5|added_tokens: .content. is missing or not a string
+type|sp|acont|t["added_tokens"][0]["content"] = 5|added_tokens\[0\]: .content. is missing or not a string
 type|sp|ctype|c:t["eos_token"] = 3|tokenizer_config.json.: eos_token is not a string
 id|sp|dupid|t["model"]["vocab"]["zz"] = 300|model.vocab: id 300 is
 id|sp|far|t["model"]["vocab"]["zz"] = 99999|model.vocab\[.zz.\] = 99999 is not a token id below [0-9]+
 id|sp|neg|t["model"]["vocab"]["zz"] = -3|= -3 is not a token id
 id|sp|frac|t["model"]["vocab"]["zz"] = 1.5|= 1.5 is not a token id
-id|sp|hole|del t["model"]["vocab"]["e"]|no token has id
-id|sp|aid|t["added_tokens"][1]["id"] = 7|added_tokens: id 7 is
+id|sp|hole|del t["model"]["vocab"]["e"]|= 511 is not a token id below 511
+id|sp|aid|t["added_tokens"][1]["id"] = 7|added_tokens\[1\]: .<s>. has id 7, but the tokenizers library gives it 1
+id|bl|anew|t["added_tokens"][-1]["id"] = 600|added_tokens\[3\]: .once upon. has id 600, but the tokenizers library gives it 511
 id|sp|atwice|t["added_tokens"].append(dict(t["added_tokens"][1]))|added_tokens\[3\]: id 1 is there twice
 id|sp|many|t["model"]["vocab"]["zz"] = 512|has 513 tokens, more than config.json.s vocab_size 512
 id|sp|cbos|c:t["bos_token"] = "<bos>"|tokenizer_config.json.: bos_token .<bos>. is not a token
@@ -141,11 +165,14 @@ merge|sp|mtwice|t["model"]["merges"].append(t["model"]["merges"][0])|model.merge
 merge|bl|mstr|t["model"]["merges"][0] = "a b c"|model.merges\[0\] is not
 merge|sp|nobyte|v = t["model"]["vocab"]; v["zz"] = v.pop("<0x7F>")|model.vocab has no piece for byte 0x7F
 refuse|sp|uni|t["model"]["type"] = "Unigram"|model.type .Unigram. is not implemented
-refuse|sp|nfc|t["normalizer"] = {"type": "NFC"}|normalizer .NFC. is not implemented
+refuse|sp|nfkc|t["normalizer"] = {"type": "NFKC"}|normalizer .NFKC. is not implemented
 refuse|sp|meta|t["normalizer"] = None; t["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}|pre_tokenizer .Metaspace. is not implemented
-refuse|bl|split|t["pre_tokenizer"]["pretokenizers"][0] = {"type": "Split", "pattern": {"Regex": "x"}, "behavior": "Isolated", "invert": False}|pre_tokenizer .Split. is not implemented
+refuse|bl|split|t["pre_tokenizer"]["pretokenizers"][0] = {"type": "Split", "pattern": {"Regex": "x"}, "behavior": "Isolated", "invert": False}|pre_tokenizer .Split. of the pattern .x. is not implemented
+refuse|l3|splitb|t["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"|only behavior Isolated, invert false
+refuse|l3|splitre|t["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = True|use_regex true after a Split is not implemented
+refuse|bl|nosplit|t["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = False|use_regex false without a Split
 refuse|bl|aps|t["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = True|add_prefix_space true is not implemented
-refuse|bl|ign|t["model"]["ignore_merges"] = True|ignore_merges true is not implemented
+refuse|sp|ign|t["model"]["ignore_merges"] = True|ignore_merges true is not implemented for sentencepiece
 refuse|sp|dropout|t["model"]["dropout"] = 0.1|model.dropout is not null
 refuse|sp|lstrip|t["added_tokens"][1]["lstrip"] = True|added_tokens\[1\]: lstrip true is not implemented
 refuse|sp|rob|t["post_processor"] = {"type": "RobertaProcessing"}|post_processor .RobertaProcessing. is not implemented
@@ -188,7 +215,7 @@ test_expect_success 'merges of unknown pieces, or whose concatenation is none, o
 
 test_expect_success 'what the import does not implement is refused by name' '
 	refused_cases refuse &&
-	test $(grep -c "" cases) -eq 32
+	test $(grep -c "" cases) -eq 36
 '
 
 test_done

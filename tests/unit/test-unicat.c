@@ -2,8 +2,9 @@
  * test-unicat.c - the Unicode class table: letters (\p{L}) and numbers
  * (\p{N}) of several scripts, and what is neither (marks, symbols, emoji,
  * punctuation, white space, unassigned and out-of-range code points), the
- * ends of ranges included; the expectations are the Unicode 14.0 general
- * categories.
+ * ends of ranges included; the canonical combining class and NFC quick
+ * check of marks, singletons, composing jamo and the rest; the
+ * expectations are Unicode 14.0's.
  */
 #include "tap.h"
 #include "unicat.h"
@@ -32,7 +33,30 @@ int main(void)
 		{ 0x10FFFF, NV_UNI_OTHER, "U+10FFFF" }, { 0x110000, NV_UNI_OTHER, "beyond Unicode" },
 	};
 
+	static const struct {
+		uint32_t c;
+		int qc, ccc;
+		const char *what;
+	} q[] = {
+		{ 'e', NV_NFC_YES, 0, "e" },              { 0xE9, NV_NFC_YES, 0, "é precomposed" },
+		{ 0x301, NV_NFC_MAYBE, 230, "combining acute" },
+		{ 0x340, NV_NFC_NO, 230, "combining grave tone mark (a singleton)" },
+		{ 0x212B, NV_NFC_NO, 0, "Angstrom sign" }, { 0x93C, NV_NFC_MAYBE, 7, "Devanagari nukta" },
+		{ 0x94D, NV_NFC_YES, 9, "Devanagari virama" }, { 0x1161, NV_NFC_MAYBE, 0, "Hangul vowel a" },
+		{ 0x11A8, NV_NFC_MAYBE, 0, "Hangul final g" }, { 0x1100, NV_NFC_YES, 0, "Hangul initial g" },
+		{ 0xAC00, NV_NFC_YES, 0, "가" },          { 0xF900, NV_NFC_NO, 0, "CJK compatibility" },
+		{ 0x2581, NV_NFC_YES, 0, "U+2581" },      { 0xFB01, NV_NFC_YES, 0, "ﬁ (compatibility only)" },
+	};
+
 	for (size_t i = 0; i < sizeof t / sizeof *t; i++)
 		is_int(nv_unicat(t[i].c), t[i].want, "U+%04X %s", (unsigned)t[i].c, t[i].what);
+	for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
+		int ccc, qc = nv_uninfc(q[i].c, &ccc);
+
+		ok(qc == q[i].qc && ccc == q[i].ccc, "U+%04X %s: NFC quick check %d, class %d",
+		   (unsigned)q[i].c, q[i].what, q[i].qc, q[i].ccc);
+		if (qc != q[i].qc || ccc != q[i].ccc)
+			diag("got %d, %d", qc, ccc);
+	}
 	return done_testing();
 }

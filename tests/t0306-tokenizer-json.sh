@@ -1,13 +1,13 @@
 #!/bin/bash
-# Hugging Face tokenizer.json at import (cmf-patch(1), "tokenizer.json"):
+# Hugging Face tokenizer.json at import (cmf-patch(1), "TOKENIZER.JSON"):
 # byte-level BPE (GPT-2's pattern; SmolLM2's digits one by one; Llama 3's
 # and Qwen2's split patterns) and sentencepiece-style BPE with byte
 # fallback (tok512 written as Llama 2's tokenizer.json is), each trained or
-# written by the tokenizers library and giving its ids
-# (tests/hftok.py) on held-out TinyStories, on training text with
-# <|endoftext|> in it and on a torture text; --text and --generate on the
-# import; the hint for a model without a tokenizer; bad tokenizer files
-# refused in one line with nothing written.
+# written by the tokenizers library (tests/hftok.py) and giving its ids on
+# held-out TinyStories, on training text with <|endoftext|> in it and on a
+# torture text; --text, TEXT= and --generate on the import; the hint for a
+# model without a tokenizer; bad tokenizer files refused in one line with
+# nothing written.
 . "$(dirname "$0")/test-lib.sh"
 test_require_data stories260K.bin tok512.bin tinystories-sample.txt tinystories-train-sample.txt
 
@@ -94,6 +94,22 @@ test_expect_success '--generate on the import continues a prompt as the llama2.c
 	cmf-eval -m sp.cmf --text prompt.txt --generate 40 >got &&
 	test_cmp want got &&
 	test_grep "^Once upon a time, there was a little girl named Lily" got
+'
+
+# convert.mk of the one-layer model, small calibration settings
+conv1() {
+	make -s -f "$NVG_TOP/pipelines/convert.mk" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 \
+		MODEL=bl1.cmf BPW=2.5 -j2 "$@"
+}
+
+test_expect_success 'TEXT= of convert.mk on the import converts as the library'"'"'s ids do' '
+	cmf-patch truncate --layers 1 -o bl1.cmf bl.cmf &&
+	conv1 TEXT=train.txt OUT=ctext 2>err &&
+	conv1 TOKENS=bl.train.want OUT=cids 2>err &&
+	for f in ctext/L0/*.gram ctext/L0/*.blr; do
+		cmp "$f" "cids/L0/${f##*/}" || return 1
+	done &&
+	test_cmp cids/model.cmf.blr.txt ctext/model.cmf.blr.txt
 '
 
 test_expect_success 'a model without a tokenizer: --text fails with a hint' '

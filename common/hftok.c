@@ -25,6 +25,8 @@ typedef struct {
 	int replace;         /* normalizer Replace " " → U+2581 */
 	int prepend;         /* normalizer Prepend U+2581 */
 	int nfc;             /* normalizer NFC */
+	int meta;            /* pre_tokenizer Metaspace: 1 never, 2 first, 3 always prepend */
+	int prefix_each;     /* the prefix before every segment */
 	int byte_fallback;
 	int fuse_unk;
 	int template_bos, template_eos; /* ids the post-processor adds, -1 none */
@@ -323,7 +325,7 @@ static int normalizer_one(hfp *p, const cJSON *x)
 		return p->nfc = 1, 0;
 	if (!strcmp(t, "Prepend") && !p->prepend && !p->replace &&
 	    !strcmp(str_or(cJSON_GetObjectItemCaseSensitive(x, "prepend"), ""), SPACE_MARK))
-		return p->prepend = 1, 0;
+		return p->prepend = p->prefix_each = 1, 0;
 	if (!strcmp(t, "Replace") && !p->replace &&
 	    !strcmp(str_or(cJSON_GetObjectItemCaseSensitive(pat, "String"), ""), " ") &&
 	    !strcmp(str_or(cJSON_GetObjectItemCaseSensitive(x, "content"), ""), SPACE_MARK))
@@ -393,21 +395,52 @@ static int split(hfp *p, const cJSON *x)
 	return 0;
 }
 
+/* Metaspace by U+2581 without splitting, alone, after no sentencepiece normalizer */
+static int metaspace(hfp *p, const cJSON *x)
+{
+	static const char *const scheme[] = { "never", "first", "always" };
+	const char *ps = str_or(cJSON_GetObjectItemCaseSensitive(x, "prepend_scheme"), NULL);
+	const cJSON *aps = cJSON_GetObjectItemCaseSensitive(x, "add_prefix_space");
+
+	if (p->replace || p->prepend)
+		return bad(p, "pre_tokenizer Metaspace after a Replace or Prepend normalizer is not "
+			   "implemented");
+	if (strcmp(str_or(cJSON_GetObjectItemCaseSensitive(x, "replacement"), ""), SPACE_MARK) != 0 ||
+	    !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(x, "split")))
+		return bad(p, "pre_tokenizer Metaspace: only replacement U+2581 with split false is "
+			   "implemented");
+	for (int k = 0; ps && k < 3; k++)
+		if (!strcmp(ps, scheme[k]))
+			p->meta = k + 1;
+	if (!ps && cJSON_IsBool(aps))
+		p->meta = cJSON_IsTrue(aps) ? 3 : 1;
+	if (!p->meta)
+		return bad(p, "pre_tokenizer Metaspace: prepend_scheme '%s' is not never, first or "
+			   "always", ps ? ps : "?");
+	p->prepend = p->meta > 1;
+	p->prefix_each = p->meta == 3;
+	return 0;
+}
+
+/* one pre-tokenizer: first -1 alone, 1 first of a Sequence, 0 later in it */
 static int pre_one(hfp *p, const cJSON *x, int first)
 {
 	const char *t = str_or(cJSON_GetObjectItemCaseSensitive(x, "type"), "?");
 
 	if (!strcmp(t, "ByteLevel") && !p->bytelevel)
 		return bytelevel(p, x);
-	if (!strcmp(t, "Digits") && first &&
+	if (!strcmp(t, "Metaspace") && first < 0)
+		return metaspace(p, x);
+	if (!strcmp(t, "Digits") && first > 0 &&
 	    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "individual_digits")))
 		return p->digits = 1, 0;
-	if (!strcmp(t, "Split") && first &&
+	if (!strcmp(t, "Split") && first > 0 &&
 	    cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(x, "pattern")))
 		return split(p, x);
-	return bad(p, "pre_tokenizer '%s'%s is not implemented (ByteLevel, after Digits with "
-		   "individual_digits or a Split of Llama 3's or Qwen2's pattern)", t,
-		   !strcmp(t, "Digits") || !strcmp(t, "Split") ? " here" : "");
+	return bad(p, "pre_tokenizer '%s'%s is not implemented (Metaspace; ByteLevel, after Digits "
+		   "with individual_digits or a Split of Llama 3's or Qwen2's pattern)", t,
+		   !strcmp(t, "Digits") || !strcmp(t, "Split") || !strcmp(t, "Metaspace") ||
+		   !strcmp(t, "ByteLevel") ? " here" : "");
 }
 
 static int read_pre(hfp *p, const cJSON *x)
@@ -418,7 +451,7 @@ static int read_pre(hfp *p, const cJSON *x)
 	if (!x || cJSON_IsNull(x))
 		return 0;
 	if (strcmp(str_or(cJSON_GetObjectItemCaseSensitive(x, "type"), "?"), "Sequence") != 0)
-		return pre_one(p, x, 0);
+		return pre_one(p, x, -1);
 	if (!cJSON_IsArray(seq))
 		return bad(p, "pre_tokenizer.pretokenizers is not an array");
 	cJSON_ArrayForEach(y, seq) {
@@ -563,7 +596,7 @@ static int settle(hfp *p, const cJSON *model)
 
 	if (p->bytelevel && (p->replace || p->prepend))
 		return bad(p, "a normalizer with the ByteLevel pre_tokenizer is not implemented");
-	if (!p->bytelevel && !p->replace)
+	if (!p->bytelevel && !p->replace && !p->meta)
 		return bad(p, "a BPE with neither the ByteLevel pre_tokenizer nor the sentencepiece "
 			   "normalizer (Replace \" \" by U+2581) is not implemented");
 	if (!p->bytelevel && !p->byte_fallback)
@@ -575,7 +608,9 @@ static int settle(hfp *p, const cJSON *model)
 		       : p->digits ? "smollm" : "gpt2");
 	v->ignore_merges = p->ignore_merges;
 	v->nfc = p->nfc;
-	v->add_space_prefix = v->prefix_each = p->prepend;
+	v->add_space_prefix = p->prepend;
+	v->prefix_each = p->prefix_each;
+	v->prefix_unless_space = p->meta != 0;
 	if (unk && (v->unk = lookup(p, unk)) < 0)
 		return bad(p, "model.unk_token '%.40s' is not in the vocabulary", unk);
 	if (v->unk >= 0)

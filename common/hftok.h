@@ -16,7 +16,9 @@
  * - sentencepiece-style BPE with byte fallback (Llama 2, Mistral): no
  *   pre_tokenizer; normalizer Replace " " by U+2581, after an optional
  *   Prepend of U+2581 (each segment between added tokens): model "llama"
- *   with merges, add_space_prefix and prefix_each_segment.
+ *   with merges, add_space_prefix and prefix_each_segment; or, instead of
+ *   that normalizer, a Metaspace pre_tokenizer (U+2581, split false,
+ *   prepend_scheme never, first or always; prefix_unless_space).
  *
  * A post_processor TemplateProcessing whose single sequence is [bos] $A
  * [eos] sets add_bos/add_eos and those ids; ByteLevel and null post

@@ -870,7 +870,9 @@ static int enc_bpe(const tok_vocab *v, const char *text, size_t len, size_t off,
 
 	if (len == 0)
 		return 0;
-	if (v->add_space_prefix && (off == 0 || v->prefix_each))
+	if (v->add_space_prefix && (off == 0 || v->prefix_each) &&
+	    !(v->prefix_unless_space &&
+	      (text[0] == ' ' || (len >= 3 && !memcmp(text, "\xE2\x96\x81", 3)))))
 		shift = 1;
 	/* Hugging Face's normalizer makes every space U+2581: one in the text is a space */
 	if (shift || v->by_rank) {
@@ -1121,6 +1123,7 @@ static int from_vocab_rest(tok_vocab *v, const nv_vocab *src)
 	v->add_eos = src->add_eos;
 	v->add_space_prefix = src->add_space_prefix;
 	v->prefix_each = src->prefix_each;
+	v->prefix_unless_space = src->prefix_unless_space;
 	v->missing = src->missing;
 	v->unk = src->unk;
 	v->ignore_merges = src->ignore_merges;

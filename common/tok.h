@@ -70,6 +70,7 @@ typedef struct {
 	int nfc;             /* the text must pass the NFC quick check (NFC leaves it as it is) */
 	int add_bos, add_eos, add_space_prefix, split_digits;
 	int prefix_each;     /* the space prefix before every segment between added tokens */
+	int prefix_unless_space; /* but not before one that starts with a space (Metaspace) */
 	int by_rank;         /* TOK_SPM: merge by rank (tok_add_merge), not by score */
 	tok_added added[2];  /* found in the text, then in the text between those */
 	int byte_fallback[256]; /* id of <0xNN>, or -1 */

@@ -129,6 +129,8 @@ char *nv_vocab_to_json(const nv_vocab *v)
 	}
 	if (v->prefix_each)
 		cJSON_AddBoolToObject(o, "prefix_each_segment", 1);
+	if (v->prefix_unless_space)
+		cJSON_AddBoolToObject(o, "prefix_unless_space", 1);
 	if (v->missing)
 		cJSON_AddStringToObject(o, "missing", missing_names[v->missing]);
 	if (v->ignore_merges != !strcmp(v->pre, "llama-bpe"))
@@ -324,7 +326,9 @@ static int vocab_fields(const cJSON *o, nv_vocab *v)
 	v->ignore_merges = !strcmp(v->pre, "llama-bpe");
 	if ((cJSON_HasObjectItem(o, "ignore_merges") &&
 	     flag_from(o, "ignore_merges", &v->ignore_merges) < 0) ||
-	    (cJSON_HasObjectItem(o, "nfc") && flag_from(o, "nfc", &v->nfc) < 0))
+	    (cJSON_HasObjectItem(o, "nfc") && flag_from(o, "nfc", &v->nfc) < 0) ||
+	    (cJSON_HasObjectItem(o, "prefix_unless_space") &&
+	     flag_from(o, "prefix_unless_space", &v->prefix_unless_space) < 0))
 		return -1;
 	return 0;
 }

@@ -39,6 +39,9 @@
  *     "ignore_merges": true,            optional, "gpt2": a pre-tokenized chunk that is
  *                                       a piece is that piece (default: true for
  *                                       pre "llama-bpe", as llama.cpp does)
+ *     "prefix_unless_space": true,      optional: no space prefix before a segment
+ *                                       that starts with a space or U+2581
+ *                                       (Hugging Face's Metaspace pre-tokenizer)
  *     "nfc": true,                      optional: the text is normalized to NFC first
  *                                       (an encoder refuses text that NFC may change)
  *     "missing": "drop"                 optional, "gpt2": a byte whose piece is not
@@ -96,6 +99,7 @@ typedef struct {
 	size_t nadded[2];
 	int32_t *added[2];    /* (nadded[k]) ids found whole in the text: [0] first, [1] then */
 	int prefix_each;      /* add_space_prefix before every segment between added tokens */
+	int prefix_unless_space; /* but not before a segment that starts with a space */
 	int missing;          /* NV_MISSING_*: "missing" */
 	int ignore_merges;    /* gpt2: a chunk that is a piece is not merged ("ignore_merges") */
 	int nfc;              /* the tokenizer normalizes to NFC first ("nfc") */

@@ -11,11 +11,12 @@ the tokenizers library (PyPI) gives, nothing of nvgkit:
       that no merge makes) or, after an NFC normalizer, Qwen2's before a
       ByteLevel without its own pattern; special tokens and one
       non-special, normalized added token
-  hftok.py llama2c DIR tok512.bin
+  hftok.py llama2c DIR tok512.bin [first|always]
       llama2.c's vocabulary as Llama 2's tokenizer.json is made from a
       sentencepiece model (transformers' LlamaConverter: merges from the
       pieces, ordered by the merged piece's score; Prepend and Replace
-      normalizers; byte fallback; a template that adds <s>)
+      normalizers, or a Metaspace pre-tokenizer with that prepend_scheme;
+      byte fallback; a template that adds <s>)
   hftok.py fromcmf DIR MODEL.cmf
       the tokenizer.json of a GPT-2 vocabulary that a CMF file carries
       (cmf.tokenizer, from a GGUF import): vocab, merges, Digits when its
@@ -101,7 +102,7 @@ def llama2c_pieces(path):
     return out
 
 
-def llama2c(d, path):
+def llama2c(d, path, scheme=None):
     pieces = llama2c_pieces(path)
     names = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)]
     vocab = {p: i for i, (p, _) in enumerate(pieces)}
@@ -117,8 +118,12 @@ def llama2c(d, path):
     merges.sort(key=lambda m: m[2], reverse=True)
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[(a, b) for a, b, _ in merges],
                                unk_token="<unk>", byte_fallback=True, fuse_unk=True))
-    tok.normalizer = normalizers.Sequence(
-        [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    if scheme:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581",
+                                                     prepend_scheme=scheme, split=False)
+    else:
+        tok.normalizer = normalizers.Sequence(
+            [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
     tok.add_special_tokens([AddedToken(t, normalized=False) for t in ["<unk>", "<s>", "</s>"]])
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
@@ -186,7 +191,7 @@ def main():
     if cmd == "bytelevel":
         bytelevel(a[0], a[1], int(a[2]), a[3])
     elif cmd == "llama2c":
-        llama2c(a[0], a[1])
+        llama2c(a[0], a[1], a[2] if len(a) > 2 else None)
     elif cmd == "fromcmf":
         fromcmf(a[0], a[1])
     elif cmd == "encode":

@@ -78,6 +78,15 @@ test_expect_success 'sentencepiece-style BPE with byte fallback (tok512 as Llama
 	test_grep "^tokenizer: llama, 512 tokens$" info
 '
 
+test_expect_success 'sentencepiece-style BPE by a Metaspace pre-tokenizer, prepend_scheme first and always' '
+	printf "</s> a</s>b <s>  x\n</s>" >added.txt &&
+	"$NVG_PY" "$HFTOK" llama2c mf "$NVG_DATA/tok512.bin" first &&
+	same_ids mf held train torture added &&
+	"$NVG_PY" "$HFTOK" llama2c ma "$NVG_DATA/tok512.bin" always &&
+	same_ids ma held train torture added &&
+	test_must_fail cmp -s mf.added.u32 ma.added.u32
+'
+
 test_expect_success 'held-out text: the ids and perplexity of the import equal the llama2.c import' '
 	cmf-eval -m s.cmf --text held.txt --tokenize s.held.u32 &&
 	cmp s.held.u32 sp.held.u32 &&
@@ -182,7 +191,9 @@ merge|bl|mstr|t["model"]["merges"][0] = "a b c"|model.merges\[0\] is not
 merge|sp|nobyte|v = t["model"]["vocab"]; v["zz"] = v.pop("<0x7F>")|model.vocab has no piece for byte 0x7F
 refuse|sp|uni|t["model"]["type"] = "Unigram"|model.type .Unigram. is not implemented
 refuse|sp|nfkc|t["normalizer"] = {"type": "NFKC"}|normalizer .NFKC. is not implemented
-refuse|sp|meta|t["normalizer"] = None; t["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}|pre_tokenizer .Metaspace. is not implemented
+refuse|sp|meta|t["normalizer"] = None; t["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}|Metaspace: only replacement U.2581 with split false
+refuse|mf|meta2|t["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}|Metaspace after a Replace or Prepend normalizer
+refuse|sp|whsp|t["pre_tokenizer"] = {"type": "WhitespaceSplit"}|pre_tokenizer .WhitespaceSplit. is not implemented
 refuse|bl|split|t["pre_tokenizer"]["pretokenizers"][0] = {"type": "Split", "pattern": {"Regex": "x"}, "behavior": "Isolated", "invert": False}|pre_tokenizer .Split. of the pattern .x. is not implemented
 refuse|l3|splitb|t["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"|only behavior Isolated, invert false
 refuse|l3|splitre|t["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = True|use_regex true after a Split is not implemented
@@ -231,7 +242,7 @@ test_expect_success 'merges of unknown pieces, or whose concatenation is none, o
 
 test_expect_success 'what the import does not implement is refused by name' '
 	refused_cases refuse &&
-	test $(grep -c "" cases) -eq 36
+	test $(grep -c "" cases) -eq 38
 '
 
 test_done

@@ -111,12 +111,18 @@ TEST_ENV := NVG_BIN='$(CURDIR)/$(BIN)' NVG_TOP='$(CURDIR)' \
 
 check: unit-check tool-check man-check
 
-# python packages some tests use as independent references (numpy, safetensors),
+# python packages some tests use as independent references (numpy, safetensors,
+# the tokenizers library that reads tokenizer.json),
 # in a virtual environment inside the build tree
-PY_PKGS := numpy safetensors
+PY_PKGS := numpy safetensors tokenizers==0.22.1
 VENV    := $(BUILD)/venv
+# the stamp holds the package list: a venv made for another list is brought up to date
+ifneq ($(file <$(VENV)/.ok),$(PY_PKGS))
+.PHONY: $(VENV)/.ok
+endif
 $(VENV)/.ok:
-	$(call quiet,VENV,$(VENV))python3 -m venv $(VENV) && $(VENV)/bin/pip install -q $(PY_PKGS) && touch $@
+	$(call quiet,VENV,$(VENV))python3 -m venv $(VENV) && $(VENV)/bin/pip install -q $(PY_PKGS) && \
+	  echo '$(PY_PKGS)' >$@
 
 unit-check: $(UNITS)
 	$(Q)$(TEST_ENV) $(PROVE) $(PROVE_FLAGS) --exec '' $(UNITS)

@@ -1,11 +1,13 @@
 /* import_safetensors.c - Hugging Face safetensors (one file or an indexed shard set) with config.json (see import.h) */
 #include "import.h"
 #include "hfconfig.h"
+#include "hftok.h"
 #include "err.h"
 #include "fileio.h"
 #include "mem.h"
 
 #include <cJSON.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +57,63 @@ static int read_config(const char *src0, cmf_arch *a, int *untied)
 	}
 	free(path);
 	return rc;
+}
+
+/* name beside src0, read: 1, absent: 0 (*text NULL), unreadable: -1 */
+static int read_beside(const char *src0, const char *name, char **path, char **text)
+{
+	struct stat st;
+
+	*text = NULL;
+	if (!(*path = beside(src0, name)))
+		return -1;
+	if (stat(*path, &st) != 0 && errno == ENOENT)
+		return 0;
+	return (*text = read_text(*path)) ? 1 : -1;
+}
+
+/* the vocabulary of tokenizer.json and tokenizer_config.json; bos/eos from config.json when they say none */
+static int hf_vocab(const char *src0, const cmf_arch *a, nv_vocab *v)
+{
+	char *path, *text;
+	int rc = read_beside(src0, "tokenizer.json", &path, &text);
+
+	if (rc > 0)
+		rc = hf_tokenizer_parse(text, path, v) < 0 ? -1 : 1;
+	if (rc > 0 && (size_t)a->vocab < v->n) {
+		nv_seterr("'%s' has %zu tokens, more than config.json's vocab_size %d", path, v->n,
+			  a->vocab);
+		nv_vocab_free(v);
+		rc = -1;
+	}
+	free(path);
+	free(text);
+	if (rc <= 0)
+		return rc;
+	if ((rc = read_beside(src0, "tokenizer_config.json", &path, &text)) > 0)
+		rc = hf_tokenizer_config(text, path, v);
+	free(path);
+	free(text);
+	if (rc < 0)
+		return nv_vocab_free(v), -1;
+	if (v->bos < 0 && a->bos >= 0 && (size_t)a->bos < v->n)
+		v->bos = a->bos;
+	if (v->eos < 0 && a->eos >= 0 && (size_t)a->eos < v->n)
+		v->eos = a->eos;
+	return 1;
+}
+
+/* cmf.tokenizer from the Hugging Face tokenizer files beside src0, when there are */
+static int read_tokenizer(const char *src0, imp_model *m)
+{
+	nv_vocab v;
+	int rc = hf_vocab(src0, &m->arch, &v);
+
+	if (rc <= 0)
+		return rc;
+	m->tokenizer = nv_vocab_to_json(&v);
+	nv_vocab_free(&v);
+	return m->tokenizer ? 0 : -1;
 }
 
 /* the shard files an index names, in order of first appearance */
@@ -211,7 +270,7 @@ int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m
 
 	if (nsrc == 1 && stat(src[0], &st) == 0 && S_ISDIR(st.st_mode))
 		return import_dir(src[0], dtype, m);
-	if (read_config(src[0], &m->arch, &untied) < 0)
+	if (read_config(src[0], &m->arch, &untied) < 0 || read_tokenizer(src[0], m) < 0)
 		return -1;
 	if (nsrc == 1 && n0 >= 5 && strcmp(src[0] + n0 - 5, ".json") == 0) {
 		rc = index_shards(src[0], &files, &nfiles);

@@ -3,13 +3,12 @@
 #include "err.h"
 #include "le.h"
 #include "mem.h"
+#include "unicat.h"
 
-#include <locale.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <wctype.h>
 
 /* ---- a byte-string → int map, open addressing ---- */
 
@@ -112,7 +111,7 @@ int tok_init(tok_vocab *v, tok_kind kind, size_t n)
 	memset(v, 0, sizeof *v);
 	v->kind = kind;
 	v->n = n;
-	v->bos = v->eos = -1;
+	v->bos = v->eos = v->unk = -1;
 	for (int i = 0; i < 256; i++)
 		v->byte_fallback[i] = -1;
 	if (n == 0 || n > INT32_MAX) {
@@ -172,14 +171,57 @@ int tok_add_merge(tok_vocab *v, const char *a, size_t alen, const char *b, size_
 	}
 	if (!(k = nv_malloc(alen + blen + 2, 1)))
 		return -1;
+	/* pieces hold no NUL, so "a\0b" names the pair whatever bytes they hold */
 	memcpy(k, a, alen);
-	k[alen] = ' ';
+	k[alen] = 0;
 	memcpy(k + alen + 1, b, blen);
 	rc = map_put(v->ranks, k, alen + blen + 1, (int)v->nmerges);
 	free(k);
 	if (rc < 0)
 		return -1;
 	v->nmerges++;
+	return rc == 0; /* 1: the pair was there, with its first rank */
+}
+
+/* added ids longest piece first, then lowest id */
+typedef struct {
+	size_t len;
+	int id;
+} added_key;
+
+static int added_order(const void *a, const void *b)
+{
+	const added_key *x = a, *y = b;
+
+	if (x->len != y->len)
+		return x->len > y->len ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+int tok_set_added(tok_vocab *v, int k, const int32_t *ids, size_t n)
+{
+	tok_added *a = &v->added[k];
+	added_key *key = nv_malloc(n + 1, sizeof *key);
+
+	if (!key || !(a->id = nv_malloc(n + 1, sizeof *a->id))) {
+		free(key);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (ids[i] < 0 || (size_t)ids[i] >= v->n || !v->piece[ids[i]] || !v->len[ids[i]]) {
+			nv_seterr("added token %d is not a non-empty piece of the vocabulary", ids[i]);
+			free(key);
+			return -1;
+		}
+		key[i] = (added_key){ v->len[ids[i]], ids[i] };
+	}
+	qsort(key, n, sizeof *key, added_order);
+	for (size_t i = 0; i < n; i++) {
+		a->id[i] = key[i].id;
+		a->first[(uint8_t)v->piece[key[i].id][0]] = 1;
+	}
+	a->n = n;
+	free(key);
 	return 0;
 }
 
@@ -194,6 +236,7 @@ int tok_finish(tok_vocab *v)
 			nv_seterr("piece %zu is missing", i);
 			return -1;
 		}
+		v->maxlen = v->len[i] > v->maxlen ? v->len[i] : v->maxlen;
 		/* a duplicate piece keeps its first id (sentencepiece vocabularies have some) */
 		if (map_put(v->ids, v->piece[i], v->len[i], (int)i) < 0)
 			return -1;
@@ -219,6 +262,8 @@ void tok_free(tok_vocab *v)
 	free(v->score);
 	map_free(v->ids);
 	map_free(v->ranks);
+	free(v->added[0].id);
+	free(v->added[1].id);
 	memset(v, 0, sizeof *v);
 }
 
@@ -273,7 +318,7 @@ typedef struct {
 } sym;
 
 typedef struct {
-	float score;
+	double score;    /* the piece's score, or minus the merge's rank */
 	int left, right; /* symbols */
 	int id;          /* the merged piece */
 	unsigned lver, rver;
@@ -342,6 +387,18 @@ static int push_pair(const tok_vocab *v, heap *hp, const sym *s, int a, int b, c
 	la = v->len[s[a].id];
 	lb = v->len[s[b].id];
 	memcpy(buf, v->piece[s[a].id], la);
+	if (v->by_rank) {
+		int rank;
+
+		buf[la] = 0;
+		memcpy(buf + la + 1, v->piece[s[b].id], lb);
+		if ((rank = map_get(v->ranks, buf, la + lb + 1)) < 0)
+			return 0;
+		memmove(buf + la, buf + la + 1, lb);
+		if ((id = tok_lookup(v, buf, la + lb)) < 0)
+			return 0;
+		return heap_push(hp, (cand){ -(double)rank, a, b, id, s[a].ver, s[b].ver });
+	}
 	memcpy(buf + la, v->piece[s[b].id], lb);
 	if ((id = tok_lookup(v, buf, la + lb)) < 0)
 		return 0;
@@ -349,8 +406,9 @@ static int push_pair(const tok_vocab *v, heap *hp, const sym *s, int a, int b, c
 }
 
 /* the initial symbols: one per code point, or its bytes' fallback pieces */
-static int spm_symbols(const tok_vocab *v, const char *t, size_t len, size_t shift, sym *s,
-		       size_t *ns)
+/* t: a segment at byte off of the text, after shift bytes of space prefix */
+static int spm_symbols(const tok_vocab *v, const char *t, size_t len, size_t shift, size_t off,
+		       sym *s, size_t *ns)
 {
 	size_t n = 0;
 
@@ -373,7 +431,7 @@ static int spm_symbols(const tok_vocab *v, const char *t, size_t len, size_t shi
 				}
 				if (b < 0) {
 					nv_seterr("byte 0x%02x at offset %zu has no token and no byte "
-						  "fallback", (uint8_t)t[i + j], i + j - shift);
+						  "fallback", (uint8_t)t[i + j], off + i + j - shift);
 					return -1;
 				}
 				s[n++] = (sym){ b, -1, -1, 0 };
@@ -417,24 +475,15 @@ static int spm_merge(const tok_vocab *v, sym *s, size_t ns, char *buf)
 	return rc;
 }
 
-static size_t max_piece(const tok_vocab *v)
-{
-	size_t m = 0;
-
-	for (size_t i = 0; i < v->n; i++)
-		m = v->len[i] > m ? v->len[i] : m;
-	return m;
-}
-
 static int spm_encode(const tok_vocab *v, const char *text, size_t len, size_t shift,
-		      uint32_t *out, size_t *n)
+		      size_t off, uint32_t *out, size_t *n)
 {
 	sym *s = nv_malloc(len + 1, sizeof *s);
-	char *buf = nv_malloc(2 * max_piece(v) + 1, 1);
+	char *buf = nv_malloc(2 * v->maxlen + 2, 1);
 	size_t ns = 0;
 	int rc = -1;
 
-	if (!s || !buf || spm_symbols(v, text, len, shift, s, &ns) < 0 || spm_merge(v, s, ns, buf) < 0)
+	if (!s || !buf || spm_symbols(v, text, len, shift, off, s, &ns) < 0 || spm_merge(v, s, ns, buf) < 0)
 		goto out;
 	for (int i = ns ? 0 : -1; i >= 0; i = s[i].next)
 		out[(*n)++] = (uint32_t)s[i].id;
@@ -514,32 +563,20 @@ static uint32_t get_utf8(const uint8_t *t, size_t len, size_t *k)
 	return c;
 }
 
-static locale_t utf8_loc;
-static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
-
-static void utf8_init(void)
-{
-	utf8_loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
-}
-
 enum { CL_SPACE, CL_LETTER, CL_NUMBER, CL_OTHER };
 
+/* the classes of GPT-2's pattern: \s (White_Space), \p{L}, \p{N}, the rest */
 static int cp_class(uint32_t c)
 {
-	if (c < 0x80) {
-		if (c == ' ' || (c >= '\t' && c <= '\r'))
-			return CL_SPACE;
-		if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
-			return CL_LETTER;
-		return c >= '0' && c <= '9' ? CL_NUMBER : CL_OTHER;
-	}
-	if (c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-	    c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000)
+	if (c == ' ' || (c >= '\t' && c <= '\r') || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+	    (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+	    c == 0x205F || c == 0x3000)
 		return CL_SPACE;
-	pthread_once(&utf8_once, utf8_init);
-	if (utf8_loc && iswalpha_l((wint_t)c, utf8_loc))
-		return CL_LETTER;
-	return CL_OTHER;
+	switch (nv_unicat(c)) {
+	case NV_UNI_LETTER: return CL_LETTER;
+	case NV_UNI_NUMBER: return CL_NUMBER;
+	default: return CL_OTHER;
+	}
 }
 
 typedef struct {
@@ -550,19 +587,51 @@ typedef struct {
 } cps;
 
 /* the length (in code points) of GPT-2's pattern match at i, within [i, end) */
-static size_t gpt2_match(const cps *t, size_t i, size_t end)
+/* 's 't 're 've 'm 'll 'd at i: its length, or 0; fold: any case (U+017F is an s) */
+static size_t contraction(const cps *t, size_t i, size_t end, int fold)
 {
 	static const char *const contr[] = { "s", "t", "re", "ve", "m", "ll", "d" };
+
+	if (t->cp[i] != '\'')
+		return 0;
+	for (size_t c = 0; c < 7; c++) {
+		size_t k = strlen(contr[c]), m = 0;
+
+		for (; m < k && i + 1 + m < end; m++) {
+			uint32_t x = t->cp[i + 1 + m];
+
+			if (fold && x == 0x17F)
+				x = 's';
+			else if (fold && x >= 'A' && x <= 'Z')
+				x |= 0x20;
+			if (x != (uint8_t)contr[c][m])
+				break;
+		}
+		if (m == k)
+			return k + 1;
+	}
+	return 0;
+}
+
+/* white space at i: \s+(?!\S)|\s+ — all of it at the end, else all but the last */
+static size_t space_run(const cps *t, size_t i, size_t end)
+{
 	size_t j = i;
 
-	if (t->cp[i] == '\'')
-		for (size_t c = 0; c < 7; c++) {
-			size_t k = strlen(contr[c]);
+	while (j < end && t->cl[j] == CL_SPACE)
+		j++;
+	if (j == end || j - i == 1)
+		return j - i;
+	return j - i - 1;
+}
 
-			if (i + k < end && t->cp[i + 1] == (uint8_t)contr[c][0] &&
-			    (k == 1 || t->cp[i + 2] == (uint8_t)contr[c][1]))
-				return k + 1;
-		}
+/* the length (in code points) of GPT-2's pattern match at i, within [i, end) */
+static size_t gpt2_match(const cps *t, size_t i, size_t end)
+{
+	size_t j = i, k;
+
+	if ((k = contraction(t, i, end, 0)))
+		return k;
 	if (t->cp[i] == ' ' && i + 1 < end && t->cl[i + 1] != CL_SPACE)
 		j = i + 1;
 	if (t->cl[j] != CL_SPACE) {
@@ -572,12 +641,82 @@ static size_t gpt2_match(const cps *t, size_t i, size_t end)
 			j++;
 		return j - i;
 	}
-	/* whitespace: all of it at the end, else all but the last before a non-space */
-	while (j < end && t->cl[j] == CL_SPACE)
-		j++;
-	if (j == end || j - i == 1)
+	return space_run(t, i, end);
+}
+
+static int is_nl(uint32_t c)
+{
+	return c == '\r' || c == '\n';
+}
+
+/*
+ * Llama 3's pattern at i (Qwen2's with ndig 1): (?i:'s|'t|'re|'ve|'m|'ll|'d)
+ * | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}{1,ndig} | ?[^\s\p{L}\p{N}]+[\r\n]*
+ * | \s*[\r\n]+ | \s+(?!\S) | \s+, each alternative tried in turn
+ */
+static size_t llama3_match(const cps *t, size_t i, size_t end, size_t ndig)
+{
+	size_t j = i, k;
+
+	if ((k = contraction(t, i, end, 1)))
+		return k;
+	if (t->cl[i] == CL_LETTER ||
+	    (t->cl[i] != CL_NUMBER && !is_nl(t->cp[i]) && i + 1 < end && t->cl[i + 1] == CL_LETTER)) {
+		for (j = i + 1; j < end && t->cl[j] == CL_LETTER; j++)
+			;
 		return j - i;
-	return j - i - 1;
+	}
+	if (t->cl[i] == CL_NUMBER) {
+		while (j < end && j - i < ndig && t->cl[j] == CL_NUMBER)
+			j++;
+		return j - i;
+	}
+	if (t->cp[i] == ' ' && i + 1 < end && t->cl[i + 1] == CL_OTHER)
+		j = i + 1;
+	if (t->cl[j] == CL_OTHER) {
+		while (j < end && t->cl[j] == CL_OTHER)
+			j++;
+		while (j < end && is_nl(t->cp[j]))
+			j++;
+		return j - i;
+	}
+	/* \s*[\r\n]+: up to the last newline of the white space */
+	for (j = i; j < end && t->cl[j] == CL_SPACE; j++)
+		;
+	for (k = j; k > i; k--)
+		if (is_nl(t->cp[k - 1]))
+			return k - i;
+	return space_run(t, i, end);
+}
+
+/*
+ * the ids of a chunk's ns symbols (buf + so[i], sl[i] bytes); a symbol with
+ * no piece (a byte outside the vocabulary: it merges with nothing) is an
+ * error, dropped, or unk, consecutive ones fused (Hugging Face's BPE)
+ */
+static int gpt2_emit(const tok_vocab *v, const char *buf, const size_t *so, const size_t *sl,
+		     size_t ns, uint32_t *out, size_t *n, size_t off)
+{
+	int unk_last = 0;
+
+	for (size_t i = 0; i < ns; i++) {
+		int id = tok_lookup(v, buf + so[i], sl[i]);
+
+		if (id < 0 && v->missing == NV_MISSING_ERROR) {
+			nv_seterr("text at byte offset %zu has no token", off);
+			return -1;
+		}
+		if (id >= 0 || v->missing == NV_MISSING_DROP) {
+			unk_last = 0;
+			if (id >= 0)
+				out[(*n)++] = (uint32_t)id;
+			continue;
+		}
+		if (!(unk_last && v->missing == NV_MISSING_FUSE_UNK))
+			out[(*n)++] = (uint32_t)v->unk;
+		unk_last = 1;
+	}
+	return 0;
 }
 
 /* BPE of one chunk's mapped bytes; the ids appended to out */
@@ -598,18 +737,23 @@ static int gpt2_bpe(const tok_vocab *v, const char *chunk, size_t len, uint32_t 
 		memcpy(buf + so[ns], m, k);
 		sl[ns++] = k;
 	}
+	if (v->ignore_merges && ns > 1 && (rc = tok_lookup(v, buf, so[ns - 1] + sl[ns - 1])) >= 0) {
+		out[(*n)++] = (uint32_t)rc;
+		free(so);
+		return 0;
+	}
 	for (;;) {
 		int best = -1, rank;
 		size_t bi = 0;
 
 		for (size_t i = 0; i + 1 < ns; i++) {
-			/* the symbols are contiguous in buf: "a b" needs a space between */
+			/* the symbols are contiguous in buf: "a\0b" needs a NUL between */
 			char key[512];
 
 			if (sl[i] + sl[i + 1] + 1 > sizeof key)
 				continue;
 			memcpy(key, buf + so[i], sl[i]);
-			key[sl[i]] = ' ';
+			key[sl[i]] = 0;
 			memcpy(key + sl[i] + 1, buf + so[i + 1], sl[i + 1]);
 			rank = map_get(v->ranks, key, sl[i] + sl[i + 1] + 1);
 			if (rank >= 0 && (best < 0 || rank < best)) {
@@ -624,17 +768,7 @@ static int gpt2_bpe(const tok_vocab *v, const char *chunk, size_t len, uint32_t 
 		memmove(sl + bi + 1, sl + bi + 2, (ns - bi - 2) * sizeof *sl);
 		ns--;
 	}
-	for (size_t i = 0; i < ns; i++) {
-		int id = tok_lookup(v, buf + so[i], sl[i]);
-
-		if (id < 0) {
-			nv_seterr("text at byte offset %zu has no token", off);
-			goto out;
-		}
-		out[(*n)++] = (uint32_t)id;
-	}
-	rc = 0;
-out:
+	rc = gpt2_emit(v, buf, so, sl, ns, out, n, off);
 	free(so);
 	return rc;
 }
@@ -661,7 +795,7 @@ static int to_cps(const char *text, size_t len, cps *t)
 }
 
 static int gpt2_encode(const tok_vocab *v, const char *text, size_t len, size_t shift,
-		       uint32_t *out, size_t *n)
+		       size_t off, uint32_t *out, size_t *n)
 {
 	cps t = { 0 };
 	char *buf = nv_malloc(4 * len + 4, 1);
@@ -675,9 +809,10 @@ static int gpt2_encode(const tok_vocab *v, const char *text, size_t len, size_t 
 			while (end < t.n && !(v->split_digits && t.cl[end] == CL_NUMBER))
 				end++;
 		for (; rc == 0 && i < end; i += k) {
-			k = gpt2_match(&t, i, end);
+			k = v->pattern == TOK_PAT_GPT2 ? gpt2_match(&t, i, end)
+			    : llama3_match(&t, i, end, v->pattern == TOK_PAT_QWEN2 ? 1 : 3);
 			rc = gpt2_bpe(v, text + t.off[i], t.off[i + k] - t.off[i], out, n, buf,
-				      t.off[i] > shift ? t.off[i] - shift : 0);
+				      off + (t.off[i] > shift ? t.off[i] - shift : 0));
 		}
 	}
 	if (!buf)
@@ -689,39 +824,147 @@ static int gpt2_encode(const tok_vocab *v, const char *text, size_t len, size_t 
 	return rc;
 }
 
-int tok_encode(const tok_vocab *v, const char *text, size_t len, uint32_t **ids, size_t *n)
+/* p[0..n) with U+2581 (E2 96 81) turned into spaces, into b (n bytes at least); its length */
+static size_t spm_spaces(const char *p, size_t n, char *b)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i + 2 < n && memcmp(p + i, "\xE2\x96\x81", 3) == 0) {
+			b[k++] = ' ';
+			i += 2;
+		} else {
+			b[k++] = p[i];
+		}
+	}
+	return k;
+}
+
+/* the ids of an encoding under way (capacity 2·len + 3: bos, eos, a prefix a segment) */
+typedef struct {
+	uint32_t *out;
+	size_t n;
+} enc;
+
+/* one segment between added tokens, at byte off of the text, by the BPE */
+static int enc_bpe(const tok_vocab *v, const char *text, size_t len, size_t off, enc *e)
 {
 	char *t = NULL;
-	uint32_t *out;
 	size_t shift = 0;
 	int rc;
 
-	*ids = NULL;
-	*n = 0;
-	if (!(out = nv_malloc(len + 2, sizeof *out)))
-		return -1;
-	if (v->add_bos && v->bos >= 0)
-		out[(*n)++] = (uint32_t)v->bos;
-	if (v->add_space_prefix && len > 0) {
-		if (!(t = nv_malloc(len + 1, 1))) {
-			free(out);
+	if (len == 0)
+		return 0;
+	if (v->add_space_prefix && (off == 0 || v->prefix_each) &&
+	    !(v->prefix_unless_space &&
+	      (text[0] == ' ' || (len >= 3 && !memcmp(text, "\xE2\x96\x81", 3)))))
+		shift = 1;
+	/* Hugging Face's normalizer makes every space U+2581: one in the text is a space */
+	if (shift || v->by_rank) {
+		if (!(t = nv_malloc(len + 1, 1)))
+			return -1;
+		t[0] = ' ';
+		len = shift + (v->by_rank ? spm_spaces(text, len, t + shift)
+					  : (memcpy(t + shift, text, len), len));
+		text = t;
+	}
+	rc = v->kind == TOK_SPM ? spm_encode(v, text, len, shift, off, e->out, &e->n)
+				: gpt2_encode(v, text, len, shift, off, e->out, &e->n);
+	free(t);
+	return rc;
+}
+
+/* the leftmost, longest added piece of a in t[i..len): its id (*at, *k bytes), or -1 */
+static int find_added(const tok_vocab *v, const tok_added *a, const char *t, size_t len,
+		      size_t i, size_t *at, size_t *k)
+{
+	for (; i < len; i++) {
+		if (!a->first[(uint8_t)t[i]])
+			continue;
+		for (size_t j = 0; j < a->n; j++) {
+			size_t pl = v->len[a->id[j]];
+
+			if (pl <= len - i && memcmp(t + i, v->piece[a->id[j]], pl) == 0) {
+				*at = i;
+				*k = pl;
+				return a->id[j];
+			}
+		}
+	}
+	*at = len;
+	*k = 0;
+	return -1;
+}
+
+/* text at byte off: split on the added tokens of pass k, the rest to pass k + 1 or the BPE */
+static int enc_pass(const tok_vocab *v, int k, const char *t, size_t len, size_t off, enc *e)
+{
+	for (size_t i = 0;;) {
+		size_t at, pl;
+		int id = find_added(v, &v->added[k], t, len, i, &at, &pl);
+		int rc = k == 0 ? enc_pass(v, 1, t + i, at - i, off + i, e)
+				: enc_bpe(v, t + i, at - i, off + i, e);
+
+		if (rc < 0)
+			return -1;
+		if (id < 0)
+			return 0;
+		e->out[e->n++] = (uint32_t)id;
+		i = at + pl;
+	}
+}
+
+/* UAX #15's NFC quick check: -1 naming the first code point that NFC may change */
+static int nfc_check(const char *t, size_t len)
+{
+	int last = 0;
+
+	for (size_t i = 0, k; i < len; i += k) {
+		uint32_t c = get_utf8((const uint8_t *)t + i, len - i, &k);
+		int ccc, qc = nv_uninfc(c, &ccc);
+
+		if (qc != NV_NFC_YES || (ccc && last > ccc)) {
+			nv_seterr("U+%04X at byte offset %zu may change under the tokenizer's NFC "
+				  "normalizer, which is not implemented", (unsigned)c, i);
 			return -1;
 		}
-		t[0] = ' ';
-		memcpy(t + 1, text, len);
-		text = t;
-		len++;
-		shift = 1;
+		last = ccc;
 	}
-	rc = v->kind == TOK_SPM ? spm_encode(v, text, len, shift, out, n)
-				: gpt2_encode(v, text, len, shift, out, n);
-	free(t);
-	if (rc < 0) {
-		free(out);
-		*n = 0;
+	return 0;
+}
+
+int tok_encode(const tok_vocab *v, const char *text, size_t len, uint32_t **ids, size_t *n)
+{
+	enc e = { NULL, 0 };
+
+	*ids = NULL;
+	*n = 0;
+	if (len > (SIZE_MAX - 3) / 8) {
+		nv_seterr("a text of %zu bytes is too long", len);
 		return -1;
 	}
-	*ids = out;
+	if (v->nfc && nfc_check(text, len) < 0)
+		return -1;
+	if (!(e.out = nv_malloc(2 * len + 3, sizeof *e.out)))
+		return -1;
+	if (v->add_bos && v->bos >= 0)
+		e.out[e.n++] = (uint32_t)v->bos;
+	if (enc_pass(v, 0, text, len, 0, &e) < 0) {
+		free(e.out);
+		return -1;
+	}
+	if (v->add_eos && v->eos >= 0)
+		e.out[e.n++] = (uint32_t)v->eos;
+	*ids = e.out;
+	*n = e.n;
+	return 0;
+}
+
+int tok_gpt2_bytes(const char *p, size_t len, char *out, size_t *n)
+{
+	*n = 0;
+	for (size_t i = 0; i < len; i++)
+		*n += put_utf8(out + *n, byte_cp((uint8_t)p[i]));
 	return 0;
 }
 
@@ -781,24 +1024,16 @@ int tok_decode(const tok_vocab *v, int prev, uint32_t id, char *buf, size_t cap,
 
 /* ---- from cmf.tokenizer ---- */
 
-/* a sentencepiece piece with U+2581 (E2 96 81) turned into spaces */
+/* a sentencepiece piece with its U+2581 turned into spaces */
 static int set_spm_piece(tok_vocab *v, size_t id, const char *p, float score)
 {
-	size_t n = strlen(p), k = 0;
+	size_t n = strlen(p);
 	char *b = nv_malloc(n + 1, 1);
 	int rc;
 
 	if (!b)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (i + 2 < n && memcmp(p + i, "\xE2\x96\x81", 3) == 0) {
-			b[k++] = ' ';
-			i += 2;
-		} else {
-			b[k++] = p[i];
-		}
-	}
-	rc = tok_set_piece(v, id, b, k, score);
+	rc = tok_set_piece(v, id, b, spm_spaces(p, n, b), score);
 	free(b);
 	return rc;
 }
@@ -808,6 +1043,11 @@ static int gpt2_pre(tok_vocab *v, const char *pre)
 	static const char *const plain[] = { "", "gpt2", "gpt-2", "default" };
 	static const char *const digits[] = { "smollm", "starcoder", "refact" };
 
+	if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "qwen2")) {
+		v->pattern = pre[0] == 'q' ? TOK_PAT_QWEN2 : TOK_PAT_LLAMA3;
+		return 0;
+	}
+
 	for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
 		if (strcmp(pre, plain[i]) == 0)
 			return 0;
@@ -816,21 +1056,66 @@ static int gpt2_pre(tok_vocab *v, const char *pre)
 			v->split_digits = 1;
 			return 0;
 		}
-	nv_seterr("gpt2 pre-tokenizer '%s' is not supported (gpt2, smollm, starcoder, refact)", pre);
+	nv_seterr("gpt2 pre-tokenizer '%s' is not supported (gpt2, smollm, starcoder, refact, "
+		  "llama-bpe, qwen2)", pre);
 	return -1;
 }
 
-static int gpt2_merges(tok_vocab *v, const nv_vocab *src)
+/* the merges "A B" by rank; a sentencepiece vocabulary's with U+2581 turned into spaces */
+static int add_merges(tok_vocab *v, const nv_vocab *src)
 {
 	for (size_t i = 0; i < src->nmerges; i++) {
 		const char *m = src->merges[i], *sp = strchr(m, ' ');
+		size_t n = strlen(m), la, lb;
+		char *b;
+		int rc;
 
 		if (!sp || sp == m || !sp[1] || strchr(sp + 1, ' ')) {
 			nv_seterr("merge %zu '%s' is not two pieces separated by one space", i, m);
 			return -1;
 		}
-		if (tok_add_merge(v, m, (size_t)(sp - m), sp + 1, strlen(sp + 1)) < 0)
+		if (v->kind == TOK_GPT2) {
+			if (tok_add_merge(v, m, (size_t)(sp - m), sp + 1, strlen(sp + 1)) < 0)
+				return -1;
+			continue;
+		}
+		if (!(b = nv_malloc(n + 1, 1)))
 			return -1;
+		la = spm_spaces(m, (size_t)(sp - m), b);
+		lb = spm_spaces(sp + 1, strlen(sp + 1), b + la);
+		rc = tok_add_merge(v, b, la, b + la, lb);
+		free(b);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* what the vocabulary says beyond its pieces: merges, added tokens, ids and flags */
+static int from_vocab_rest(tok_vocab *v, const nv_vocab *src)
+{
+	if (v->kind == TOK_GPT2 && gpt2_pre(v, src->pre) < 0)
+		return -1;
+	v->by_rank = v->kind == TOK_SPM && src->merges;
+	if (add_merges(v, src) < 0)
+		return -1;
+	for (int k = 0; k < 2; k++)
+		if (tok_set_added(v, k, src->added[k], src->nadded[k]) < 0)
+			return -1;
+	v->bos = src->bos;
+	v->eos = src->eos;
+	v->add_bos = src->add_bos;
+	v->add_eos = src->add_eos;
+	v->add_space_prefix = src->add_space_prefix;
+	v->prefix_each = src->prefix_each;
+	v->prefix_unless_space = src->prefix_unless_space;
+	v->missing = src->missing;
+	v->unk = src->unk;
+	v->ignore_merges = src->ignore_merges;
+	v->nfc = src->nfc;
+	if (v->missing >= NV_MISSING_UNK && (v->unk < 0 || (size_t)v->unk >= v->n)) {
+		nv_seterr("a missing piece is unk, but the vocabulary has no unk");
+		return -1;
 	}
 	return 0;
 }
@@ -849,13 +1134,7 @@ int tok_from_vocab(tok_vocab *v, const nv_vocab *src)
 		if (rc < 0)
 			goto fail;
 	}
-	if (k == TOK_GPT2 && (gpt2_pre(v, src->pre) < 0 || gpt2_merges(v, src) < 0))
-		goto fail;
-	v->bos = src->bos;
-	v->eos = src->eos;
-	v->add_bos = src->add_bos;
-	v->add_space_prefix = src->add_space_prefix;
-	if (tok_finish(v) < 0)
+	if (from_vocab_rest(v, src) < 0 || tok_finish(v) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -871,7 +1150,8 @@ int tok_from_cmf(tok_vocab *v, const cmf_file *f)
 
 	memset(v, 0, sizeof *v);
 	if (!json) {
-		nv_seterr("the model carries no cmf.tokenizer (give --tokens instead of --text)");
+		nv_seterr("the model carries no tokenizer: import it from a directory with its "
+			  "tokenizer.json (or a GGUF, or llama2.c with --vocab), or give --tokens");
 		return -1;
 	}
 	if (nv_vocab_from_json(json, &src) < 0) {

@@ -11,14 +11,26 @@
  * - TOK_GPT2: GPT-2 byte-level BPE with ranked merges.  The text is split
  *   by GPT-2's pre-tokenizer pattern ('s 't 're 've 'm 'll 'd, ␠?letters,
  *   ␠?numbers, ␠?other, whitespace), digits first split one by one when
- *   split_digits is set (SmolLM2); each chunk's bytes are mapped to GPT-2's
- *   printable code points and merged by lowest rank.  Letters beyond ASCII
- *   are classified by the C library's C.UTF-8 locale; special tokens in the
- *   text are not recognised (they are text).
+ *   split_digits is set (SmolLM2), or by Llama 3's pattern (numbers in
+ *   threes; Qwen2's: one by one); each chunk's bytes are mapped to GPT-2's
+ *   printable code points and merged by lowest rank (with ignore_merges, a
+ *   chunk that is a piece is taken whole).  Letters and numbers are the
+ *   Unicode categories L and N (unicat.h).
  *
- * Both honour add_bos (prepend bos) and add_space_prefix (a space before a
- * non-empty text).  A byte with no token and no byte fallback is an error
- * naming its offset.
+ * - TOK_SPM with merges (by_rank): Hugging Face's BPE with byte fallback
+ *   (Llama 2, Mistral): as TOK_SPM, but the adjacent pair merged is the one
+ *   of lowest merge rank (the leftmost among equals).
+ *
+ * Added tokens (Hugging Face's) are found first: the leftmost, longest
+ * piece of the first list in the text, then of the second list in the text
+ * between those; the text between them is encoded by the BPE, each such
+ * segment on its own.  All honour add_bos (prepend bos), add_eos (append
+ * eos) and add_space_prefix (a space before the non-empty segment at the
+ * start of the text, or before every non-empty segment with prefix_each).
+ * A byte with no token and no byte fallback is an error naming its offset.
+ * With nfc (Hugging Face's NFC normalizer, Qwen2), a text that NFC might
+ * change (UAX #15's quick check is not Yes) is an error naming the code
+ * point: NFC itself is not implemented, and all other text it leaves alone.
  */
 #ifndef NV_TOK_H
 #define NV_TOK_H
@@ -31,17 +43,36 @@
 
 typedef enum { TOK_SPM = 1, TOK_GPT2 = 2 } tok_kind;
 
+/* TOK_GPT2's pre-tokenizer pattern: GPT-2's, Llama 3's, Qwen2's (Llama 3's with single digits) */
+enum { TOK_PAT_GPT2 = 0, TOK_PAT_LLAMA3, TOK_PAT_QWEN2 };
+
 typedef struct tok_map tok_map;
+
+/* added tokens of one pass: ids, longest piece first; first[b]: some piece starts with b */
+typedef struct {
+	size_t n;
+	int *id;
+	uint8_t first[256];
+} tok_added;
 
 typedef struct {
 	tok_kind kind;
 	size_t n;            /* vocabulary size */
 	char **piece;        /* n pieces (NUL-terminated, may hold any byte but NUL) */
 	size_t *len;         /* their lengths */
+	size_t maxlen;       /* the longest (set by tok_finish) */
 	float *score;        /* n scores (TOK_SPM) */
 	size_t nmerges;
-	int bos, eos;        /* -1 when none */
-	int add_bos, add_space_prefix, split_digits;
+	int bos, eos, unk;   /* -1 when none */
+	int missing;         /* TOK_GPT2: a byte with no piece: NV_MISSING_* (vocab.h) */
+	int pattern;         /* TOK_GPT2: TOK_PAT_* */
+	int ignore_merges;   /* TOK_GPT2: a chunk that is a piece is that piece, unmerged */
+	int nfc;             /* the text must pass the NFC quick check (NFC leaves it as it is) */
+	int add_bos, add_eos, add_space_prefix, split_digits;
+	int prefix_each;     /* the space prefix before every segment between added tokens */
+	int prefix_unless_space; /* but not before one that starts with a space (Metaspace) */
+	int by_rank;         /* TOK_SPM: merge by rank (tok_add_merge), not by score */
+	tok_added added[2];  /* found in the text, then in the text between those */
 	int byte_fallback[256]; /* id of <0xNN>, or -1 */
 	tok_map *ids;        /* piece → id */
 	tok_map *ranks;      /* "a b" → merge rank (TOK_GPT2) */
@@ -50,8 +81,10 @@ typedef struct {
 /* an empty vocabulary of n pieces; fill it with tok_set_piece / tok_add_merge */
 int tok_init(tok_vocab *v, tok_kind kind, size_t n);
 int tok_set_piece(tok_vocab *v, size_t id, const char *p, size_t len, float score);
-/* the next merge "a b" (rank = merges added before it) */
+/* the next merge "a b" (rank = merges added before it); 1 when the pair was there (first rank kept) */
 int tok_add_merge(tok_vocab *v, const char *a, size_t alen, const char *b, size_t blen);
+/* the added tokens of pass k (0, 1): n ids, each a non-empty piece */
+int tok_set_added(tok_vocab *v, int k, const int32_t *ids, size_t n);
 /* index the pieces (a missing or duplicate piece is an error); call once filled */
 int tok_finish(tok_vocab *v);
 void tok_free(tok_vocab *v);
@@ -78,6 +111,9 @@ int tok_text_ids(const cmf_file *f, const char *path, uint32_t **ids, size_t *n)
 
 /* llama2.c's tokenizer file (tokenizer.bin, tok512.bin): bos 1, eos 2, add_bos, space prefix */
 int tok_load_llama2(tok_vocab *v, const uint8_t *buf, size_t len, size_t n);
+
+/* len bytes as GPT-2's byte-level code points (UTF-8, at most 2·len bytes) into out */
+int tok_gpt2_bytes(const char *p, size_t len, char *out, size_t *n);
 
 /* the id of a piece, or -1 */
 int tok_lookup(const tok_vocab *v, const char *p, size_t len);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const missing_names[] = { "error", "drop", "unk", "fuse_unk" };
+
 const char *nv_vocab_model_name(nv_vocab_model m)
 {
 	return m == NV_VOCAB_GPT2 ? "gpt2" : "llama";
@@ -37,12 +39,14 @@ void nv_vocab_free(nv_vocab *v)
 	free_strings(v->merges, v->nmerges);
 	free(v->scores);
 	free(v->types);
+	free(v->added[0]);
+	free(v->added[1]);
 	nv_vocab_init(v, v->model);
 }
 
-/* 1 when s[0..n) is well-formed UTF-8 without NUL (no overlongs, no surrogates) */
-static int utf8_ok(const uint8_t *s, size_t n)
+int nv_utf8_ok(const char *str, size_t n)
 {
+	const uint8_t *s = (const uint8_t *)str;
 	size_t i = 0;
 
 	while (i < n) {
@@ -94,7 +98,7 @@ char *nv_vocab_to_json(const nv_vocab *v)
 	char *s;
 
 	for (size_t i = 0; i < v->n; i++)
-		if (!utf8_ok((const uint8_t *)v->tokens[i], strlen(v->tokens[i])))
+		if (!nv_utf8_ok(v->tokens[i], strlen(v->tokens[i])))
 			return cJSON_Delete(o), nv_seterr("token %zu is not valid UTF-8", i), NULL;
 	cJSON_AddStringToObject(o, "model", nv_vocab_model_name(v->model));
 	cJSON_AddItemToObject(o, "tokens", string_array(v->tokens, v->n));
@@ -106,7 +110,7 @@ char *nv_vocab_to_json(const nv_vocab *v)
 	a = cJSON_AddArrayToObject(o, "types");
 	for (size_t i = 0; i < v->n; i++)
 		cJSON_AddItemToArray(a, cJSON_CreateNumber(v->types ? v->types[i] : NV_TOK_NORMAL));
-	if (v->model == NV_VOCAB_GPT2)
+	if (v->model == NV_VOCAB_GPT2 || v->merges)
 		cJSON_AddItemToObject(o, "merges", string_array(v->merges, v->nmerges));
 	cJSON_AddNumberToObject(o, "bos", v->bos);
 	cJSON_AddNumberToObject(o, "eos", v->eos);
@@ -116,6 +120,23 @@ char *nv_vocab_to_json(const nv_vocab *v)
 	cJSON_AddBoolToObject(o, "add_eos", v->add_eos);
 	cJSON_AddBoolToObject(o, "add_space_prefix", v->add_space_prefix);
 	cJSON_AddStringToObject(o, "pre", v->pre);
+	for (int k = 0; k < 2; k++) {
+		if (!v->nadded[k])
+			continue;
+		a = cJSON_AddArrayToObject(o, k ? "added_normalized" : "added");
+		for (size_t i = 0; i < v->nadded[k]; i++)
+			cJSON_AddItemToArray(a, cJSON_CreateNumber(v->added[k][i]));
+	}
+	if (v->prefix_each)
+		cJSON_AddBoolToObject(o, "prefix_each_segment", 1);
+	if (v->prefix_unless_space)
+		cJSON_AddBoolToObject(o, "prefix_unless_space", 1);
+	if (v->missing)
+		cJSON_AddStringToObject(o, "missing", missing_names[v->missing]);
+	if (v->ignore_merges != !strcmp(v->pre, "llama-bpe"))
+		cJSON_AddBoolToObject(o, "ignore_merges", v->ignore_merges);
+	if (v->nfc)
+		cJSON_AddBoolToObject(o, "nfc", 1);
 	s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	if (!s)
@@ -124,6 +145,25 @@ char *nv_vocab_to_json(const nv_vocab *v)
 }
 
 /* ---------------------------------------------------------------- parsing */
+
+/* the optional "missing": drop, unk or fuse_unk (these two with an unk) */
+static int missing_from(const cJSON *o, nv_vocab *v)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "missing");
+
+	if (!x)
+		return 0;
+	for (int k = NV_MISSING_DROP; k <= NV_MISSING_FUSE_UNK; k++)
+		if (cJSON_IsString(x) && !strcmp(x->valuestring, missing_names[k]))
+			v->missing = k;
+	if (!v->missing)
+		return nv_seterr("cmf.tokenizer: field 'missing' is not \"drop\", \"unk\" or "
+				 "\"fuse_unk\""), -1;
+	if (v->missing >= NV_MISSING_UNK && v->unk < 0)
+		return nv_seterr("cmf.tokenizer: field 'missing' is \"%s\" but 'unk' is -1",
+				 missing_names[v->missing]), -1;
+	return 0;
+}
 
 static int strings_from(const cJSON *a, const char *field, size_t *n, char ***out)
 {
@@ -138,7 +178,7 @@ static int strings_from(const cJSON *a, const char *field, size_t *n, char ***ou
 	cJSON_ArrayForEach(x, a) {
 		if (!cJSON_IsString(x))
 			return nv_seterr("cmf.tokenizer: %s[%zu] is not a string", field, i), -1;
-		if (!utf8_ok((const uint8_t *)x->valuestring, strlen(x->valuestring)))
+		if (!nv_utf8_ok(x->valuestring, strlen(x->valuestring)))
 			return nv_seterr("cmf.tokenizer: %s[%zu] is not valid UTF-8", field, i), -1;
 		if (!((*out)[i++] = nv_strdup(x->valuestring)))
 			return -1;
@@ -178,7 +218,7 @@ static int numbers_from(const cJSON *o, nv_vocab *v)
 	const cJSON *x;
 	size_t i = 0;
 
-	if (v->model == NV_VOCAB_LLAMA) {
+	if (v->model == NV_VOCAB_LLAMA && (sc || !cJSON_HasObjectItem(o, "merges"))) {
 		if (!cJSON_IsArray(sc) || (size_t)cJSON_GetArraySize(sc) != v->n)
 			return nv_seterr("cmf.tokenizer: field 'scores' is not an array of %zu numbers",
 					 v->n), -1;
@@ -216,6 +256,37 @@ static int check_merges(const nv_vocab *v)
 	return 0;
 }
 
+/* the optional "added" or "added_normalized" ids (k 0 or 1): distinct, in the vocabulary */
+static int added_from(const cJSON *o, int k, nv_vocab *v)
+{
+	const char *key = k ? "added_normalized" : "added";
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *x;
+	uint8_t *seen;
+	int rc = 0;
+
+	if (!a)
+		return 0;
+	if (!cJSON_IsArray(a))
+		return nv_seterr("cmf.tokenizer: field '%s' is not an array", key), -1;
+	v->added[k] = nv_malloc((size_t)cJSON_GetArraySize(a) + 1, sizeof(int32_t));
+	if (!v->added[k] || !(seen = nv_calloc(v->n, 1)))
+		return -1;
+	cJSON_ArrayForEach(x, a) {
+		double d = cJSON_IsNumber(x) ? x->valuedouble : -1;
+
+		if (d != floor(d) || d < 0 || d >= (double)v->n || seen[(size_t)d]) {
+			nv_seterr("cmf.tokenizer: %s[%zu] is not a distinct token id below %zu", key,
+				  v->nadded[k], v->n);
+			rc = -1;
+			break;
+		}
+		seen[(size_t)d] = 1;
+		v->added[k][v->nadded[k]++] = (int32_t)d;
+	}
+	free(seen);
+	return rc;
+}
+
 static int vocab_fields(const cJSON *o, nv_vocab *v)
 {
 	const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
@@ -232,20 +303,33 @@ static int vocab_fields(const cJSON *o, nv_vocab *v)
 		return nv_seterr("cmf.tokenizer: field 'tokens' is empty"), -1;
 	if (numbers_from(o, v) < 0)
 		return -1;
-	if (v->model == NV_VOCAB_GPT2 &&
+	if ((v->model == NV_VOCAB_GPT2 || cJSON_HasObjectItem(o, "merges")) &&
 	    (strings_from(cJSON_GetObjectItemCaseSensitive(o, "merges"), "merges", &v->nmerges,
 			  &v->merges) < 0 || check_merges(v) < 0))
+		return -1;
+	if (added_from(o, 0, v) < 0 || added_from(o, 1, v) < 0 ||
+	    (cJSON_HasObjectItem(o, "prefix_each_segment") &&
+	     flag_from(o, "prefix_each_segment", &v->prefix_each) < 0))
 		return -1;
 	if (id_from(o, "bos", v->n, &v->bos) < 0 || id_from(o, "eos", v->n, &v->eos) < 0 ||
 	    id_from(o, "unk", v->n, &v->unk) < 0 || id_from(o, "pad", v->n, &v->pad) < 0 ||
 	    flag_from(o, "add_bos", &v->add_bos) < 0 || flag_from(o, "add_eos", &v->add_eos) < 0 ||
 	    flag_from(o, "add_space_prefix", &v->add_space_prefix) < 0)
 		return -1;
+	if (missing_from(o, v) < 0)
+		return -1;
 	if (pre && (!cJSON_IsString(pre) || strlen(pre->valuestring) >= sizeof(v->pre)))
 		return nv_seterr("cmf.tokenizer: field 'pre' is not a string under %zu bytes",
 				 sizeof(v->pre)), -1;
 	if (pre)
 		strcpy(v->pre, pre->valuestring);
+	v->ignore_merges = !strcmp(v->pre, "llama-bpe");
+	if ((cJSON_HasObjectItem(o, "ignore_merges") &&
+	     flag_from(o, "ignore_merges", &v->ignore_merges) < 0) ||
+	    (cJSON_HasObjectItem(o, "nfc") && flag_from(o, "nfc", &v->nfc) < 0) ||
+	    (cJSON_HasObjectItem(o, "prefix_unless_space") &&
+	     flag_from(o, "prefix_unless_space", &v->prefix_unless_space) < 0))
+		return -1;
 	return 0;
 }
 
@@ -329,7 +413,7 @@ static int read_pieces(const char *path, const uint8_t *b, size_t len, nv_vocab 
 		if (plen == 0 || plen > len - at)
 			return nv_seterr("'%s': token %zu: length %u is zero or beyond the file (%zu bytes left)",
 					 path, i, plen, len - at), -1;
-		if (!utf8_ok(b + at, plen))
+		if (!nv_utf8_ok((const char *)b + at, plen))
 			return nv_seterr("'%s': token %zu is not valid UTF-8", path, i), -1;
 		if (!(v->tokens[i] = spm_piece(b + at, plen)))
 			return -1;

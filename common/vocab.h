@@ -7,21 +7,48 @@
  *   {
  *     "model": "llama" | "gpt2",
  *     "tokens": [ "piece", ... ],       n strings; the token id is the index
- *     "scores": [ 0.0, -1.0, ... ],     n numbers (model "llama" only)
+ *     "scores": [ 0.0, -1.0, ... ],     n numbers (model "llama" without merges)
  *     "types":  [ 1, 3, 6, ... ],       n integers, sentencepiece/GGUF token types:
  *                                       1 normal, 2 unknown, 3 control,
  *                                       4 user-defined, 5 unused, 6 byte
- *     "merges": [ "Ġ t", ... ],         model "gpt2" only: merge rules in priority
- *                                       order (rank = index), the two parts
- *                                       separated by one space
+ *     "merges": [ "Ġ t", ... ],         merge rules in priority order (rank =
+ *                                       index), the two parts separated by one
+ *                                       space: always for "gpt2"; for "llama"
+ *                                       (a Hugging Face BPE with byte fallback)
+ *                                       they replace the scores
  *     "bos": 1, "eos": 2,               ids, -1 when the model has none
  *     "unk": 0, "pad": -1,              ids, -1 when none
  *     "add_bos": true,                  prepend bos when encoding
  *     "add_eos": false,                 append eos when encoding
  *     "add_space_prefix": true,         prepend one space to the text (sentencepiece's
  *                                       dummy prefix)
- *     "pre": "smollm"                   gpt2 pre-tokenizer name (GGUF's
- *                                       tokenizer.ggml.pre), "" when unknown
+ *     "pre": "smollm",                  gpt2 pre-tokenizer name (GGUF's
+ *                                       tokenizer.ggml.pre: "gpt2", "smollm",
+ *                                       "llama-bpe", "qwen2", ...), "" when unknown
+ *     "added": [ 0, 1, 2 ],             optional: ids whose pieces are found whole
+ *                                       in the text before anything else (Hugging
+ *                                       Face's added tokens), the text between
+ *                                       them encoded piece by piece
+ *     "added_normalized": [ 7 ],        optional: ids found the same way, after
+ *                                       "added", in the text between those
+ *                                       (added tokens with normalized true)
+ *     "prefix_each_segment": true,      optional: the space prefix goes before
+ *                                       every such piece of text, not only the
+ *                                       one at the start (Hugging Face's Prepend
+ *                                       normalizer)
+ *     "ignore_merges": true,            optional, "gpt2": a pre-tokenized chunk that is
+ *                                       a piece is that piece (default: true for
+ *                                       pre "llama-bpe", as llama.cpp does)
+ *     "prefix_unless_space": true,      optional: no space prefix before a segment
+ *                                       that starts with a space or U+2581
+ *                                       (Hugging Face's Metaspace pre-tokenizer)
+ *     "nfc": true,                      optional: the text is normalized to NFC first
+ *                                       (an encoder refuses text that NFC may change)
+ *     "missing": "drop"                 optional, "gpt2": a byte whose piece is not
+ *                                       in the vocabulary is dropped, or is "unk",
+ *                                       or "fuse_unk" (one unk for a run of them);
+ *                                       absent: an error (Hugging Face's BPE drops
+ *                                       them without an unk_token)
  *   }
  *
  * Piece text conventions:
@@ -29,7 +56,8 @@
  *   space is U+2581 (the llama2.c importer turns tok512.bin's ' ' into it);
  *   byte-fallback pieces are the text "<0xNN>" (two upper-case hex digits)
  *   with type 6; merging picks the adjacent pair whose concatenation is a
- *   token with the highest score.
+ *   token with the highest score, or, when there are merges, the adjacent
+ *   pair with the lowest merge rank (Hugging Face's BPE).
  * - "gpt2" (byte-level BPE): pieces are in GPT-2's byte-to-unicode alphabet
  *   (a space is U+0120 'Ġ', a newline U+010A 'Ċ'), exactly as in GGUF and
  *   Hugging Face tokenizer.json; merges apply by rank.
@@ -44,6 +72,9 @@
 #include <stdint.h>
 
 typedef enum { NV_VOCAB_LLAMA = 0, NV_VOCAB_GPT2 } nv_vocab_model;
+
+/* what a gpt2 encoder does with a byte whose piece is not in the vocabulary */
+enum { NV_MISSING_ERROR = 0, NV_MISSING_DROP, NV_MISSING_UNK, NV_MISSING_FUSE_UNK };
 
 enum {
 	NV_TOK_NORMAL = 1,
@@ -61,10 +92,17 @@ typedef struct {
 	float *scores;        /* (n), "llama" only; NULL otherwise */
 	int32_t *types;       /* (n) */
 	size_t nmerges;
-	char **merges;        /* (nmerges), "gpt2" only */
+	char **merges;        /* (nmerges), "gpt2"; "llama" ranked by merges when not NULL */
 	int bos, eos, unk, pad;      /* -1 when none */
 	int add_bos, add_eos, add_space_prefix;
 	char pre[64];         /* gpt2 pre-tokenizer name, "" when unknown */
+	size_t nadded[2];
+	int32_t *added[2];    /* (nadded[k]) ids found whole in the text: [0] first, [1] then */
+	int prefix_each;      /* add_space_prefix before every segment between added tokens */
+	int prefix_unless_space; /* but not before a segment that starts with a space */
+	int missing;          /* NV_MISSING_*: "missing" */
+	int ignore_merges;    /* gpt2: a chunk that is a piece is not merged ("ignore_merges") */
+	int nfc;              /* the tokenizer normalizes to NFC first ("nfc") */
 } nv_vocab;
 
 /* an empty vocabulary of the given model (all ids -1, flags 0) */
@@ -88,6 +126,9 @@ int nv_vocab_read_llama2c(const char *path, size_t n, nv_vocab *v);
 /* the byte of a byte-fallback piece "<0xNN>" (two upper-case hex digits,
  * n bytes), or -1 for any other piece */
 int nv_vocab_byte_piece(const char *p, size_t n);
+
+/* 1 when s[0..n) is well-formed UTF-8 without NUL (no overlongs, no surrogates) */
+int nv_utf8_ok(const char *s, size_t n);
 
 /* "llama" / "gpt2" */
 const char *nv_vocab_model_name(nv_vocab_model m);

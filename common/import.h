@@ -67,7 +67,7 @@ void imp_model_free(imp_model *m);
 /* "safetensors", "gguf", "llama2c" -> nv_from; -1 when unknown */
 int nv_from_parse(const char *s);
 
-/* ---- pieces the importers share (import.c) ---- */
+/* ---- pieces the importers share (import_model.c), and the checks import.c makes ---- */
 
 void imp_model_init(imp_model *m);
 /*

@@ -645,6 +645,20 @@ static int check_finite(const float *x, size_t n, int layer)
 	return 0;
 }
 
+/* the logits (T × vocab) of final states x (T × d), each checked finite */
+static int head_finite(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logits)
+{
+	if (fw_logits(m, s, x, T, logits) < 0)
+		return -1;
+	for (size_t i = 0; i < T * m->vocab; i++)
+		if (!isfinite(logits[i])) {
+			nv_seterr("the head makes a non-finite logit (%g): the model's weights are "
+				  "broken", (double)logits[i]);
+			return -1;
+		}
+	return 0;
+}
+
 int fw_window_logits(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T, float *x,
 		     float *logits)
 {
@@ -661,15 +675,7 @@ int fw_window_logits(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T, 
 		if (rc < 0 || check_finite(x, T * m->d, l) < 0)
 			return -1;
 	}
-	if (fw_logits(m, s, x, T, logits) < 0)
-		return -1;
-	for (size_t i = 0; i < T * m->vocab; i++)
-		if (!isfinite(logits[i])) {
-			nv_seterr("the head makes a non-finite logit (%g): the model's weights are "
-				  "broken", (double)logits[i]);
-			return -1;
-		}
-	return 0;
+	return head_finite(m, s, x, T, logits);
 }
 
 /* progress of a layer-major pass: steps done of nsteps, rows a step */
@@ -806,22 +812,6 @@ static void runner_free(fw_runner *r)
 	free(r->logits);
 }
 
-/* the logits (T × vocab) of final states x (T × d) into r->logits, each checked finite */
-static int head_logits(fw_runner *r, const float *x, size_t T)
-{
-	size_t n = T * r->m->vocab;
-
-	if (fw_logits(r->m, &r->s, x, T, r->logits) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		if (!isfinite(r->logits[i])) {
-			nv_seterr("the head makes a non-finite logit (%g): the model's weights are "
-				  "broken", (double)r->logits[i]);
-			return -1;
-		}
-	return 0;
-}
-
 /* the scores of one window: T = len − 1 positions predicting tok[1..len) */
 static void score_window(fw_runner *a, fw_runner *b, const uint32_t *tok, size_t T,
 			 fw_eval_result *r)
@@ -868,8 +858,8 @@ static int eval_windows(fw_runner *a, fw_runner *b, const uint32_t *tok, const f
 	for (size_t i = 0; i < nw; off += w[i].len - 1, i++) {
 		size_t T = w[i].len - 1;
 
-		if (head_logits(a, xa + off * a->m->d, T) < 0 ||
-		    (b && head_logits(b, xb + off * b->m->d, T) < 0))
+		if (head_finite(a->m, &a->s, xa + off * a->m->d, T, a->logits) < 0 ||
+		    (b && head_finite(b->m, &b->s, xb + off * b->m->d, T, b->logits) < 0))
 			goto out;
 		score_window(a, b, tok + w[i].start, T, r);
 	}

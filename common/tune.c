@@ -346,15 +346,16 @@ static int run_init(tn_run *u, int l, const tn_input *in, size_t nin, size_t tma
 /* the candidate payloads as they are now, kept when better on SEL */
 static int evaluate(tn_run *u, double *best, uint8_t **keep, size_t step, tn_result *r)
 {
-	double sel;
+	double sel, norm;
 
 	for (size_t i = 0; i < u->nt; i++)
 		if (store(&u->t[i]) < 0)
 			return 0; /* a scale beyond f16: this step cannot be stored */
-	if (load_stored(u) < 0 || part_loss(u, 1, &sel, NULL) < 0)
+	if (load_stored(u) < 0 || part_loss(u, 1, &sel, &norm) < 0)
 		return -1;
 	if (sel < *best) {
 		*best = sel;
+		r->norm_after = norm;
 		r->best_step = step;
 		for (size_t i = 0; i < u->nt; i++)
 			memcpy(keep[i], u->t[i].bytes, u->t[i].len);
@@ -416,12 +417,14 @@ int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const floa
 		else
 			memcpy(out[k], in[k].payload, in[k].len);
 	if (part_loss(&u, 0, &r->fit_before, NULL) < 0 ||
-	    part_loss(&u, 1, &r->sel_before, &r->norm_before) < 0 || steps(&u, o, out, r) < 0)
+	    part_loss(&u, 1, &r->sel_before, &r->norm_before) < 0)
+		goto out;
+	r->norm_after = r->norm_before; /* the start, unless a step is kept */
+	if (steps(&u, o, out, r) < 0)
 		goto out;
 	for (size_t i = 0; i < u.nt; i++)
 		memcpy(u.t[i].bytes, out[i], u.t[i].len);
-	if (load_stored(&u) < 0 || part_loss(&u, 0, &r->fit_after, NULL) < 0 ||
-	    part_loss(&u, 1, &r->sel_after, &r->norm_after) < 0)
+	if (load_stored(&u) < 0 || part_loss(&u, 0, &r->fit_after, NULL) < 0)
 		goto out;
 	rc = 0;
 out:

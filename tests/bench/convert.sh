@@ -1,28 +1,34 @@
 #!/bin/bash
 # convert.sh - make bench-convert: the whole conversion measured (not a test).
 #
-# For each budget of BENCH_BPW (0.55 0.8 1.0) and each method (nvg,
-# dual-svid): the conversion's time per stage (capture, contexts, encode,
-# advance: the summed wall time of each tool's runs, from /usr/bin/time),
-# its total time and the peak RSS of any one step, then perplexity and KL
-# divergence against the source on held-out TinyStories text.  Then, per
-# budget, a plan from plan-alloc over the sweep's curves (every tensor
-# encoded at each budget of BENCH_SWEEP on the nvg conversion's Grams; the
-# conversion's own budget is reused, not encoded again), converted at the
-# same average budget and measured the same way.
+# For each budget of BENCH_BPW (0.55 0.8 1.0): nvg with the steps of
+# BENCH_STEPS (all: transport and block reconstruction, convert.mk's
+# defaults; plain: neither; transport; tune: any of them, in that order) and
+# dual-svid, each with the final-norm calibration when CALIBRATE is not 0
+# (its default): the conversion's time per stage (capture, contexts, encode,
+# tune: blr-tune --layer, advance, calib: blr-tune --final-norm; the summed
+# wall time of each tool's runs, from /usr/bin/time), its total time and the
+# peak RSS of any one step, then perplexity, KL divergence and top-1
+# agreement against the source on held-out TinyStories text, of the model
+# before the calibration (row LABEL) and after it (row LABEL+cal, its time
+# the whole conversion's).  Then, per budget, a plan from plan-alloc over
+# the sweep's curves (every tensor encoded at each budget of BENCH_SWEEP on
+# the nvg conversion's Grams; the conversion's own budget is reused, not
+# encoded again), converted with every step at the same average budget and
+# measured the same way.
 #
-# Each row is measured by one uninterrupted conversion and kept in
-# BENCH_OUT/<method>-<bpw>.row with its settings (and its plan's checksum)
-# in .key: a rerun with the same settings prints the kept rows and converts
-# only what has none (a conversion cut short is started again from nothing,
-# so that its times are whole).
+# Each conversion is measured uninterrupted and its measurements are kept
+# in BENCH_OUT/<name>-<bpw>.{times,total,eval,eval-applied} with its
+# settings (and its plan's checksum) in .key: a rerun with the same settings
+# prints the kept rows and converts only what has none (a conversion cut
+# short is started again from nothing, so that its times are whole).
 #
-# Environment: BENCH_MODEL (smollm2 | stories260K), BENCH_BPW, BENCH_SWEEP
-# (auto: 0.7 b, b and 1.25 b for budget b), BENCH_SWEEP_ON (a budget of
-# BENCH_BPW: one sweep, on that conversion's Grams, for every plan; by
-# default each budget sweeps its own conversion), JOBS, FIT_TOKENS (8192),
-# SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
-# (build/bench-convert), BENCH_PLAN (1: also the plans).
+# Environment: BENCH_MODEL (smollm2 | stories260K), BENCH_BPW, BENCH_STEPS,
+# BENCH_SWEEP (auto: 0.7 b, b and 1.25 b for budget b), BENCH_SWEEP_ON (a
+# budget of BENCH_BPW: one sweep, on that conversion's Grams, for every
+# plan; by default each budget sweeps its own conversion), JOBS, FIT_TOKENS
+# (8192), SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
+# (build/bench-convert), BENCH_PLAN (1: also the plans), CALIBRATE.
 set -eo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,6 +37,20 @@ data=${NVG_DATA:-$top/../shared/data}
 out=${BENCH_OUT:-$top/build/bench-convert}
 model=${BENCH_MODEL:-smollm2}
 budgets=${BENCH_BPW:-0.55 0.8 1.0}
+steps=${BENCH_STEPS:-all}
+
+# the nvg variants of BENCH_STEPS: name, label, convert.mk variables
+variant() {
+	case $1 in
+	all) echo "nvg nvg+tr+tune TRANSPORT=1 TUNE=1" ;;
+	plain) echo "nvg-plain nvg TRANSPORT=0 TUNE=0" ;;
+	transport) echo "nvg-transport nvg+tr TRANSPORT=1 TUNE=0" ;;
+	tune) echo "nvg-tune nvg+tune TRANSPORT=0 TUNE=1" ;;
+	*) echo "bench-convert: BENCH_STEPS: unknown '$1' (all plain transport tune)" >&2; return 1 ;;
+	esac
+}
+
+for v in $steps; do variant "$v" >/dev/null; done
 sweep=${BENCH_SWEEP:-auto}
 jobs=${JOBS:-$(nproc)}
 fit=${FIT_TOKENS:-8192}
@@ -58,57 +78,84 @@ done
 
 echo "OpenBLAS core: $(OPENBLAS_VERBOSE=2 "$bin/cmf-patch" info "$src" 2>&1 >/dev/null | sed -n 's/.*Core: *//p' | head -n 1)"
 echo "model $src, $jobs jobs, FIT $fit SEL $sel window $window, eval $eval_tokens tokens"
-printf '%-10s %5s %8s %8s %8s %8s %8s %9s %9s %10s %8s %7s\n' method bpw capture contexts \
-	encode advance total rss_MiB body_bpw perplexity KL top1
+printf '%-16s %5s %8s %8s %8s %7s %8s %7s %8s %8s %9s %10s %8s %7s\n' method bpw capture contexts \
+	encode tune advance calib total rss_MiB body_bpw perplexity KL top1
 
-# convert DIR METHOD BPW [PLAN]: the conversion, its stage times, its evaluation
-convert() {
-	local dir=$1 m=$2 b=$3 plan=${4:-} t0 total key
-	key="$m $b fit=$fit sel=$sel window=$window eval=$eval_tokens jobs=$jobs $src $calib plan=${plan:+$(cksum <"$plan")}"
-	if [ -s "$dir.row" ] && [ -f "$dir/model.cmf" ] && [ "$(cat "$dir.key" 2>/dev/null)" = "$key" ]; then
-		cat "$dir.row"
-		return
-	fi
-	rm -rf "$dir" "$dir.row" "$dir.key"
-	export BENCH_TIMES=$dir.times
-	rm -f "$BENCH_TIMES"
-	t0=$(date +%s.%N)
-	make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$dir" BPW="$b" \
-		METHOD="$m" ${plan:+PLAN="$plan"} FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" \
-		BIN="$wrap" -j "$jobs" 2>"$dir.log"
-	total=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
-	"$bin/cmf-eval" -q -m "$dir/model.cmf" --base "$src" --text "$data/tinystories-sample.txt" \
-		--limit "$eval_tokens" --window "$window" >"$dir.eval"
-	awk -v m="$m${plan:+ +plan}" -v b="$b" -v total="$total" '
+# row LABEL DIR EVAL NOCAL: one table row from DIR's kept measurements (NOCAL
+# 1: the model before the final-norm calibration, its time not counted)
+row() {
+	awk -v m="$1" -v b="$bpw_of_row" -v nocal="$4" '
 	FILENAME ~ /times$/ {
 		s = "other"
 		if ($3 == "gram-capture") s = ($0 ~ /--next-state/) ? "advance" : "capture"
 		else if ($3 == "hctx-build") s = "contexts"
 		else if ($3 == "nvg-encode") s = "encode"
+		else if ($3 == "blr-tune") s = ($0 ~ /--final-norm/) ? "calib" : "tune"
 		t[s] += $1; if ($2 > rss) rss = $2; next
 	}
-	FILENAME ~ /eval$/ { v[$1] = $2; next }
+	FILENAME ~ /total$/ { total = $1; next }
+	FILENAME ~ /eval/ { v[$1] = $2; next }
 	/^# total blr body/ { body = $5 }
 	END {
-		printf "%-10s %5s %8.1f %8.1f %8.1f %8.1f %8.1f %9.1f %9.4f %10.3f %8.4f %7.4f\n", m, b,
-			t["capture"], t["contexts"], t["encode"], t["advance"], total, rss / 1024, body,
-			v["ppl"], v["kl"], v["top1"]
-	}' "$BENCH_TIMES" "$dir.eval" "$dir/model.cmf.blr.txt" >"$dir.row.tmp"
-	mv "$dir.row.tmp" "$dir.row"
-	echo "$key" >"$dir.key"
-	cat "$dir.row"
+		if (nocal) { total -= t["calib"]; t["calib"] = 0 }
+		printf "%-16s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %8.1f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
+			m, b, t["capture"], t["contexts"], t["encode"], t["tune"], t["advance"], t["calib"],
+			total, rss / 1024, body, v["ppl"], v["kl"], v["top1"]
+	}' "$2.times" "$2.total" "$3" "$2/model.cmf.blr.txt"
+}
+
+# convert DIR LABEL METHOD BPW PLAN [VAR=VALUE...]: the conversion (convert.mk
+# with the given variables), its stage times, its evaluation; with the
+# final-norm calibration on, a second row for the model before it
+convert() {
+	local dir=$1 label=$2 m=$3 b=$4 plan=$5 t0 key
+	shift 5
+	key="$m $b fit=$fit sel=$sel window=$window eval=$eval_tokens jobs=$jobs $src $calib plan=${plan:+$(cksum <"$plan")}"
+	key="$key calibrate=${CALIBRATE-d} $*"
+	if ! [ -f "$dir/model.cmf" ] || ! [ -s "$dir.eval" ] || ! [ -s "$dir.total" ] ||
+		[ "$(cat "$dir.key" 2>/dev/null)" != "$key" ]; then
+		rm -rf "$dir" "$dir.total" "$dir.key" "$dir.eval" "$dir.eval-applied"
+		export BENCH_TIMES=$dir.times
+		rm -f "$BENCH_TIMES"
+		t0=$(date +%s.%N)
+		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$dir" BPW="$b" \
+			METHOD="$m" ${plan:+PLAN="$plan"} FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" \
+			BIN="$wrap" "$@" -j "$jobs" 2>"$dir.log"
+		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }' >"$dir.total"
+		if ! cmp -s "$dir/applied.cmf" "$dir/model.cmf"; then
+			evaluate "$dir/applied.cmf" "$dir.eval-applied"
+		fi
+		evaluate "$dir/model.cmf" "$dir.eval"
+		echo "$key" >"$dir.key"
+	fi
+	bpw_of_row=$b
+	if [ -s "$dir.eval-applied" ]; then
+		row "$label" "$dir" "$dir.eval-applied" 1
+		row "$label+cal" "$dir" "$dir.eval" 0
+	else
+		row "$label" "$dir" "$dir.eval" 0
+	fi
+}
+
+# evaluate MODEL FILE: perplexity, KL and top-1 against the source, kept in FILE
+evaluate() {
+	"$bin/cmf-eval" -q -m "$1" --base "$src" --text "$data/tinystories-sample.txt" \
+		--limit "$eval_tokens" --window "$window" >"$2.tmp"
+	mv "$2.tmp" "$2"
 }
 
 for b in $budgets; do
-	for m in nvg dual-svid; do
-		convert "$out/$m-$b" $m "$b"
+	for v in $steps; do
+		set -- $(variant "$v")
+		convert "$out/$1-$b" "$2" nvg "$b" "" "${@:3}"
 	done
+	convert "$out/dual-svid-$b" dual-svid dual-svid "$b" ""
 	if [ "${BENCH_PLAN:-1}" = 1 ]; then
 		pts=$sweep
 		# the own budget spelled as convert.mk spells it (1.0 is 1), so that the sweep reuses it
 		[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", 0.7 * b, b, 1.25 * b }')
 		on=${BENCH_SWEEP_ON:-$b}
-		[ -f "$out/nvg-$on/model.cmf" ] || convert "$out/nvg-$on" nvg "$on"
+		[ -f "$out/nvg-$on/model.cmf" ] || convert "$out/nvg-$on" nvg+tr+tune nvg "$on" "" TRANSPORT=1 TUNE=1 >/dev/null
 		t0=$(date +%s.%N)
 		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$out/nvg-$on" BPW="$on" \
 			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" SWEEP_BPW="$pts" \
@@ -117,6 +164,6 @@ for b in $budgets; do
 		"$bin/plan-alloc" --bpw "$b" --plot "$out/plan-$b.svg" -o "$out/plan-$b.plan" \
 			"$out/nvg-$on/curves.txt" 2>"$out/plan-$b.summary"
 		sed -n 's/^plan-alloc: target/# plan-alloc: target/p' "$out/plan-$b.summary"
-		convert "$out/nvg-plan-$b" nvg "$b" "$out/plan-$b.plan"
+		convert "$out/nvg-plan-$b" nvg+tr+tune+plan nvg "$b" "$out/plan-$b.plan" TRANSPORT=1 TUNE=1
 	fi
 done

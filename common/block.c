@@ -2,9 +2,9 @@
 #include "block.h"
 
 #include "err.h"
+#include "linalg.h"
 #include "mem.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +52,7 @@ int bk_init(bk_cache *c, const fw_model *m, size_t tmax)
 static void mm(int ta, int tb, size_t M, size_t N, size_t K, const float *A, size_t lda,
 	       const float *B, size_t ldb, float beta, float *C, size_t ldc)
 {
-	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-		    (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+	nv_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
 static void add_bias(float *y, const float *b, size_t T, size_t n)
@@ -73,8 +72,7 @@ static void attend(const fw_model *m, bk_cache *c, size_t T, size_t window)
 		size_t g = h / rep;
 		float *P = c->p + h * T * T;
 
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
-			    c->q + h * hd, (int)qd, c->k + g * hd, (int)kd, 0.0f, P, (int)T);
+		nv_sgemm(0, 1, T, T, hd, scale, c->q + h * hd, qd, c->k + g * hd, kd, 0.0f, P, T);
 		fw_causal_softmax(P, T, window);
 		mm(0, 0, T, hd, T, P, T, c->v + g * hd, kd, 0.0f, c->o + h * hd, qd);
 	}

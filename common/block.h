@@ -27,8 +27,8 @@
  *   dWq += dqᵀ a      dWk += dkᵀ a        dWv += dvᵀ a
  *
  * The input x is data (the calibration states), so nothing flows back
- * into it or into the norms' weights and the biases.  Everything is f32, every product a
- * cblas_sgemm.
+ * into it or into the norms' weights and the biases.  Everything is f32,
+ * every product an nv_sgemm (the same bits at any thread count).
  */
 #ifndef NV_BLOCK_H
 #define NV_BLOCK_H

@@ -3,9 +3,9 @@
 #include "blr.h"
 #include "err.h"
 #include "f16.h"
+#include "linalg.h"
 #include "mem.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,8 +434,7 @@ int fw_embed(const fw_model *m, const uint32_t *tok, size_t T, float *x)
 static void matmul(fw_scratch *s, const float *X, const float *W, float *Y, size_t T,
 		   size_t out, size_t in)
 {
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)out, (int)in, 1.0f, X,
-		    (int)in, W, (int)in, 0.0f, Y, (int)out);
+	nv_sgemm(0, 1, T, out, in, 1.0f, X, in, W, in, 0.0f, Y, out);
 	s->flops += 2.0 * (double)T * (double)out * (double)in;
 }
 
@@ -518,14 +517,12 @@ static void attention(const fw_model *m, fw_scratch *s, size_t T, size_t window)
 		size_t g = h / rep;
 
 		/* S (T × T) = q_h (T × hd) · k_gᵀ, strided views of q and k */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
-			    s->q + h * hd, (int)m->qdim, s->k + g * hd, (int)m->kvdim, 0.0f, s->s,
-			    (int)T);
+		nv_sgemm(0, 1, T, T, hd, scale, s->q + h * hd, m->qdim, s->k + g * hd, m->kvdim, 0.0f,
+			 s->s, T);
 		fw_causal_softmax(s->s, T, window);
 		/* o_h (T × hd) = S · v_g (T × hd) */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
-			    s->s, (int)T, s->v + g * hd, (int)m->kvdim, 0.0f, s->o + h * hd,
-			    (int)m->qdim);
+		nv_sgemm(0, 0, T, hd, T, 1.0f, s->s, T, s->v + g * hd, m->kvdim, 0.0f, s->o + h * hd,
+			 m->qdim);
 		s->flops += 4.0 * (double)T * (double)T * (double)hd;
 	}
 }
@@ -599,8 +596,7 @@ int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logit
 		if (!m->head_all && rows_f32(m->head, r0, nr, m->head_blk) < 0)
 			return -1;
 		/* logits[:, r0:r0+nr] (T × nr) = a (T × d) · E_blkᵀ */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)nr, (int)d, 1.0f,
-			    s->a, (int)d, E, (int)d, 0.0f, logits + r0, (int)V);
+		nv_sgemm(0, 1, T, nr, d, 1.0f, s->a, d, E, d, 0.0f, logits + r0, V);
 		s->flops += 2.0 * (double)T * (double)nr * (double)d;
 	}
 	return 0;

@@ -38,9 +38,10 @@
  * window_from on) position t sees positions t−W+1 … t only; act is silu,
  * gelu or gelu's tanh form (hidden_act).  The head: logits =
  * rmsnorm(x)·w_final·Eᵀ (E = lm_head or the tied embeddings).
- * Activations are f32; every product of a window goes through
- * cblas_sgemm.  A layer's weights are converted to f32 once (F16, BF16,
- * BLR dequantized) by fw_layer_load(); nothing else of the model is copied,
+ * Activations are f32; every product of a window goes through nv_sgemm
+ * (fixed tiles: the same bits at any thread count).  A layer's
+ * weights are converted to f32 once (F16, BF16, BLR dequantized) by
+ * fw_layer_load(); nothing else of the model is copied,
  * so memory beyond the mapping is one layer's weights, a block of head rows
  * and one window's activations.
  *

@@ -164,7 +164,7 @@ int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 int nv_potrf_lower(nv_mat *a)
 {
 	size_t n = a->r;
-	int info;
+	int info, nt;
 
 	assert(a->c == n);
 	if (n == 0)
@@ -172,8 +172,10 @@ int nv_potrf_lower(nv_mat *a)
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "matrix entry") < 0)
 		return -1;
 	nv_flops_add((uint64_t)n * n * n / 3);
+	nt = nv_serial();
 	info = nv_lapack_info(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, a->d,
 					  (lapack_int)n));
+	nv_unserial(nt);
 	if (info < 0)
 		return -1;
 	if (info > 0) {
@@ -188,7 +190,7 @@ int nv_potrf_lower(nv_mat *a)
 int nv_trtri_lower(nv_mat *a)
 {
 	size_t n = a->r;
-	int info;
+	int info, nt;
 
 	assert(a->c == n);
 	if (n == 0)
@@ -196,8 +198,10 @@ int nv_trtri_lower(nv_mat *a)
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "triangular factor entry") < 0)
 		return -1;
 	nv_flops_add((uint64_t)n * n * n / 3);
+	nt = nv_serial();
 	info = nv_lapack_info(LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'L', 'N', (lapack_int)n, a->d,
 					  (lapack_int)n));
+	nv_unserial(nt);
 	if (info < 0)
 		return -1;
 	if (info > 0) {
@@ -224,7 +228,7 @@ int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e)
 	size_t n = a->r;
 	nv_mat w = {0};
 	double *asc = NULL;
-	int info = -1;
+	int info = -1, nt;
 
 	assert(a->c == n);
 	*e = (nv_mat){ 0 };
@@ -233,8 +237,10 @@ int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e)
 	    nv_mat_zeros(e, n, n) < 0)
 		goto out;
 	nv_flops_add(9ull * n * n * n);
+	nt = nv_serial();
 	info = nv_lapack_info(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, w.d,
 					  (lapack_int)ld(n), asc));
+	nv_unserial(nt);
 	if (info > 0)
 		nv_seterr("symmetric eigensolver did not converge (%d)", info);
 	if (info == 0 && (nv_check_finite(asc, 1, n, 0, "eigenvalue") < 0 ||
@@ -255,7 +261,7 @@ int nv_polar(const nv_mat *a, nv_mat *q)
 	size_t n = a->r;
 	nv_mat w = {0}, u = {0}, vt = {0};
 	double *s = NULL;
-	int info, rc = -1;
+	int info, rc = -1, nt;
 
 	assert(a->c == n);
 	*q = (nv_mat){ 0 };
@@ -267,9 +273,11 @@ int nv_polar(const nv_mat *a, nv_mat *q)
 	if (!s)
 		goto out;
 	nv_flops_add(21ull * n * n * n);
+	nt = nv_serial();
 	info = nv_lapack_info(LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', (lapack_int)n, (lapack_int)n,
 					  w.d, (lapack_int)ld(n), s, u.d, (lapack_int)ld(n), vt.d,
 					  (lapack_int)ld(n)));
+	nv_unserial(nt);
 	if (info > 0)
 		nv_seterr("singular value decomposition did not converge (%d)", info);
 	if (info != 0 || nv_gemm_new(&u, 0, &vt, 0, q) < 0)
@@ -294,7 +302,7 @@ out:
  */
 int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x)
 {
-	int info;
+	int info, nt;
 
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a, n, n, uplo, "matrix entry") < 0 ||
 	    nv_check_finite(x, 1, n, 0, "right-hand side entry") < 0)
@@ -307,8 +315,10 @@ int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, do
 			(blasint)n);
 	for (size_t i = 0; i < n; i++)
 		w[i * n + i] += shift;
+	nt = nv_serial();
 	info = nv_lapack_info(LAPACKE_dposv(LAPACK_COL_MAJOR, uplo, (lapack_int)n, 1, w,
 					 (lapack_int)n, x, (lapack_int)n));
+	nv_unserial(nt);
 	if (info == 0 && nv_check_finite(x, 1, n, 0, "solution entry") < 0)
 		return -1;
 	return info;
@@ -318,7 +328,7 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
 {
 	size_t n = a->r;
 	nv_mat w;
-	int info;
+	int info, nt;
 
 	assert(a->c == n && x->r == n);
 	if (lapack_dims(n, x->c) < 0 || nv_check_finite(a->d, n, n, 'U', "matrix entry") < 0 ||
@@ -333,8 +343,10 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
 	for (size_t i = 0; i < n; i++)
 		w.d[i * n + i] += shift;
 	/* the upper triangle of row-major A is the lower one of the same matrix column-major */
+	nt = nv_serial();
 	info = nv_lapack_info(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)x->c,
 					 w.d, (lapack_int)n, x->d, (lapack_int)x->c));
+	nv_unserial(nt);
 	nv_mat_free(&w);
 	nv_flops_add((uint64_t)n * n * n / 3 + 2ull * n * n * x->c);
 	if (info > 0)
@@ -376,6 +388,21 @@ void nv_set_threads(int n)
 int nv_get_threads(void)
 {
 	return openblas_get_num_threads();
+}
+
+int nv_serial(void)
+{
+	int n = openblas_get_num_threads();
+
+	if (n > 1)
+		openblas_set_num_threads(1);
+	return n;
+}
+
+void nv_unserial(int n)
+{
+	if (n > 1)
+		openblas_set_num_threads(n);
 }
 
 double nv_dot_all(const nv_mat *a, const nv_mat *b)

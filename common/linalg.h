@@ -13,8 +13,12 @@
  * an abort, so no value in a file can reach LAPACKE's own NaN check.  BLAS
  * products are not checked: their callers check what they keep.
  *
- * Results are deterministic for a given thread count: OpenBLAS partitions
- * its work by the thread count alone.
+ * Results do not depend on the thread count.  The f64 level-3 products
+ * gave the same bits at every thread count where measured (OpenBLAS
+ * 0.3.21: its threads split a product's output, never a sum); LAPACK's
+ * factorizations did not, and run on one thread (nv_serial); the f32
+ * products did not either with the Haswell kernels, and go through
+ * nv_sgemm, whose bits do not depend on it by construction.
  */
 #ifndef NV_LINALG_H
 #define NV_LINALG_H
@@ -85,6 +89,21 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);
 void nv_set_threads(int n);
 /* the thread count OpenBLAS uses now */
 int nv_get_threads(void);
+
+/* OpenBLAS's LAPACK factorizations (potrf, trtri, and what calls them)
+ * split their work by the thread count, and their bits change with it:
+ * every LAPACK call here and in cl/ runs on one thread, between
+ * nt = nv_serial() (OpenBLAS set to one thread, its count returned) and
+ * nv_unserial(nt).  Not for threads of one's own: the count is global. */
+int nv_serial(void);
+void nv_unserial(int n);
+
+/* C (M × N) = alpha·op(A)·op(B) + beta·C in f32, row-major with leading
+ * dimensions (sgemm.c): C in tiles whose shape depends on M and N alone, each
+ * a single-threaded sgemm, shared among nv_get_threads() threads, so that the bits
+ * of C do not depend on the thread count.  Not counted in nv_flops. */
+void nv_sgemm(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *A,
+	      size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
 
 /* floating-point operations counted from the shapes of every call above,
  * process-wide (LAPACK routines by their textbook leading terms) */

@@ -1,12 +1,12 @@
 /* normcal.c - the final RMSNorm's weight fitted to the source's logits (normcal.h) */
 #include "normcal.h"
 
-#include "err.h"
 #include "adam.h"
+#include "err.h"
+#include "linalg.h"
 #include "mem.h"
 #include "rng.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,10 +87,8 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
 		memcpy(s->as + b * d, D->ns + rows[b] * d, d * sizeof(float));
 	}
 	/* z (c × V) = a (c × d) · Eᵀ; zs likewise with the source's head */
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c, (int)V, (int)d, 1.0f, s->a,
-		    (int)d, D->E, (int)d, 0.0f, s->z, (int)V);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c, (int)V, (int)d, 1.0f, s->as,
-		    (int)d, D->Es, (int)d, 0.0f, s->zs, (int)V);
+	nv_sgemm(0, 1, c, V, d, 1.0f, s->a, d, D->E, d, 0.0f, s->z, V);
+	nv_sgemm(0, 1, c, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
 	*flops += 4.0 * (double)c * (double)V * (double)d;
 	for (size_t b = 0; b < c; b++) {
 		double k = row_kl(s->z + b * V, s->zs + b * V, V, grad != NULL);
@@ -104,8 +102,7 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
 	if (!grad)
 		return 0;
 	/* g (c × d) = (q − p) (c × V) · E (V × d) */
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c, (int)d, (int)V, 1.0f, s->z,
-		    (int)V, D->E, (int)d, 0.0f, s->g, (int)d);
+	nv_sgemm(0, 0, c, d, V, 1.0f, s->z, V, D->E, d, 0.0f, s->g, d);
 	*flops += 2.0 * (double)c * (double)V * (double)d;
 	for (size_t b = 0; b < c; b++)
 		for (size_t i = 0; i < d; i++)

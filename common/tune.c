@@ -2,16 +2,16 @@
 #include "tune.h"
 
 #include "adam.h"
-#include "blr.h"
 #include "block.h"
+#include "blr.h"
 #include "err.h"
 #include "f16.h"
 #include "le.h"
+#include "linalg.h"
 #include "mem.h"
 #include "rng.h"
 #include "state.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,8 +136,8 @@ static void rebuild(tn_tensor *t, float *w, double *flops)
 {
 	for (size_t p = 0; p < t->np; p++) {
 		factors(t, p, 1);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t->m, (int)t->n, (int)t->r,
-			    1.0f, t->a, (int)t->r, t->b, (int)t->r, p ? 1.0f : 0.0f, w, (int)t->n);
+		nv_sgemm(0, 1, t->m, t->n, t->r, 1.0f, t->a, t->r, t->b, t->r, p ? 1.0f : 0.0f, w,
+			 t->n);
 		*flops += 2.0 * (double)t->m * (double)t->n * (double)t->r;
 	}
 }
@@ -154,8 +154,7 @@ static void chain(tn_tensor *t, double *flops)
 		memset(gh, 0, t->nv * sizeof(double));
 		factors(t, p, 0);
 		/* P (m × r) = dW · diag(g) S_V */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)r, (int)n, 1.0f,
-			    t->dw, (int)n, t->b, (int)r, 0.0f, t->pq, (int)r);
+		nv_sgemm(0, 0, m, r, n, 1.0f, t->dw, n, t->b, r, 0.0f, t->pq, r);
 		for (size_t i = 0; i < m; i++)
 			for (size_t k = 0; k < r; k++) {
 				double su = t->su[p][i * r + k], pk = t->pq[i * r + k];
@@ -164,8 +163,7 @@ static void chain(tn_tensor *t, double *flops)
 				gl[k] += h[i] * su * pk;
 			}
 		/* Q (n × r) = dWᵀ · diag(h) S_U */
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)r, (int)m, 1.0f,
-			    t->dw, (int)n, t->a, (int)r, 0.0f, t->pq, (int)r);
+		nv_sgemm(1, 0, n, r, m, 1.0f, t->dw, n, t->a, r, 0.0f, t->pq, r);
 		for (size_t j = 0; j < n; j++)
 			for (size_t k = 0; k < r; k++)
 				gg[j] += t->sv[p][j * r + k] * lv[k] * t->pq[j * r + k];

@@ -23,6 +23,8 @@
 # target, is refused naming the holder's pid; the kernel releases the lock
 # when the conversion's processes end, killed or not.  A run starts by
 # removing the temporaries (NAME.tmp, NAME.tmp.PID) that a killed one left.
+# THREADS (each tool's OpenBLAS threads) changes the speed, not the bytes: it
+# is not stamped, and a conversion resumes at another thread count.
 # TRANSPORT=1 (nvg) also keeps the source model's own states OUT/src/S_L
 # (nothing encoded), captures each lead's cross-moment of the two streams
 # (L/g.<lead>.{fit,sel}.cross, NVGC) and encodes the transport target
@@ -158,7 +160,7 @@ endif
 
 fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
-	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) threads=$(THREADS) \
+	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
 	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)
 STAMP := $(OUT)/params

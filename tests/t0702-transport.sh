@@ -6,10 +6,6 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIR/lib-convert.sh"
 
-# the tools run with convert.mk's one OpenBLAS thread, so that the files
-# made here by hand are the conversion's bytes (issue 13, item 11)
-export OPENBLAS_NUM_THREADS=1
-
 C="--tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128"
 L1=model.layers.1
 

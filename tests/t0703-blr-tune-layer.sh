@@ -6,9 +6,6 @@
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIR/lib-convert.sh"
 
-# the tools run with convert.mk's one OpenBLAS thread (issue 13, item 11)
-export OPENBLAS_NUM_THREADS=1
-
 C="--tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128"
 SHORTS="q:self_attn.q_proj k:self_attn.k_proj v:self_attn.v_proj o:self_attn.o_proj
 gate:mlp.gate_proj up:mlp.up_proj down:mlp.down_proj"

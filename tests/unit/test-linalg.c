@@ -285,6 +285,70 @@ static void test_nonfinite(void)
 	nv_mat_free(&a), nv_mat_free(&l);
 }
 
+/* max over C of |C − op(A)·op(B)| / (Σ_k |a_ik b_kj|), the f64 product as reference */
+static double sgemm_gap(int ta, int tb, size_t M, size_t N, size_t K, const float *A,
+			const float *B, const float *C)
+{
+	size_t lda = ta ? M : K, ldb = tb ? K : N;
+	double worst = 0;
+
+	for (size_t i = 0; i < M; i++)
+		for (size_t j = 0; j < N; j++) {
+			double s = 0, mag = 0;
+
+			for (size_t k = 0; k < K; k++) {
+				double a = ta ? A[k * lda + i] : A[i * lda + k];
+				double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+
+				s += a * b;
+				mag += fabs(a * b);
+			}
+			worst = fmax(worst, fabs(C[i * N + j] - s) / (mag > 0 ? mag : 1));
+		}
+	return worst;
+}
+
+/* nv_sgemm: the product within f32 rounding (K·2⁻²⁴ of Σ|a·b| bounds any
+ * order of summation), and the same bits at every thread count, over one
+ * tile and over shapes cut into 2 × 2 and 3 × 3 tiles, some of them partial,
+ * large enough (M·N·K ≥ 2²²) that the tiles are shared among threads.  The
+ * bits differ between thread counts with one cblas_sgemm under OpenBLAS's
+ * Haswell kernels (t0507 forces them) */
+static void test_sgemm(void)
+{
+	static const size_t shapes[][3] = {{1, 7, 5}, {63, 40, 33}, {65, 300, 200},
+					   {300, 600, 129}, {520, 1100, 64}};
+
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+		for (int t = 0; t < 4; t++) {
+			size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+			int ta = t & 1, tb = t >> 1, same = 1;
+			float *A = malloc(M * K * sizeof(float)), *B = malloc(K * N * sizeof(float));
+			float *C1 = malloc(M * N * sizeof(float)), *C = malloc(M * N * sizeof(float));
+
+			for (size_t i = 0; i < M * K; i++)
+				A[i] = (float)rng_normal(&rng);
+			for (size_t i = 0; i < K * N; i++)
+				B[i] = (float)rng_normal(&rng);
+			nv_set_threads(1);
+			nv_sgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C1, N);
+			ok(sgemm_gap(ta, tb, M, N, K, A, B, C1) <= (double)K * 0x1p-24,
+			   "nv_sgemm %zux%zux%zu ta %d tb %d: within K·2^-24 of the f64 product", M, N,
+			   K, ta, tb);
+			for (int nt = 2; nt <= 5; nt++) {
+				nv_set_threads(nt);
+				memset(C, 0xff, M * N * sizeof(float));
+				nv_sgemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
+				same &= memcmp(C, C1, M * N * sizeof(float)) == 0;
+				same &= nv_get_threads() == nt;
+			}
+			ok(same, "nv_sgemm %zux%zux%zu ta %d tb %d: the same bits at 1 to 5 threads, "
+			   "the thread count given back", M, N, K, ta, tb);
+			free(A), free(B), free(C1), free(C);
+		}
+	nv_set_threads(1);
+}
+
 int main(void)
 {
 	nv_set_threads(1);
@@ -296,5 +360,6 @@ int main(void)
 	test_polar();
 	test_solve();
 	test_nonfinite();
+	test_sgemm();
 	return done_testing();
 }

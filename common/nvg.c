@@ -10,6 +10,7 @@
 
 #include "err.h"
 #include "mem.h"
+#include "par.h"
 
 /* time one statement under a stage */
 #define PT(prof, name, stmt)                                              \
@@ -721,8 +722,9 @@ typedef struct {
 } flip_job;
 
 /* per row i: minimise h²·sᵀQs − 2h·sᵀ(whb∘ℓ) by exact single flips, ≤ 4 passes */
-static void flip_rows(flip_job *j)
+static void flip_rows(void *arg)
 {
+	flip_job *j = arg;
 	size_t r = j->r;
 
 	for (size_t i = j->lo; i < j->hi; i++) {
@@ -747,20 +749,12 @@ static void flip_rows(flip_job *j)
 	}
 }
 
-static void *flip_thread(void *arg)
-{
-	flip_rows(arg);
-	return NULL;
-}
-
 /* rows split into `threads` fixed contiguous ranges: rows are independent,
  * so the result does not depend on the split */
 static uint64_t flip_parallel(flip_job *proto, size_t m, int threads)
 {
-	flip_job jobs[64];
-	pthread_t tid[64];
-	int started[64] = {0};
-	size_t nt = (size_t)(threads < 1 ? 1 : threads > 64 ? 64 : threads), chunk;
+	flip_job jobs[NV_PAR_MAX];
+	size_t nt = (size_t)(threads < 1 ? 1 : threads > NV_PAR_MAX ? NV_PAR_MAX : threads), chunk;
 	uint64_t total = 0;
 
 	if (nt > m)
@@ -771,16 +765,8 @@ static uint64_t flip_parallel(flip_job *proto, size_t m, int threads)
 		jobs[t].lo = t * chunk < m ? t * chunk : m;
 		jobs[t].hi = (t + 1) * chunk < m ? (t + 1) * chunk : m;
 		jobs[t].flips = 0;
-		if (t > 0)
-			started[t] = pthread_create(&tid[t], NULL, flip_thread, &jobs[t]) == 0;
 	}
-	flip_rows(&jobs[0]);
-	for (size_t t = 1; t < nt; t++) {
-		if (started[t])
-			pthread_join(tid[t], NULL);
-		else
-			flip_rows(&jobs[t]); /* no thread: do that range here */
-	}
+	nv_par(jobs, nt, sizeof jobs[0], flip_rows);
 	for (size_t t = 0; t < nt; t++)
 		total += jobs[t].flips;
 	return total;

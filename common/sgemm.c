@@ -13,17 +13,16 @@
  * shape only.  At one thread the tiles cost 4-10% against one call
  * (OpenBLAS's Haswell kernels, 512-row windows of SmolLM2's widths).
  */
-#include <cblas.h>
-#include <pthread.h>
-
 #include "linalg.h"
+#include "par.h"
+
+#include <cblas.h>
 
 /* large enough for OpenBLAS's kernels to run near full speed on one core */
 #define NV_SGEMM_ROWS 256
 #define NV_SGEMM_COLS 512
 /* below this many multiply-adds the tiles run on the calling thread */
 #define NV_SGEMM_PAR_WORK (1u << 22)
-#define NV_SGEMM_MAX_THREADS 64
 
 typedef struct {
 	int ta, tb;
@@ -62,36 +61,25 @@ static void sg_tile(const sg_job *j, size_t t)
 		    j->C + r0 * j->ldc + c0, (int)j->ldc);
 }
 
-static void *sg_run(void *arg)
+static void sg_run(void *arg)
 {
 	const sg_job *j = arg;
 
 	for (size_t t = j->first; t < j->tm * j->tn; t += j->stride)
 		sg_tile(j, t);
-	return NULL;
 }
 
 /* the job's tiles shared among nt threads, the caller being one of them */
 static void sg_share(const sg_job *proto, size_t nt)
 {
-	pthread_t tid[NV_SGEMM_MAX_THREADS];
-	sg_job jobs[NV_SGEMM_MAX_THREADS];
-	int started[NV_SGEMM_MAX_THREADS] = {0};
+	sg_job jobs[NV_PAR_MAX];
 
 	for (size_t t = 0; t < nt; t++) {
 		jobs[t] = *proto;
 		jobs[t].first = t;
 		jobs[t].stride = nt;
 	}
-	for (size_t t = 1; t < nt; t++)
-		started[t] = pthread_create(&tid[t], NULL, sg_run, &jobs[t]) == 0;
-	sg_run(&jobs[0]);
-	for (size_t t = 1; t < nt; t++) {
-		if (started[t])
-			pthread_join(tid[t], NULL);
-		else
-			sg_run(&jobs[t]); /* no thread to be had: its tiles here, the same bits */
-	}
+	nv_par(jobs, nt, sizeof jobs[0], sg_run);
 }
 
 void nv_sgemm(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *A,
@@ -107,8 +95,8 @@ void nv_sgemm(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const f
 	j.bn = sg_part(N, NV_SGEMM_COLS, &j.tn);
 	if (nt > j.tm * j.tn)
 		nt = j.tm * j.tn;
-	if (nt > NV_SGEMM_MAX_THREADS)
-		nt = NV_SGEMM_MAX_THREADS;
+	if (nt > NV_PAR_MAX)
+		nt = NV_PAR_MAX;
 	if ((double)M * (double)N * (double)K < NV_SGEMM_PAR_WORK)
 		nt = 1;
 	if (blas > 1)

@@ -1,0 +1,19 @@
+/*
+ * par.h - a fixed set of jobs on threads of our own.
+ *
+ * nv_par runs fn on each of n jobs (an array of n elements of size bytes),
+ * job 0 on the calling thread and each other on a thread of its own, and
+ * returns when all are done.  A job whose thread cannot be created runs on
+ * the calling thread: the jobs' results never depend on where they ran.
+ * At most NV_PAR_MAX jobs.
+ */
+#ifndef NV_PAR_H
+#define NV_PAR_H
+
+#include <stddef.h>
+
+#define NV_PAR_MAX 64
+
+void nv_par(void *jobs, size_t n, size_t size, void (*fn)(void *));
+
+#endif

@@ -23,8 +23,9 @@
 # target, is refused naming the holder's pid; the kernel releases the lock
 # when the conversion's processes end, killed or not.  A run starts by
 # removing the temporaries (NAME.tmp, NAME.tmp.PID) that a killed one left.
-# THREADS (each tool's OpenBLAS threads) changes the speed, not the bytes: it
-# is not stamped, and a conversion resumes at another thread count.
+# THREADS (each encoder's threads; the steps that run alone, capture, tune
+# and calibration, get THREADS × the -j count) changes the speed, not the
+# bytes: it is not stamped, and a conversion resumes at another count.
 # TRANSPORT=1 (nvg) also keeps the source model's own states OUT/src/S_L
 # (nothing encoded), captures each lead's cross-moment of the two streams
 # (L/g.<lead>.{fit,sel}.cross, NVGC) and encodes the transport target
@@ -241,6 +242,12 @@ endif
 LOG := $(OUT)/logs
 LIB := $(if $(BIN),env BIN='$(BIN)' )bash $(PIPE)/convert-lib.sh
 NVG_ENV := OPENBLAS_NUM_THREADS=$(THREADS)
+# the steps that run alone between a layer's encoders (capture, the source
+# stream, advance, tune, calibration) get the cores -j gives the encoders:
+# THREADS × the job count (make puts -jN in MAKEFLAGS by recipe time), at
+# most 64.  The bytes do not depend on it.
+STEP_ENV = OPENBLAS_NUM_THREADS=$$(( $(STEP_THREADS) > 64 ? 64 : $(STEP_THREADS) ))
+STEP_THREADS = $(THREADS) * $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),1)
 ENCODE_COMMON = --shape $(SHAPE_$(1)_$(2)) $(KV_$(1)_$(2)) --paths $(PATHS) \
 	--kv-factor $(KV_FACTOR) --threads $(THREADS)
 NVG_CTX = --hctx $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx --fit $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
@@ -290,7 +297,7 @@ crosses_of = $(if $(call xport,$(1)),$(foreach d,$(call leads_of,$(1)),$(OUT)/L$
 define capture
 $(call grams_of,$(1)) $(call crosses_of,$(1)) &: $(call state_dep,$(1)) $(if $(call xport,$(1)),$(OUT)/src/S$(1).state) | $(OUT)/L$(1)/.dir
 	@$(call say,'layer $(1)/$(NLAYERS): capture $(call leads_of,$(1))')
-	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).capture.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(if $(call xport,$(1)),--cross-state $(OUT)/src/S$(1).state) $(CAPTURE) -o $(OUT)/L$(1)/g
+	$(Q)$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).capture.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(if $(call xport,$(1)),--cross-state $(OUT)/src/S$(1).state) $(CAPTURE) -o $(OUT)/L$(1)/g
 endef
 
 # the source stream (transport): layer L in float on S_L^src, its Grams
@@ -302,7 +309,7 @@ define src_stream
 $(call SRC_GRAMS,$(1)) $(call src_next,$(1)) &: $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state) | $(OUT)/L$(1)/.dir
 	@mkdir -p $(OUT)/src
 	@$(call say,'layer $(1)/$(NLAYERS): source stream')
-	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).source.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(if $(filter-out 0,$(1)),--state $(OUT)/src/S$(1).state) $(CAPTURE) $(if $(call SRC_GRAMS,$(1)),-o $(OUT)/L$(1)/src) $(if $(call src_next,$(1)),--next-state $(call src_next,$(1)))
+	$(Q)$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).source.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(if $(filter-out 0,$(1)),--state $(OUT)/src/S$(1).state) $(CAPTURE) $(if $(call SRC_GRAMS,$(1)),-o $(OUT)/L$(1)/src) $(if $(call src_next,$(1)),--next-state $(call src_next,$(1)))
 endef
 
 # nvg: the inputs' contexts
@@ -318,7 +325,7 @@ endef
 define advance
 $(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep) $(call tune_dep,$(1))
 	@$(call say,'layer $(1)/$(NLAYERS): advance to S$(NEXT_$(1))')
-	$(Q)$(NVG_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1) $(SUB)` --next-state $$@
+	$(Q)$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1) $(SUB)` --next-state $$@
 endef
 
 # block reconstruction (TUNE=1): the layer's payloads tuned together into L/tuned/
@@ -329,7 +336,7 @@ $(OUT)/L$(1)/tune.txt: $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/s
 	@$(call say,'layer $(1)/$(NLAYERS): tune the block')
 	$(Q)mkdir -p $(OUT)/L$(1)/tuned
 	$(Q)args=`$(LIB) patch-args $(OUT) $(1)`; if [ -n "$$$$args" ]; then \
-		$(NVG_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
+		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
 	else echo "layer $(1): nothing encoded" >$$@.tmp; fi
 	$(Q)sed 's/^/convert: /' $$@.tmp >&2
 	$(Q)mv $$@.tmp $$@
@@ -368,7 +375,7 @@ $(APPLIED): $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json $(foreach l,$(LAYERS
 ifeq ($(CALIBRATE),1)
 $(OUT)/model.cmf: $(APPLIED) $(OUT)/calibrate.set
 	@$(call say,'calibrate the final norm against $(MODEL)')
-	$(Q)$(LIB) step $(LOG)/calibrate.log -- $(T)blr-tune --final-norm -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(CAPTURE) -o $@ >$(OUT)/calibrate.txt.tmp
+	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/calibrate.log -- $(T)blr-tune --final-norm -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(CAPTURE) -o $@ >$(OUT)/calibrate.txt.tmp
 	$(Q)mv $(OUT)/calibrate.txt.tmp $(OUT)/calibrate.txt
 	$(Q)sed 's/^/convert: /' $(OUT)/calibrate.txt >&2
 	@$(call say,'wrote $@ and $@.blr.txt')

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Same bytes at any thread count: a conversion with every step (transport,
-# block reconstruction, the final-norm calibration) at THREADS=1 and at
-# THREADS=3 writes the same files, one started at one count resumes at the
+# block reconstruction, the final-norm calibration) at THREADS=1 -j1 and at
+# THREADS=3 -j2 writes the same files, one started at one count resumes at the
 # other, and the tools that take a thread count (hctx-build, nvg-encode,
 # gram-capture and cmf-eval through OPENBLAS_NUM_THREADS) give the same bits.
 #
@@ -33,9 +33,10 @@ test_expect_success 'setup: stories260K (two layers), calibration tokens' '
 	convert_setup
 '
 
-test_expect_success 'THREADS=1 and THREADS=3 give the same files, every step on' '
+# t3: THREADS=3 at -j2, so the steps that run alone have 6 threads
+test_expect_success 'THREADS=1 -j1 and THREADS=3 -j2 give the same files, every step on' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=t1 BPW=2 $STEPS THREADS=1 -j1 2>err1 &&
-	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=t3 BPW=2 $STEPS THREADS=3 -j1 2>err3 &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=t3 BPW=2 $STEPS THREADS=3 -j2 2>err3 &&
 	same_files t1 t3
 '
 

@@ -180,12 +180,12 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Icommon -Ibuild-fuzz -fsanitize=add
               -fno-sanitize-recover=undefined $(PKG_CFLAGS)
 # what each target needs of the library beyond FUZZ_LIB (and OpenBLAS, cJSON, zlib)
 FUZZ_CMF  := common/cmf.c common/cmf_arch.c
-FUZZ_TOK  := $(FUZZ_CMF) common/tok.c common/vocab.c
+FUZZ_TOK  := $(FUZZ_CMF) common/tok.c common/vocab.c common/unicat.c
 FUZZ_IMPORT := $(FUZZ_CMF) $(wildcard common/import*.c) common/hfconfig.c common/vocab.c \
-             common/names.c
+             common/names.c common/hftok.c common/tok.c common/unicat.c
 FUZZ_PLAN := common/plan.c common/lines.c
 FUZZ_TARGETS := blr nvgg cmf gguf hctx state llama2c tok512 safetensors plan curves ids text \
-             rawf32 prov
+             rawf32 prov hftok
 build-fuzz/fuzz-cmf build-fuzz/replay-cmf: $(FUZZ_CMF)
 build-fuzz/fuzz-gguf build-fuzz/replay-gguf: $(FUZZ_IMPORT)
 build-fuzz/fuzz-llama2c build-fuzz/replay-llama2c: $(FUZZ_IMPORT)
@@ -193,6 +193,7 @@ build-fuzz/fuzz-safetensors build-fuzz/replay-safetensors: $(FUZZ_IMPORT)
 build-fuzz/fuzz-hctx build-fuzz/replay-hctx: common/hctx.c common/linalg.c
 build-fuzz/fuzz-state build-fuzz/replay-state: common/state.c
 build-fuzz/fuzz-tok512 build-fuzz/replay-tok512: $(FUZZ_TOK)
+build-fuzz/fuzz-hftok build-fuzz/replay-hftok: $(FUZZ_TOK) common/hftok.c
 build-fuzz/fuzz-ids build-fuzz/replay-ids: $(FUZZ_TOK)
 build-fuzz/fuzz-text build-fuzz/replay-text: $(FUZZ_TOK) build-fuzz/tok512.inc
 build-fuzz/fuzz-plan build-fuzz/replay-plan: $(FUZZ_PLAN)
@@ -211,7 +212,7 @@ build-fuzz/tok512.inc: $(FUZZ_DATA)/tok512.bin
 # seeds: small payloads, a Gram, a cmf file holding both codecs, a one-layer
 # llama GGUF with a tokenizer; the rest from real files and the tools'
 # own output (tests/fuzz/seeds.sh)
-build-fuzz/corpus/.ok: tests/blr-writer.py tests/fuzz/seed-cmf.py tests/fuzz/seed-gguf.py \
+build-fuzz/corpus/.ok: tests/blr-writer.py tests/fuzz/seed-cmf.py tests/fuzz/seed-gguf.py tests/hftok.py \
 		tests/fuzz/seeds.sh $(TOOLS) $(VENV)/.ok
 	@mkdir -p $(FUZZ_TARGETS:%=build-fuzz/corpus/%)
 	$(Q)$(VENV)/bin/python3 tests/blr-writer.py write build-fuzz/corpus/blr/a 24 16 16 2 1 && \

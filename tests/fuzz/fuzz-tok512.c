@@ -11,12 +11,11 @@
  * Input through a memfd.
  */
 #include "fuzz.h"
+#include "fuzz-vocab.h"
 #include "le.h"
 #include "tok.h"
 
 #include <string.h>
-
-static const char sample[] = "Once upon a time, Lily saw a big <0x41> 42 \xe2\x80\x9c" "cat\xe2\x80\x9d.\n";
 
 /* the count of whole (score, length, bytes) records after the 4-byte header */
 static size_t records(const uint8_t *b, size_t len)
@@ -42,51 +41,6 @@ static int32_t want_type(size_t id, const char *s)
 	    strchr(hex, s[4]))
 		return NV_TOK_BYTE;
 	return NV_TOK_NORMAL;
-}
-
-/* the vocabulary's JSON reads back as itself */
-static void check_json(const nv_vocab *v)
-{
-	char *json = nv_vocab_to_json(v);
-	nv_vocab w;
-
-	if (!json || nv_vocab_from_json(json, &w) < 0 || w.n != v->n || w.bos != v->bos ||
-	    w.eos != v->eos || w.unk != v->unk || w.add_bos != v->add_bos ||
-	    w.add_space_prefix != v->add_space_prefix)
-		abort();
-	for (size_t i = 0; i < v->n; i++)
-		if (strcmp(w.tokens[i], v->tokens[i]) || w.scores[i] != v->scores[i] ||
-		    w.types[i] != v->types[i])
-			abort();
-	nv_vocab_free(&w);
-	free(json);
-}
-
-/* the tokenizer encodes the sample to ids below n, each of which decodes */
-static void check_encode(const nv_vocab *v)
-{
-	tok_vocab t;
-	uint32_t *ids;
-	size_t n, len;
-	char *buf;
-
-	if (tok_from_vocab(&t, v) < 0)
-		abort();
-	if (tok_encode(&t, sample, sizeof sample - 1, &ids, &n) == 0) {
-		size_t cap = 4 * sizeof sample;
-
-		for (size_t i = 0; i < t.n; i++)
-			cap = 4 * t.len[i] > cap ? 4 * t.len[i] : cap;
-		if (!(buf = malloc(cap)))
-			abort();
-		for (size_t i = 0; i < n; i++)
-			if (ids[i] >= v->n || tok_decode(&t, i ? (int)ids[i - 1] : -1, ids[i], buf,
-							 cap, &len) < 0)
-				abort();
-		free(buf);
-		free(ids);
-	}
-	tok_free(&t);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

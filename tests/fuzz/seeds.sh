@@ -47,3 +47,15 @@ cfg='{"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hid
 mkdir "$T/hf"
 "$NVG_PY" "$NVG_TOP/tests/ref/hfmodel.py" make "$T/hf" "$cfg" 1
 { cat "$T/hf/config.json"; printf '\0'; cat "$T/hf/model.safetensors"; } >"$C/safetensors/a"
+
+# Hugging Face tokenizer files, as the tokenizers library writes them (tests/hftok.py):
+# tokenizer.json, a NUL, tokenizer_config.json; byte-level BPE of each pre-tokenizer
+# kind and tok512 as Llama 2's sentencepiece-style tokenizer.json
+head -c 20000 "$D/tinystories-train-sample.txt" >"$T/train.txt"
+for k in digits template llama3 qwen2; do
+	"$NVG_PY" "$NVG_TOP/tests/hftok.py" bytelevel "$T/tok-$k" "$T/train.txt" 300 $k
+	{ cat "$T/tok-$k/tokenizer.json"; printf '\0'; cat "$T/tok-$k/tokenizer_config.json"; } \
+		>"$C/hftok/$k"
+done
+"$NVG_PY" "$NVG_TOP/tests/hftok.py" llama2c "$T/tok-sp" "$D/tok512.bin" first
+{ cat "$T/tok-sp/tokenizer.json"; printf '\0'; cat "$T/tok-sp/tokenizer_config.json"; } >"$C/hftok/sp"

@@ -852,14 +852,14 @@ static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 		st = t0(t);
 		e3 = rel_err(t, &cs[nc].md, t->hc->hsel, t->wsel);
 		t1(t, "select", st, 0);
-		refine(t, &cs[nc].md, 2);
+		refine(t, &cs[nc].md, job->sweeps);
 		snprintf(notes, sizeof(notes), "init %.4f", e3);
 		nc++;
 	}
 	if (job->paths != 2 && !t->q->err) {
 		cs[nc].paths = 1;
 		build_init(t, r1, 1, &cs[nc].md);
-		refine(t, &cs[nc].md, 2);
+		refine(t, &cs[nc].md, job->sweeps);
 		nc++;
 	}
 	for (size_t i = 0; i < nc && !t->q->err; i++) {

@@ -158,10 +158,15 @@ typedef struct {
 	double kv;        /* budget multiplier (GQA k/v), else 1 */
 	size_t rank;      /* 0: the rank rule from bpw; else this rank for P (auto: P=2) */
 	int paths;        /* 0 auto, 1, 2 */
+	int sweeps;       /* refinement sweeps of each candidate (nvg), 1 to NV_SWEEPS_MAX */
 	nv_method method;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
 	nv_prof *prof;    /* NULL: no profile */
 } nv_enc_opts;
+
+/* the refinement sweeps of an encode unless told otherwise, and the most */
+#define NV_SWEEPS_DEFAULT 2
+#define NV_SWEEPS_MAX 16
 
 void nv_enc_opts_default(nv_enc_opts *o);
 

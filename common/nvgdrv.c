@@ -16,6 +16,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->bpw = 0.55;
 	o->kv = 1.0;
+	o->sweeps = NV_SWEEPS_DEFAULT;
 	o->threads = 1;
 }
 
@@ -94,7 +95,7 @@ static int add_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_
 		nv_prof_add(c->prof, "select", nv_now() - t, 0);
 		note(cs, "init", e);
 	}
-	return nv_refine(md, c, 2);
+	return nv_refine(md, c, o->sweeps);
 }
 
 /* the candidate with the least SEL error (the first on a tie) */

@@ -1,7 +1,7 @@
 # convert.mk - the sequential BLR conversion of a whole model, driven by make.
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
-#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [RHO=0.03] [KV_FACTOR=K] \
+#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
 #        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] -j N
 #
@@ -55,6 +55,7 @@ PIPE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 
 METHOD     ?= nvg
 PATHS      ?= auto
+REFINE     ?= 2
 RHO        ?= 0.03
 KV_FACTOR  ?= 1
 FIT_TOKENS ?= 8192
@@ -107,6 +108,9 @@ endif
 ifeq ($(TUNE)$(METHOD),1dual-svid)
 $(error convert.mk: TUNE=1 is nvg's)
 endif
+ifeq ($(if $(filter 2,$(REFINE)),,x)$(METHOD),xdual-svid)
+$(error convert.mk: REFINE is nvg's: dual-svid refines nothing)
+endif
 ifeq ($(CALIBRATE)$(or $(TOKENS),$(TEXT)),1)
 $(error convert.mk: CALIBRATE=1 needs calibration tokens: give TOKENS or TEXT)
 endif
@@ -117,7 +121,7 @@ CALIB := $(or $(TOKENS),$(TEXT))
 # the Grams are captured for nvg, and for dual-svid's SEL errors when there is data
 CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
 $(foreach v,MODEL PLAN CALIB,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
-$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
+$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
 $(foreach v,BPW RHO KV_FACTOR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
 # every value in the range its tool takes (tools/tool.h), checked before OUT is touched
 in_range = $(shell awk -v v='$(1)' 'BEGIN { exit !(v + 0 $(2) && v + 0 $(3)) }' && echo y)
@@ -126,6 +130,7 @@ $(call range,BPW,> 0,< 16)
 $(call range,KV_FACTOR,> 0,< 16)
 $(call range,RHO,>= 0,<= 1e6)
 $(call range,THREADS,>= 1,<= 64)
+$(call range,REFINE,>= 1,<= 16)
 $(call range,WINDOW,>= 2,<= 1048576)
 $(call range,FIT_TOKENS,>= 2,<= 1e15)
 $(call range,SEL_TOKENS,>= 2,<= 1e15)
@@ -163,7 +168,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))
 STAMP := $(OUT)/params
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
@@ -263,7 +268,7 @@ XP_ARGS = $(if $(call xport,$(1)),--cross $(OUT)/L$(1)/g.$(2).fit.cross \
 	--cross-sel $(OUT)/L$(1)/g.$(2).sel.cross --src-sel $(OUT)/L$(1)/src.$(2).sel.gram)
 SEL_GRAM = $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
 SVID_OPTS = --method dual-svid
-ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
+ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
 	$(if $(CAPTURE_GRAMS),--sel $(SEL_GRAM)))
 DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
@@ -362,7 +367,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or with CALIBRATE=1 the input of the calibration

@@ -44,6 +44,18 @@ test_expect_success '--threads: 1 to 64 in hctx-build and nvg-encode' '
 	test_path_is_missing t65.hctx x.blr
 '
 
+test_expect_success '--refine: 1 to 16, nvg only' '
+	for s in 0 17; do
+		test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \
+			--bpw 1 --refine $s -o x.blr 2>err &&
+		test_grep "invalid --refine .$s.: $s is outside \[1, 16\]" err || return 1
+	done &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 1 --refine 3 \
+		-o x.blr 2>err &&
+	test_grep "refine is nvg.s" err &&
+	test_path_is_missing x.blr
+'
+
 test_expect_success '--rho: [0, 1e6] in hctx-build and nvg-encode' '
 	test_expect_code 1 hctx-build --rho 1.1e6 fit.gram -o r.hctx 2>err &&
 	test_grep "outside \[0, 1e\+06\]" err &&

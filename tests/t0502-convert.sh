@@ -102,6 +102,10 @@ test_expect_success 'the report names the encoder, budget and rank of each tenso
 	test "$(cat n)" -eq 35 &&
 	test "$(prov_value nvg/model.cmf method)" = nvg &&
 	test "$(prov_value svid/model.cmf method)" = dual-svid &&
+	test "$(prov_value nvg/model.cmf refine_sweeps)" = 2 &&
+	test "$(prov_value svid/model.cmf refine_sweeps)" = null &&
+	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto, refinement sweeps 2, kv factor 1$" \
+		nvg/model.cmf.blr.txt &&
 	test "$(prov_value nvg/model.cmf clipped_tensors)" = 0
 '
 
@@ -169,9 +173,23 @@ test_expect_success 'a tensor the encoder refuses stays in its source dtype and 
 	test "$(prov_value refuse/model.cmf refused_tensors)" = "[\"model.layers.1.mlp.up_proj.weight\"]"
 '
 
+test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg only' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw3 BPW=2.5 REFINE=3 -j2 2>err &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw2 BPW=2.5 -j2 2>err &&
+	test_grep " refine=3$" sw3/params &&
+	test_no_grep "refine" sw2/params &&
+	test "$(prov_value sw3/model.cmf refine_sweeps)" = 3 &&
+	test_must_fail cmp -s sw3/L1/down.blr sw2/L1/down.blr &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw3 BPW=2.5 2>err &&
+	test_grep "holds another conversion" err &&
+	test_must_fail conv MODEL=s2.cmf OUT=swd BPW=2.5 METHOD=dual-svid REFINE=3 2>err &&
+	test_grep "REFINE is nvg.s" err &&
+	test_path_is_missing swd
+'
+
 test_expect_success 'every value is checked before OUT is touched; an empty stamp is no stamp' '
 	for a in BPW=0 BPW=16 BPW=1e9 WINDOW=1 THREADS=65 RHO=1e9 KV_FACTOR=0 DEVICE=gpu \
-		SEL_TOKENS=1; do
+		SEL_TOKENS=1 REFINE=0 REFINE=17; do
 		test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=range BPW=2 $a 2>err &&
 		test_grep "convert.mk: ${a%%=*} .${a#*=}. is not" err &&
 		test_path_is_missing range || return 1

@@ -22,7 +22,7 @@
 static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
-	"[--paths auto|1|2] [--threads N] [--profile]\n"
+	"[--paths auto|1|2] [--refine N] [--threads N] [--profile]\n"
 	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
@@ -44,6 +44,7 @@ typedef struct {
 	const char *shape, *out;
 	double kv_factor;
 	int paths, profile, have_rho, have_damp;
+	long sweeps;
 	nv_method method;
 	long threads;
 	nvdev_opts dev;
@@ -51,10 +52,13 @@ typedef struct {
 	const char *ts[64], *outs[64], *shapes[64];
 } opts;
 
+_Static_assert(NV_SWEEPS_MAX == 16, "tool_parse_refine's range is nvg.h's");
+
 enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
-	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP
+	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
+	O_REFINE
 };
 
 static const struct option longopts[] = {
@@ -63,6 +67,7 @@ static const struct option longopts[] = {
 	{"bpw", required_argument, NULL, O_BPW}, {"kv", no_argument, NULL, O_KV},
 	{"kv-factor", required_argument, NULL, O_KVF}, {"paths", required_argument, NULL, O_PATHS},
 	{"method", required_argument, NULL, O_METHOD},
+	{"refine", required_argument, NULL, O_REFINE},
 	{"threads", required_argument, NULL, O_THREADS},
 	{"profile", no_argument, NULL, O_PROFILE}, {"rho", required_argument, NULL, O_RHO},
 	{"target-raw", required_argument, NULL, O_TARGET},
@@ -114,6 +119,10 @@ static int value_opt(int c, const char *a, opts *o)
 		if (nv_parse_long(a, 1, 0x7fffffffL, &v) < 0)
 			return tool_fail("invalid --gauge-shuffle", a), -1;
 		o->s.shuffle = (unsigned long long)v;
+		return 0;
+	case O_REFINE:
+		if (tool_parse_refine(a, &o->sweeps) < 0)
+			return tool_fail("invalid --refine", a), -1;
 		return 0;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
@@ -236,6 +245,8 @@ static int check_usage(const opts *o)
 					"not with --hctx");
 	if (o->method == NV_METHOD_DUAL_SVID && o->s.hctx)
 		return tool_usage_error("dual-svid reads no context");
+	if (o->method == NV_METHOD_DUAL_SVID && o->sweeps)
+		return tool_usage_error("--refine is nvg's: dual-svid refines nothing");
 	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
 					"(--gauge-shuffle with them)");
@@ -424,6 +435,8 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	}
 	nv_enc_opts_default(&eo);
 	eo.paths = o->paths;
+	if (o->sweeps)
+		eo.sweeps = (int)o->sweeps;
 	eo.method = o->method;
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;

@@ -31,8 +31,8 @@ static const char *tool_name = "nvgkit";
 
 /*
  * The options that several tools take accept one range each, set here
- * (pipelines/convert.mk checks BPW, KV_FACTOR, RHO, THREADS and WINDOW
- * against the same); each returns -1 with the reason set, and the tool
+ * (pipelines/convert.mk checks BPW, KV_FACTOR, RHO, REFINE, THREADS and
+ * WINDOW against the same); each returns -1 with the reason set, and the tool
  * reports it its own way.
  */
 /* --bpw (and plan-alloc's --min, --max): bits per weight in (0, 16) */
@@ -51,6 +51,12 @@ static inline int tool_parse_kv_factor(const char *s, double *v)
 static inline int tool_parse_rho(const char *s, double *v)
 {
 	return nv_parse_double(s, 0.0, 1e6, v);
+}
+
+/* --refine (nvg-encode): 1 to NV_SWEEPS_MAX (16) */
+static inline int tool_parse_refine(const char *s, long *v)
+{
+	return nv_parse_long(s, 1, 16, v);
 }
 
 /* --threads: 1 to 64 */

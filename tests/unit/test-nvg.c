@@ -178,6 +178,39 @@ static void test_als_monotone(const nv_tctx *c)
 	nv_bm_free(&md);
 }
 
+/* refinement sweeps (--refine): k sweeps are k single sweeps in a row, bit for
+ * bit (a sweep starts from the model alone), and each lowers the FIT error
+ * or leaves it: exactly, as a try is kept only when it lowers it */
+static void test_sweeps(const nv_tctx *c, const nv_bm *init)
+{
+	nv_bm a, b;
+	double e[5];
+	int mono = 1, same = 1;
+
+	nv_bm_copy(&a, init);
+	e[0] = fit_err(c, &a);
+	for (int k = 1; k <= 4; k++) {
+		nv_refine(&a, c, 1);
+		e[k] = fit_err(c, &a);
+		mono &= e[k] <= e[k - 1];
+	}
+	ok(mono, "sweeps 1-4 never raise the FIT error (%.6g %.6g %.6g %.6g %.6g)", e[0], e[1],
+	   e[2], e[3], e[4]);
+	ok(e[4] < e[0], "four sweeps lower it (%.6g -> %.6g)", e[0], e[4]);
+	nv_bm_copy(&b, init);
+	nv_refine(&b, c, 4);
+	for (size_t p = 0; p < a.np; p++) {
+		same &= !memcmp(a.p[p].su.d, b.p[p].su.d, a.m * a.r * sizeof(double));
+		same &= !memcmp(a.p[p].sv.d, b.p[p].sv.d, a.n * a.r * sizeof(double));
+		same &= !memcmp(a.p[p].h, b.p[p].h, a.m * sizeof(double));
+		same &= !memcmp(a.p[p].g, b.p[p].g, a.n * sizeof(double));
+		same &= !memcmp(a.p[p].l, b.p[p].l, a.r * sizeof(double));
+	}
+	ok(same, "refine(4) is refine(1) four times, bit for bit");
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+}
+
 static void test_stages(const nv_tctx *c, const nv_hctx *hc)
 {
 	nv_bm init, q, ref, dual, one, two;
@@ -209,6 +242,7 @@ static void test_stages(const nv_tctx *c, const nv_hctx *hc)
 	nv_bm_free(&q);
 	nv_bm_free(&ref);
 
+	test_sweeps(c, &init);
 	nv_bm_copy(&q, &init);
 	nv_refine(&q, c, 2);
 	e_ref = fit_err(c, &q);
@@ -283,7 +317,7 @@ static double payload_rel(const uint8_t *b, size_t len)
 static void test_drivers(const nv_hctx *hc)
 {
 	nv_enc_opts o;
-	nv_enc_result d, n, n2, n3;
+	nv_enc_result d, n, n2, n3, n2b;
 	size_t r;
 	blr_clip clip;
 	double ed, en;
@@ -322,8 +356,16 @@ static void test_drivers(const nv_hctx *hc)
 	is_int(nv_encode(&W, hc, &H, &H, &o, &n3), 0, "nvg forced to one path");
 	ok(n3.paths == 1 && strstr(n3.line, "sel: P1 ") && !strstr(n3.line, "init"),
 	   "forced P1 line: %s", n3.line);
+	o.paths = 0;
+	o.sweeps = 3;
+	is_int(nv_encode(&W, hc, &H, &H, &o, &n2b), 0, "nvg with 3 refinement sweeps");
+	ok(n2b.len == n.len && memcmp(n2b.bytes, n.bytes, n.len), "3 sweeps give other bytes than 2");
+	o.sweeps = NV_SWEEPS_DEFAULT;
+	nv_enc_result_free(&n2b);
+	is_int(nv_encode(&W, hc, &H, &H, &o, &n2b), 0, "nvg with the default sweeps set");
+	ok(n2b.len == n.len && !memcmp(n2b.bytes, n.bytes, n.len), "the default is 2 sweeps");
 	nv_enc_result_free(&d), nv_enc_result_free(&n), nv_enc_result_free(&n2),
-		nv_enc_result_free(&n3);
+		nv_enc_result_free(&n3), nv_enc_result_free(&n2b);
 }
 
 /* gptq_v over several 128-column blocks (n = 300): the trailing updates */

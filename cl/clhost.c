@@ -13,16 +13,16 @@
 int clh_eig_top(double *g, size_t s, size_t k, double *lam, double *vec)
 {
 	double *w;
-	int info, nt;
+	int info;
 
 	if (nv_check_finite(g, s, s, 'U', "latent Gram entry") < 0 ||
 	    !(w = nv_malloc(s, sizeof(double))))
 		return -1;
 	/* ascending eigenvalues, eigenvectors as the columns of g (s × s) */
-	nt = nv_serial();
+	nv_serial();
 	info = nv_lapack_info(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)s, g,
 					     (lapack_int)s, w));
-	nv_unserial(nt);
+	nv_unserial();
 	if (info > 0)
 		nv_seterr("the eigensolver did not converge on a %zu × %zu Gram", s, s);
 	if (info == 0 && (nv_check_finite(w, 1, s, 0, "eigenvalue") < 0 ||
@@ -130,7 +130,7 @@ void clh_rank1_pos(const double *a, size_t rows, size_t c, double *left, double 
 int clh_upper_inv_t(const double *u, size_t ldu, size_t nb, double *inv)
 {
 	double *t = nv_calloc(nb * nb, sizeof(double));
-	int info, nt;
+	int info;
 
 	if (!t)
 		return -1;
@@ -139,10 +139,10 @@ int clh_upper_inv_t(const double *u, size_t ldu, size_t nb, double *inv)
 			t[i * nb + j] = u[i * ldu + j];
 	info = nv_check_finite(t, nb, nb, 'U', "the factor of the permuted inverse Gram: entry");
 	if (info == 0) {
-		nt = nv_serial();
+		nv_serial();
 		info = nv_lapack_info(LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'U', 'N', (lapack_int)nb, t,
 						     (lapack_int)nb));
-		nv_unserial(nt);
+		nv_unserial();
 	}
 	if (info > 0)
 		nv_seterr("the factor of the permuted inverse Gram is singular at %d", info);

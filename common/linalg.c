@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,7 +165,7 @@ int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 int nv_potrf_lower(nv_mat *a)
 {
 	size_t n = a->r;
-	int info, nt;
+	int info;
 
 	assert(a->c == n);
 	if (n == 0)
@@ -172,10 +173,10 @@ int nv_potrf_lower(nv_mat *a)
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "matrix entry") < 0)
 		return -1;
 	nv_flops_add((uint64_t)n * n * n / 3);
-	nt = nv_serial();
+	nv_serial();
 	info = nv_lapack_info(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, a->d,
 					  (lapack_int)n));
-	nv_unserial(nt);
+	nv_unserial();
 	if (info < 0)
 		return -1;
 	if (info > 0) {
@@ -190,7 +191,7 @@ int nv_potrf_lower(nv_mat *a)
 int nv_trtri_lower(nv_mat *a)
 {
 	size_t n = a->r;
-	int info, nt;
+	int info;
 
 	assert(a->c == n);
 	if (n == 0)
@@ -198,10 +199,10 @@ int nv_trtri_lower(nv_mat *a)
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "triangular factor entry") < 0)
 		return -1;
 	nv_flops_add((uint64_t)n * n * n / 3);
-	nt = nv_serial();
+	nv_serial();
 	info = nv_lapack_info(LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'L', 'N', (lapack_int)n, a->d,
 					  (lapack_int)n));
-	nv_unserial(nt);
+	nv_unserial();
 	if (info < 0)
 		return -1;
 	if (info > 0) {
@@ -228,7 +229,7 @@ int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e)
 	size_t n = a->r;
 	nv_mat w = {0};
 	double *asc = NULL;
-	int info = -1, nt;
+	int info = -1;
 
 	assert(a->c == n);
 	*e = (nv_mat){ 0 };
@@ -237,10 +238,10 @@ int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e)
 	    nv_mat_zeros(e, n, n) < 0)
 		goto out;
 	nv_flops_add(9ull * n * n * n);
-	nt = nv_serial();
+	nv_serial();
 	info = nv_lapack_info(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, w.d,
 					  (lapack_int)ld(n), asc));
-	nv_unserial(nt);
+	nv_unserial();
 	if (info > 0)
 		nv_seterr("symmetric eigensolver did not converge (%d)", info);
 	if (info == 0 && (nv_check_finite(asc, 1, n, 0, "eigenvalue") < 0 ||
@@ -261,7 +262,7 @@ int nv_polar(const nv_mat *a, nv_mat *q)
 	size_t n = a->r;
 	nv_mat w = {0}, u = {0}, vt = {0};
 	double *s = NULL;
-	int info, rc = -1, nt;
+	int info, rc = -1;
 
 	assert(a->c == n);
 	*q = (nv_mat){ 0 };
@@ -273,11 +274,11 @@ int nv_polar(const nv_mat *a, nv_mat *q)
 	if (!s)
 		goto out;
 	nv_flops_add(21ull * n * n * n);
-	nt = nv_serial();
+	nv_serial();
 	info = nv_lapack_info(LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', (lapack_int)n, (lapack_int)n,
 					  w.d, (lapack_int)ld(n), s, u.d, (lapack_int)ld(n), vt.d,
 					  (lapack_int)ld(n)));
-	nv_unserial(nt);
+	nv_unserial();
 	if (info > 0)
 		nv_seterr("singular value decomposition did not converge (%d)", info);
 	if (info != 0 || nv_gemm_new(&u, 0, &vt, 0, q) < 0)
@@ -302,7 +303,7 @@ out:
  */
 int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x)
 {
-	int info, nt;
+	int info;
 
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a, n, n, uplo, "matrix entry") < 0 ||
 	    nv_check_finite(x, 1, n, 0, "right-hand side entry") < 0)
@@ -315,10 +316,10 @@ int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, do
 			(blasint)n);
 	for (size_t i = 0; i < n; i++)
 		w[i * n + i] += shift;
-	nt = nv_serial();
+	nv_serial();
 	info = nv_lapack_info(LAPACKE_dposv(LAPACK_COL_MAJOR, uplo, (lapack_int)n, 1, w,
 					 (lapack_int)n, x, (lapack_int)n));
-	nv_unserial(nt);
+	nv_unserial();
 	if (info == 0 && nv_check_finite(x, 1, n, 0, "solution entry") < 0)
 		return -1;
 	return info;
@@ -328,7 +329,7 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
 {
 	size_t n = a->r;
 	nv_mat w;
-	int info, nt;
+	int info;
 
 	assert(a->c == n && x->r == n);
 	if (lapack_dims(n, x->c) < 0 || nv_check_finite(a->d, n, n, 'U', "matrix entry") < 0 ||
@@ -343,10 +344,10 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
 	for (size_t i = 0; i < n; i++)
 		w.d[i * n + i] += shift;
 	/* the upper triangle of row-major A is the lower one of the same matrix column-major */
-	nt = nv_serial();
+	nv_serial();
 	info = nv_lapack_info(LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)x->c,
 					 w.d, (lapack_int)n, x->d, (lapack_int)x->c));
-	nv_unserial(nt);
+	nv_unserial();
 	nv_mat_free(&w);
 	nv_flops_add((uint64_t)n * n * n / 3 + 2ull * n * n * x->c);
 	if (info > 0)
@@ -390,19 +391,28 @@ int nv_get_threads(void)
 	return openblas_get_num_threads();
 }
 
-int nv_serial(void)
-{
-	int n = openblas_get_num_threads();
+/* OpenBLAS's count is global: the first of the threads in a serial section
+ * sets it to one, the last gives back what the first found */
+static pthread_mutex_t serial_mu = PTHREAD_MUTEX_INITIALIZER;
+static int serial_depth, serial_saved;
 
-	if (n > 1)
-		openblas_set_num_threads(1);
-	return n;
+void nv_serial(void)
+{
+	pthread_mutex_lock(&serial_mu);
+	if (serial_depth++ == 0) {
+		serial_saved = openblas_get_num_threads();
+		if (serial_saved > 1)
+			openblas_set_num_threads(1);
+	}
+	pthread_mutex_unlock(&serial_mu);
 }
 
-void nv_unserial(int n)
+void nv_unserial(void)
 {
-	if (n > 1)
-		openblas_set_num_threads(n);
+	pthread_mutex_lock(&serial_mu);
+	if (--serial_depth == 0 && serial_saved > 1)
+		openblas_set_num_threads(serial_saved);
+	pthread_mutex_unlock(&serial_mu);
 }
 
 double nv_dot_all(const nv_mat *a, const nv_mat *b)

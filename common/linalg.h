@@ -93,10 +93,11 @@ int nv_get_threads(void);
 /* OpenBLAS's LAPACK factorizations (potrf, trtri, and what calls them)
  * split their work by the thread count, and their bits change with it:
  * every LAPACK call here and in cl/ runs on one thread, between
- * nt = nv_serial() (OpenBLAS set to one thread, its count returned) and
- * nv_unserial(nt).  Not for threads of one's own: the count is global. */
-int nv_serial(void);
-void nv_unserial(int n);
+ * nv_serial() and nv_unserial().  OpenBLAS's count is global: sections may
+ * overlap on several threads (nvg-encode --jobs), the count is one while
+ * any is open and comes back when the last closes. */
+void nv_serial(void);
+void nv_unserial(void);
 
 /* C (M × N) = alpha·op(A)·op(B) + beta·C in f32, row-major with leading
  * dimensions (sgemm.c): C in tiles whose shape depends on M and N alone, each

@@ -99,12 +99,10 @@ void nv_sgemm(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const f
 		nt = NV_PAR_MAX;
 	if ((double)M * (double)N * (double)K < NV_SGEMM_PAR_WORK)
 		nt = 1;
-	if (blas > 1)
-		openblas_set_num_threads(1);
+	nv_serial();
 	if (nt > 1)
 		sg_share(&j, nt);
 	else
 		sg_run(&j);
-	if (blas > 1)
-		openblas_set_num_threads(blas);
+	nv_unserial();
 }

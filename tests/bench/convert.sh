@@ -81,10 +81,10 @@ echo "model $src, $jobs jobs, FIT $fit SEL $sel window $window, eval $eval_token
 printf '%-16s %5s %8s %8s %8s %7s %8s %7s %8s %8s %9s %10s %8s %7s\n' method bpw capture contexts \
 	encode tune advance calib total rss_MiB body_bpw perplexity KL top1
 
-# row LABEL DIR EVAL NOCAL: one table row from DIR's kept measurements (NOCAL
-# 1: the model before the final-norm calibration, its time not counted)
+# row LABEL BPW DIR EVAL NOCAL: one table row from DIR's kept measurements
+# (NOCAL 1: the model before the final-norm calibration, its time not counted)
 row() {
-	awk -v m="$1" -v b="$bpw_of_row" -v nocal="$4" '
+	awk -v m="$1" -v b="$2" -v nocal="$5" '
 	FILENAME ~ /times$/ {
 		s = "other"
 		if ($3 == "gram-capture") s = ($0 ~ /--next-state/) ? "advance" : "capture"
@@ -101,7 +101,7 @@ row() {
 		printf "%-16s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %8.1f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
 			m, b, t["capture"], t["contexts"], t["encode"], t["tune"], t["advance"], t["calib"],
 			total, rss / 1024, body, v["ppl"], v["kl"], v["top1"]
-	}' "$2.times" "$2.total" "$3" "$2/model.cmf.blr.txt"
+	}' "$3.times" "$3.total" "$4" "$3/model.cmf.blr.txt"
 }
 
 # convert DIR LABEL METHOD BPW PLAN [VAR=VALUE...]: the conversion (convert.mk
@@ -128,12 +128,11 @@ convert() {
 		evaluate "$dir/model.cmf" "$dir.eval"
 		echo "$key" >"$dir.key"
 	fi
-	bpw_of_row=$b
 	if [ -s "$dir.eval-applied" ]; then
-		row "$label" "$dir" "$dir.eval-applied" 1
-		row "$label+cal" "$dir" "$dir.eval" 0
+		row "$label" "$b" "$dir" "$dir.eval-applied" 1
+		row "$label+cal" "$b" "$dir" "$dir.eval" 0
 	else
-		row "$label" "$dir" "$dir.eval" 0
+		row "$label" "$b" "$dir" "$dir.eval" 0
 	fi
 }
 

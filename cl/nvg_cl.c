@@ -12,6 +12,7 @@
 #include "clops.h"
 #include "err.h"
 #include "mem.h"
+#include "nvg.h"
 #include "pack.h"
 #include "prof.h"
 
@@ -532,9 +533,9 @@ static void als_g(tctx *t, dmodel *md, size_t p)
 	nvcl_coldot(t->q, rv, t->e1, 0, n, md->np > 1 ? t->e2 : t->wh, 0, n, m, n);
 	nvcl_q_read_d(t->q, ctc, 0, sys, n * n);
 	nvcl_q_read_d(t->q, rv, 0, rhs, n);
-	/* a singular system keeps the old g */
+	/* the CPU's solve; a singular system keeps the old g */
 	if (!t->q->err) {
-		int rc = clh_solve_spd(sys, rhs, n, 1e-10, x);
+		int rc = nv_g_solve(&(nv_mat){n, n, sys}, rhs, md->p[p].g, x, t->pf);
 		if (rc < 0)
 			nvcl_q_fail(t->q, "the g step: %s", nv_err());
 		if (rc == 0)

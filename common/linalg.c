@@ -14,6 +14,7 @@
 
 #include "err.h"
 #include "mem.h"
+#include "par.h"
 
 static _Atomic uint64_t flop_count;
 
@@ -156,6 +157,32 @@ int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 	nv_flops_add((uint64_t)n * n * k);
 	cblas_dsyrk(CblasRowMajor, CblasLower, ta ? CblasTrans : CblasNoTrans, (int)n, (int)k,
 		    alpha, a->d, (int)ld(a->c), 0.0, c->d, (int)n);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			c->d[i * n + j] = c->d[j * n + i];
+	return 0;
+}
+
+/* the lower blocks of C = X·Yᵀ, NV_SYM_BLOCK square, each one dgemm */
+#define NV_SYM_BLOCK 256
+
+int nv_gemm_sym(const nv_mat *x, const nv_mat *y, nv_mat *c)
+{
+	size_t n = x->r, k = x->c;
+
+	assert(y->r == n && y->c == k);
+	if (nv_mat_zeros(c, n, n) < 0)
+		return -1;
+	if (n == 0 || k == 0)
+		return 0;
+	for (size_t i0 = 0; i0 < n; i0 += NV_SYM_BLOCK) {
+		size_t bi = n - i0 < NV_SYM_BLOCK ? n - i0 : NV_SYM_BLOCK;
+		/* rows i0.. against every column block up to and including the diagonal */
+		nv_flops_add(2ull * bi * (i0 + bi) * k);
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bi, (int)(i0 + bi), (int)k,
+			    1.0, x->d + i0 * k, (int)ld(k), y->d, (int)ld(k), 0.0, c->d + i0 * n,
+			    (int)n);
+	}
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = i + 1; j < n; j++)
 			c->d[i * n + j] = c->d[j * n + i];
@@ -423,4 +450,115 @@ double nv_dot_all(const nv_mat *a, const nv_mat *b)
 	for (size_t i = 0; i < a->r * a->c; i++)
 		s += a->d[i] * b->d[i];
 	return s;
+}
+
+/* y = A·x for row-major A (n × n): one single-threaded gemv per block of
+ * SYMV_BLOCK rows, the blocks shared among the threads, so that every call
+ * and with it every bit of y is the same at any thread count */
+#define SYMV_BLOCK 256
+
+typedef struct {
+	const double *a, *x;
+	double *y;
+	size_t n, first, stride;
+} symv_job;
+
+static void symv_rows(void *arg)
+{
+	const symv_job *j = arg;
+
+	for (size_t b = j->first; b * SYMV_BLOCK < j->n; b += j->stride) {
+		size_t lo = b * SYMV_BLOCK, k = j->n - lo < SYMV_BLOCK ? j->n - lo : SYMV_BLOCK;
+		cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)k, (int)j->n, 1.0, j->a + lo * j->n,
+			    (int)j->n, j->x, 1, 0.0, j->y + lo, 1);
+	}
+}
+
+static void matvec_fixed(const double *a, size_t n, const double *x, double *y)
+{
+	symv_job jobs[NV_PAR_MAX];
+	size_t nb = (n + SYMV_BLOCK - 1) / SYMV_BLOCK, nt = (size_t)nv_get_threads();
+
+	if (nt < 1)
+		nt = 1;
+	if (nt > NV_PAR_MAX)
+		nt = NV_PAR_MAX;
+	if (nt > nb)
+		nt = nb ? nb : 1;
+	for (size_t t = 0; t < nt; t++)
+		jobs[t] = (symv_job){a, x, y, n, t, nt};
+	nv_serial();
+	nv_par(jobs, nt, sizeof jobs[0], symv_rows);
+	nv_unserial();
+	nv_flops_add(2ull * n * n);
+}
+
+int nv_pcg_spd(const nv_mat *a, const double *b, double *x, double ridge, double tol, int maxit,
+	       int *iters)
+{
+	size_t n = a->r;
+	double *r = NULL, *z = NULL, *p = NULL, *ap = NULL, *dinv = NULL, tr = 0.0, shift;
+	double rz, bn = 0.0, f0 = 0.0, f1 = 0.0;
+	int it = 0, rc = -1;
+
+	*iters = 0;
+	if (n == 0)
+		return 0;
+	r = nv_malloc(n, sizeof(double));
+	z = nv_malloc(n, sizeof(double));
+	p = nv_malloc(n, sizeof(double));
+	ap = nv_malloc(n, sizeof(double));
+	dinv = nv_malloc(n, sizeof(double));
+	if (!r || !z || !p || !ap || !dinv)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		tr += a->d[i * n + i];
+	shift = ridge * (tr / (double)n);
+	for (size_t i = 0; i < n; i++) {
+		double d = a->d[i * n + i] + shift;
+		if (!(d > 0.0)) {
+			rc = 1;
+			goto out;
+		}
+		dinv[i] = 1.0 / d;
+	}
+	matvec_fixed(a->d, n, x, ap);
+	for (size_t i = 0; i < n; i++) {
+		ap[i] += shift * x[i];
+		r[i] = b[i] - ap[i];
+		z[i] = r[i] * dinv[i];
+		f0 += x[i] * (0.5 * ap[i] - b[i]);
+		bn += b[i] * b[i] * dinv[i];
+	}
+	memcpy(p, z, n * sizeof(double));
+	rz = cblas_ddot((int)n, r, 1, z, 1);
+	for (it = 0; it < maxit && rz > tol * tol * bn; it++) {
+		double pap, al, rz2;
+		matvec_fixed(a->d, n, p, ap);
+		cblas_daxpy((int)n, shift, p, 1, ap, 1);
+		pap = cblas_ddot((int)n, p, 1, ap, 1);
+		if (!(pap > 0.0))
+			break;
+		al = rz / pap;
+		cblas_daxpy((int)n, al, p, 1, x, 1);
+		cblas_daxpy((int)n, -al, ap, 1, r, 1);
+		for (size_t i = 0; i < n; i++)
+			z[i] = r[i] * dinv[i];
+		rz2 = cblas_ddot((int)n, r, 1, z, 1);
+		for (size_t i = 0; i < n; i++)
+			p[i] = z[i] + (rz2 / rz) * p[i];
+		rz = rz2;
+	}
+	*iters = it;
+	/* the objective ½xᵀAx − bᵀx = −½xᵀ(b + r) at the end */
+	for (size_t i = 0; i < n; i++)
+		f1 -= 0.5 * x[i] * (b[i] + r[i]);
+	rc = (rz <= tol * tol * bn && f1 <= f0) ? 0 : 1;
+out:
+	free(r);
+	free(z);
+	free(p);
+	free(ap);
+	free(dinv);
+	return rc;
 }

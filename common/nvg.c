@@ -493,11 +493,32 @@ static int hstack(const nv_bm *md, int (*part)(const nv_bm *, size_t, nv_mat *),
 	return 0;
 }
 
-/* what the ℓ step leaves for the h and g steps: H·B (n × pr), BHB (pr × pr),
- * WHB (m × pr); H·B_q stays valid until path q's g is solved */
+/* what the sweeps of one nv_als share: H·B (n × pr), its path-q columns
+ * current while fresh[q] (path q's g has not moved since they were made,
+ * so that each sweep makes each path's columns once); and what the ℓ step
+ * leaves for the h and g steps: BᵀHB (pr × pr), WHB (m × pr) */
 typedef struct {
 	nv_mat hb, bhb, whb;
+	int fresh[2];
 } als_state;
+
+/* path q's columns of st->hb made current */
+static int hb_fresh(const nv_bm *md, const nv_tctx *c, als_state *st, size_t q)
+{
+	size_t n = md->n, r = md->r, pr = md->np * r;
+	nv_mat bq;
+
+	if (st->fresh[q])
+		return 0;
+	if ((!st->hb.d && nv_mat_zeros(&st->hb, n, pr) < 0) || nv_path_gs(md, q, &bq) < 0)
+		return -1;
+	nv_flops_add(2ull * n * n * r);
+	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)r, (int)n, 1.0,
+		    c->hc->hf.d, (int)n, bq.d, (int)r, 0.0, st->hb.d + q * r, (int)pr);
+	nv_mat_free(&bq);
+	st->fresh[q] = 1;
+	return 0;
+}
 
 /* ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs] */
 static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
@@ -507,8 +528,10 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 	double *rhs = NULL, *lam = NULL;
 	int rc = -1;
 
+	for (size_t q = 0; q < md->np; q++)
+		if (hb_fresh(md, c, st, q) < 0)
+			return -1;
 	if (hstack(md, nv_path_gs, md->n, &b) < 0 ||
-	    nv_gemm_new(&c->hc->hf, 0, &b, 0, &st->hb) < 0 ||
 	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 ||
 	    nv_gemm_new(&c->fit.wh, 0, &b, 0, &st->whb) < 0 ||
 	    hstack(md, nv_path_hs, m, &a) < 0 || nv_syrk_new(1.0, &a, 1, &ata) < 0)
@@ -603,46 +626,28 @@ out:
 	return rc;
 }
 
-/* H·B_q (n × r): columns q·r.. of the ℓ step's H·B while path q's g has not
- * moved since (q > p in this sweep), else computed afresh */
-static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, size_t q,
-		 nv_mat *hbq)
-{
-	size_t n = md->n, r = md->r;
-	nv_mat bq;
-	int rc;
-
-	if (q > p) {
-		if (nv_mat_zeros(hbq, n, r) < 0)
-			return -1;
-		for (size_t j = 0; j < n; j++)
-			memcpy(nv_row(hbq, j), nv_row(&st->hb, j) + q * r, r * sizeof(double));
-		return 0;
-	}
-	if (nv_path_gs(md, q, &bq) < 0)
-		return -1;
-	rc = nv_gemm_new(&c->hc->hf, 0, &bq, 0, hbq);
-	nv_mat_free(&bq);
-	return rc;
-}
-
 /* X = (W H − Σ_{q≠p} Ŵ_q H)ᵀ·M (n × r) for M (m × r), without an m × n product */
-static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
+static int target_h_t_times(const nv_bm *md, const nv_tctx *c, als_state *st, size_t p,
 			    const nv_mat *mm, nv_mat *x)
 {
+	size_t n = md->n, r = md->r, pr = md->np * r;
+
 	if (nv_gemm_new(&c->fit.wh, 1, mm, 0, x) < 0)
 		return -1;
 	for (size_t q = 0; q < md->np; q++) {
-		nv_mat aq = {0}, hbq = {0}, aqm = {0};
+		nv_mat aq = {0}, aqm = {0};
 		int rc;
 		if (q == p)
 			continue;
-		rc = nv_path_hsl(md, q, &aq) < 0 || hb_of(md, c, st, p, q, &hbq) < 0 ||
+		rc = nv_path_hsl(md, q, &aq) < 0 || hb_fresh(md, c, st, q) < 0 ||
 		     nv_gemm_new(&aq, 1, mm, 0, &aqm) < 0;
-		if (!rc)
-			nv_gemm(-1.0, &hbq, 0, &aqm, 0, 1.0, x);
+		if (!rc) {
+			/* x −= (H·B_q)·(A_qᵀ·M) */
+			nv_flops_add(2ull * n * r * r);
+			cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)r, (int)r,
+				    -1.0, st->hb.d + q * r, (int)pr, aqm.d, (int)r, 1.0, x->d, (int)r);
+		}
 		nv_mat_free(&aq);
-		nv_mat_free(&hbq);
 		nv_mat_free(&aqm);
 		if (rc) {
 			nv_mat_free(x);
@@ -652,8 +657,21 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *
 	return 0;
 }
 
+int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, nv_prof *prof)
+{
+	int it = 0, rc;
+
+	memcpy(g, g0, sys->r * sizeof(double));
+	rc = nv_pcg_spd(sys, rhs, g, 1e-10, NV_G_CG_TOL, NV_G_CG_MAX, &it);
+	nv_prof_add(prof, "als.g.cg", 0.0, (uint64_t)it);
+	if (rc != 1)
+		return rc;
+	nv_prof_add(prof, "als.g.exact", 0.0, 1);
+	return nv_solve_spd(sys, rhs, g, 1e-10);
+}
+
 /* g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p) */
-static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
+static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p)
 {
 	size_t n = md->n, r = md->r;
 	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
@@ -662,16 +680,18 @@ static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
 	int rc = -1;
 
 	if (!rhs || !g || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
-	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_new(&svk, 0, sv, 1, &ctc) < 0 ||
+	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_sym(&svk, sv, &ctc) < 0 ||
 	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
 		goto out;
 	for (size_t i = 0; i < n * n; i++)
 		ctc.d[i] *= c->hc->hf.d[i];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
-	rc = nv_solve_spd(&ctc, rhs, g, 1e-10);
-	if (rc == 0)
+	rc = nv_g_solve(&ctc, rhs, md->p[p].g, g, c->prof);
+	if (rc == 0) {
 		memcpy(md->p[p].g, g, n * sizeof(double));
+		st->fresh[p] = 0;
+	}
 	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
@@ -686,10 +706,12 @@ out:
 
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 {
-	for (int s = 0; s < sweeps; s++) {
-		als_state st = {{0}, {0}, {0}};
+	als_state st = {{0}, {0}, {0}, {0, 0}};
+	int rc = 0;
+
+	for (int s = 0; s < sweeps && rc == 0; s++) {
 		double t = nv_now();
-		int rc = als_l(md, c, &st);
+		rc = als_l(md, c, &st);
 		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
 		t = nv_now();
 		if (rc == 0)
@@ -699,13 +721,11 @@ int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 		for (size_t p = 0; p < md->np && rc == 0; p++)
 			rc = als_g(md, c, &st, p);
 		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
-		nv_mat_free(&st.hb);
 		nv_mat_free(&st.bhb);
 		nv_mat_free(&st.whb);
-		if (rc < 0)
-			return -1;
 	}
-	return 0;
+	nv_mat_free(&st.hb);
+	return rc < 0 ? -1 : 0;
 }
 
 /* ----------------------------------------------------------------- flip_u */

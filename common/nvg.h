@@ -14,7 +14,8 @@
  *   nv_latents       whitened rank-r latents (metric L·Lᵀ, L = chol(hf))
  *   nv_itq_weighted  H-weighted ITQ gauge, 50 iterations, polar by SVD
  *   nv_svid_path     signs + non-negative rank-1 magnitude fits (svid.h)
- *   nv_als           exact block least squares for ℓ, h, g (monotone)
+ *   nv_als           block least squares for ℓ, h (exact), g (warm-started
+ *                    conjugate gradients, nv_g_solve) (monotone)
  *   nv_flip_u        exact single-flip row search on S_U (monotone)
  *   nv_gptq_v        column-sequential search on S_V, act order, Schur
  *                    feedback through Uc in 128-column lazy blocks
@@ -130,9 +131,21 @@ void nv_lat_basis_free(nv_lat_basis *b);
  * hypercube with rows weighted by w²; returns up·R, vp·R */
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo);
-/* exact block least squares: ℓ (joint over paths), h (per row, joint over
- * paths), g (per path), `sweeps` times; never raises the fit error */
+/* block least squares: ℓ (joint over paths) and h (per row, joint over
+ * paths) exactly, g (per path) by nv_g_solve, `sweeps` times; never raises
+ * the fit error */
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
+/* the g step's solve, the CPU's and the device's: g = the solution of the
+ * system (n × n, its ridge 1e-10 as nv_solve_spd's), warm-started from g0 by
+ * conjugate gradients to a relative residual of NV_G_CG_TOL, the exact
+ * factorisation where they fall short in NV_G_CG_MAX steps.  Either way the
+ * error cannot rise: CG lowers the quadratic at every step and its result is
+ * kept only when the quadratic ended lower.  0, 1 (not positive definite:
+ * the caller keeps g0) or -1 as nv_solve_spd.  The profile counts the CG
+ * steps (als.g.cg) and the exact solves (als.g.exact). */
+#define NV_G_CG_TOL 1e-4
+#define NV_G_CG_MAX 64
+int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, nv_prof *prof);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* column-sequential sign search on S_V of path pi; *flips may be NULL */

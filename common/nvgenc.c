@@ -112,6 +112,9 @@ static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 
 	if (!ks || !mte || nv_gemm_new(&wblk, 0, &st->mm, 0, &bv) < 0)
 		goto out;
+	/* the columns one by one: r-vector work that OpenBLAS's threads would
+	 * only slow down (a wake-up per call, and spinning on a busy machine) */
+	nv_serial();
 	for (size_t j = b0; j < b1; j++) {
 		double *bj = nv_row(&bv, j - b0), ujj = uc[j * n + j];
 		double g = col_search(st, j, bj, ks);
@@ -123,6 +126,7 @@ static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 				cblas_daxpy((int)r, -uc[j * n + jj], mte, 1, nv_row(&bv, jj - b0), 1);
 		st->g[j] = g;
 	}
+	nv_unserial();
 	if (nv_mat_copy(&res, &wblk) < 0 || nv_mat_zeros(&gs, nb, r) < 0)
 		goto out;
 	for (size_t j = 0; j < nb; j++)

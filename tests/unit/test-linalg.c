@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <lapacke.h>
+
 #include "err.h"
 #include "linalg.h"
 #include "tap.h"
@@ -138,30 +140,55 @@ static void test_eig(void)
 	nv_mat_free(&a), nv_mat_free(&e), nv_mat_free(&ae);
 }
 
+/* a random orthogonal n × n matrix: the Q of a Gaussian matrix's QR */
+static void orthogonal(nv_mat *q, size_t n)
+{
+	double *tau = malloc(n * sizeof(double));
+
+	fill(q, n, n);
+	LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)n, q->d, (lapack_int)n, tau);
+	LAPACKE_dorgqr(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)n, (lapack_int)n, q->d,
+		       (lapack_int)n, tau);
+	free(tau);
+}
+
+/* A = U·diag(σ)·Vᵀ with σ from 1 down to 1/cond: its polar factor is U·Vᵀ,
+ * known here without a polar decomposition; nv_polar's Q against it and its
+ * orthogonality, to c·ε·cond, c = 8n (a backward-stable SVD) */
+static void polar_case(size_t n, double cond, double scale)
+{
+	nv_mat u, v, us, a, q, uv, qtq;
+	double gap = 0, orth = 0, eps = DBL_EPSILON;
+	double tol = 8.0 * (double)n * eps * cond;
+
+	orthogonal(&u, n);
+	orthogonal(&v, n);
+	nv_mat_copy(&us, &u);
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < n; k++)
+			us.d[i * n + k] *= scale * pow(cond, -(double)k / (double)(n > 1 ? n - 1 : 1));
+	nv_gemm_new(&us, 0, &v, 1, &a);
+	nv_gemm_new(&u, 0, &v, 1, &uv);
+	is_int(nv_polar(&a, &q), 0, "polar of %zu × %zu, condition %.0e, scale %.0e", n, n, cond,
+	       scale);
+	nv_gemm_new(&q, 1, &q, 0, &qtq);
+	for (size_t i = 0; i < n * n; i++) {
+		gap = fmax(gap, fabs(q.d[i] - uv.d[i]));
+		orth = fmax(orth, fabs(qtq.d[i] - (i / n == i % n)));
+	}
+	ok(gap <= tol && orth <= tol, "Q = U·Vᵀ to %.2g and orthogonal to %.2g (bound %.2g)", gap,
+	   orth, tol);
+	nv_mat_free(&u), nv_mat_free(&v), nv_mat_free(&us), nv_mat_free(&a), nv_mat_free(&q);
+	nv_mat_free(&uv), nv_mat_free(&qtq);
+}
+
 static void test_polar(void)
 {
-	nv_mat a, q, qtq, qta;
-	double orth = 0, sym = 0;
-
-	fill(&a, 8, 8);
-	is_int(nv_polar(&a, &q), 0, "polar through dgesdd");
-	nv_gemm_new(&q, 1, &q, 0, &qtq);
-	nv_gemm_new(&q, 1, &a, 0, &qta);
-	for (size_t i = 0; i < 8; i++)
-		for (size_t j = 0; j < 8; j++) {
-			orth = fmax(orth, fabs(qtq.d[i * 8 + j] - (i == j)));
-			sym = fmax(sym, fabs(qta.d[i * 8 + j] - qta.d[j * 8 + i]));
-		}
-	/* Q orthogonal and Qᵀ·A = V·Σ·Vᵀ symmetric positive: the polar factor */
-	ok(orth < 1e-12 && sym < 1e-12, "Q orthogonal, Qᵀ·A symmetric (%.2g, %.2g)", orth, sym);
-	{
-		double lam[8];
-		nv_mat e;
-		nv_sym_eig(&qta, lam, &e);
-		ok(lam[7] > 0, "Qᵀ·A positive definite (least eigenvalue %.3g)", lam[7]);
-		nv_mat_free(&e);
-	}
-	nv_mat_free(&a), nv_mat_free(&q), nv_mat_free(&qtq), nv_mat_free(&qta);
+	polar_case(8, 10, 1);
+	polar_case(200, 1e3, 1);
+	polar_case(200, 1e6, 1);
+	polar_case(50, 100, 1e300);
+	polar_case(50, 100, 1e-300);
 }
 
 static void test_solve(void)

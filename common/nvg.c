@@ -385,11 +385,6 @@ int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat
 
 /* -------------------------------------------------------------------- ITQ */
 
-static double sgn(double v)
-{
-	return v >= 0.0 ? 1.0 : -1.0;
-}
-
 /* x = row-normalised [up; vp] ((m+n) × r), w2 = [wu²; wv²] / mean */
 static int itq_inputs(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		      nv_mat *x, double *w2)
@@ -417,24 +412,44 @@ static int itq_inputs(const nv_mat *up, const nv_mat *vp, const double *wu, cons
 	return 0;
 }
 
+/*
+ * ITQ's products run in f32 (nv_sgemm: about twice dgemm's rate here, the
+ * same bits at any thread count): x's rows are unit vectors and rot is
+ * orthogonal, so x·rot is exact to about 2⁻²⁴, and only entries that close
+ * to zero can take the other sign; xᵀ·(signs ∘ w2) sums m+n terms to a
+ * relative 1e-6 or so, far inside what the polar factor tells apart.  The
+ * polar factor itself stays f64 (LAPACK).
+ */
+typedef struct {
+	size_t nn, r;
+	float *x;  /* (nn × r) row-normalised [up; vp] */
+	float *xr; /* (nn × r) x·rot, then sgn(x·rot) ∘ w2 */
+	float *rf; /* (r × r) rot */
+	float *mf; /* (r × r) xᵀ·(sgn ∘ w2) */
+	const double *w2;
+} itq_work;
+
 /* one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)) */
-static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *rot)
+static int itq_step(itq_work *w, nv_prof *prof, nv_mat *rot)
 {
-	nv_mat xr, mm, nr;
+	size_t nn = w->nn, r = w->r;
+	nv_mat mm = {0}, nr;
 	int rc;
 
-	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 0, rot, 0, &xr));
-	if (rc < 0)
-		return -1;
-	for (size_t i = 0; i < xr.r; i++) {
-		double *row = nv_row(&xr, i);
-		for (size_t k = 0; k < xr.c; k++)
-			row[k] = sgn(row[k]) * w2[i];
+	for (size_t i = 0; i < r * r; i++)
+		w->rf[i] = (float)rot->d[i];
+	PT(prof, "itq.gemm", nv_sgemm(0, 0, nn, r, r, 1.0f, w->x, r, w->rf, r, 0.0f, w->xr, r));
+	for (size_t i = 0; i < nn; i++) {
+		float wi = (float)w->w2[i], *row = w->xr + i * r;
+		for (size_t k = 0; k < r; k++)
+			row[k] = row[k] >= 0.0f ? wi : -wi;
 	}
-	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 1, &xr, 0, &mm));
-	nv_mat_free(&xr);
-	if (rc < 0)
+	PT(prof, "itq.gemm", nv_sgemm(1, 0, r, r, nn, 1.0f, w->x, r, w->xr, r, 0.0f, w->mf, r));
+	nv_flops_add(4ull * nn * r * r);
+	if (nv_mat_zeros(&mm, r, r) < 0)
 		return -1;
+	for (size_t i = 0; i < r * r; i++)
+		mm.d[i] = w->mf[i];
 	PT(prof, "itq.polar", rc = nv_polar(&mm, &nr));
 	nv_mat_free(&mm);
 	if (rc < 0)
@@ -447,15 +462,21 @@ static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *ro
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo)
 {
+	size_t nn = up->r + vp->r, r = up->c;
 	nv_mat x = {0}, rot = {0};
-	double *w2 = nv_malloc(up->r + vp->r, sizeof(double));
+	double *w2 = nv_malloc(nn, sizeof(double));
+	itq_work w = {nn, r, nv_malloc(nn * r, sizeof(float)), nv_malloc(nn * r, sizeof(float)),
+		      nv_malloc(r * r, sizeof(float)), nv_malloc(r * r, sizeof(float)), w2};
 	int rc = -1;
 
 	uo->d = vo->d = NULL;
-	if (!w2 || itq_inputs(up, vp, wu, wv, &x, w2) < 0 || nv_mat_eye(&rot, up->c) < 0)
+	if (!w2 || !w.x || !w.xr || !w.rf || !w.mf || itq_inputs(up, vp, wu, wv, &x, w2) < 0 ||
+	    nv_mat_eye(&rot, r) < 0)
 		goto out;
+	for (size_t i = 0; i < nn * r; i++)
+		w.x[i] = (float)x.d[i];
 	for (int it = 0; it < iters; it++)
-		if (itq_step(&x, w2, prof, &rot) < 0)
+		if (itq_step(&w, prof, &rot) < 0)
 			goto out;
 	PT(prof, "itq.gemm", rc = nv_gemm_new(up, 0, &rot, 0, uo);
 	   if (rc == 0) rc = nv_gemm_new(vp, 0, &rot, 0, vo));
@@ -465,6 +486,10 @@ out:
 		nv_mat_free(vo);
 	}
 	free(w2);
+	free(w.x);
+	free(w.xr);
+	free(w.rf);
+	free(w.mf);
 	nv_mat_free(&x);
 	nv_mat_free(&rot);
 	return rc;

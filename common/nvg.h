@@ -12,7 +12,8 @@
  *
  * The NVG stages (the seed's nvg.rs), in the order nv_encode() runs them:
  *   nv_latents       whitened rank-r latents (metric L·Lᵀ, L = chol(hf))
- *   nv_itq_weighted  H-weighted ITQ gauge, 50 iterations, polar by SVD
+ *   nv_itq_weighted  H-weighted ITQ gauge, 50 iterations, products in f32,
+ *                    polar by SVD (f64)
  *   nv_svid_path     signs + non-negative rank-1 magnitude fits (svid.h)
  *   nv_als           block least squares for ℓ, h (exact), g (warm-started
  *                    conjugate gradients, nv_g_solve) (monotone)

@@ -1,0 +1,95 @@
+#!/bin/bash
+# bench-layer7b.sh - one Llama-2-7B layer's tensors through hctx-build and
+# nvg-encode on synthetic data (tests/ref/synth-layer.py: a decaying column
+# spectrum, three heavy input channels), and what that projects to for a
+# whole 7B conversion.  Not a test: `make bench`.
+#
+#   BPW=1.0 SCALE=1 THREADS= TOKENS_PER_N=2
+#
+# The layer: q, k, v, o (4096x4096), gate, up (11008x4096), down
+# (4096x11008); tensors of one shape are encoded once and counted as many
+# times as the layer has them, and each input's context is built once per
+# lead (q: q k v; o; gate: gate up; down), as convert.mk does.  SCALE divides
+# every dimension (SCALE=8 runs the script end to end in minutes).  Printed
+# per shape: contexts and encode wall seconds, counted flops, GFLOP/s and its
+# ratio to the dgemm rate measured just before, the peak RSS against the f64
+# size of the encoder's inputs (W and the Gram), and the profile.  Then the
+# projection: the layer's encode and context time times 32 layers, on this
+# machine and on Slurm nodes of 16, 32 and 64 such cores, at the per-core
+# rate measured here (a linear bound: no node's memory bandwidth or
+# OpenBLAS's scaling is modelled); the capture and advance steps, which run
+# the forward, are not in it.  The whole run at SCALE=1 is long (hours on two
+# cores): the contexts and Grams of 11008 inputs are 1 GB each in f64.
+set -eu
+
+NVG_TOP=${NVG_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
+NVG_BIN=${NVG_BIN:-$NVG_TOP/bin}
+NVG_PY=${NVG_PY:-$NVG_TOP/build/venv/bin/python3}
+BPW=${BPW:-1.0}
+SCALE=${SCALE:-1}
+THREADS=${THREADS:-}
+TOKENS_PER_N=${TOKENS_PER_N:-2}
+CC=${CC:-cc}
+PKG_CONFIG=${PKG_CONFIG:-pkg-config}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-layer7b.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+thr=${THREADS:+--threads $THREADS}
+
+# shellcheck disable=SC2046
+"$CC" -O2 -o "$work/dgemm-rate" "$NVG_TOP/tests/bench/dgemm-rate.c" \
+	$("$PKG_CONFIG" --cflags --libs openblas)
+rate() { ${THREADS:+env OPENBLAS_NUM_THREADS=$THREADS} "$work/dgemm-rate" 2048 3 |
+	sed -n 's/^dgemm [0-9]*: \([0-9.]*\) GFLOP.*/\1/p'; }
+threads=${THREADS:-$("$work/dgemm-rate" 64 1 | sed -n 's/.*, \([0-9]*\) threads$/\1/p')}
+threads=${threads:-$(nproc)}
+echo "# bench-layer7b: one Llama-2-7B layer at $BPW bpw, dimensions / $SCALE, $threads thread(s)"
+echo "# OpenBLAS (OPENBLAS_VERBOSE=2): $(OPENBLAS_VERBOSE=2 "$work/dgemm-rate" 64 1 2>&1 | grep -i core | head -1)"
+
+d4=$((4096 / SCALE)) d11=$((11008 / SCALE))
+# shape, how many of the layer's tensors have it, whether its context is built here
+# (q's serves q, k, v; gate's serves gate and up)
+layer="${d4}x${d4}:4:2 ${d11}x${d4}:2:1 ${d4}x${d11}:1:1"
+
+printf '%-12s %3s | %9s %9s | %10s %8s %8s %6s | %8s %8s %5s | %s\n' shape "×" "hctx s" "nvg s" \
+	GFLOP GFLOP/s dgemm ratio "RSS MiB" "in MiB" "RSS/in" pick
+layer_s=0 layer_f=0
+for entry in $layer; do
+	shape=${entry%%:*} rest=${entry#*:}
+	count=${rest%%:*} leads=${rest#*:}
+	m=${shape%x*} n=${shape#*x}
+	dir="$work/$shape"
+	mkdir -p "$dir"
+	"$NVG_PY" "$NVG_TOP/tests/ref/synth-layer.py" layer "$m" "$n" 1 "$dir" $((TOKENS_PER_N * n))
+	# shellcheck disable=SC2086
+	/usr/bin/time -f "%e %M" -o "$dir/hctx.time" \
+		"$NVG_BIN/hctx-build" $thr "$dir/fit.gram" -o "$dir/fit.hctx"
+	dg=$(rate)
+	# shellcheck disable=SC2086
+	/usr/bin/time -f "%e %M" -o "$dir/nvg.time" "$NVG_BIN/nvg-encode" -w "$dir/w.raw" \
+		--shape "$shape" --hctx "$dir/fit.hctx" --fit "$dir/fit.gram" --sel "$dir/sel.gram" \
+		--bpw "$BPW" $thr --profile -o "$dir/out.blr" >"$dir/line" 2>"$dir/prof"
+	flop=$(sed -n 's/^total: [0-9.]*s \([0-9.e+]*\) flop.*/\1/p' "$dir/prof")
+	read -r th _ <"$dir/hctx.time"
+	read -r tn rss <"$dir/nvg.time"
+	out=$(awk -v s="$shape" -v c="$count" -v th="$th" -v tn="$tn" -v f="$flop" -v dg="$dg" \
+		-v rss="$rss" -v m="$m" -v n="$n" -v pick="$(cut -d'|' -f1 "$dir/line")" \
+		-v leads="$leads" 'BEGIN {
+			g = f / tn * 1e-9; inb = 8 * (m * n + n * n) / 1048576
+			printf "%-12s %3d | %9.2f %9.2f | %10.1f %8.2f %8.2f %5.0f%% | %8.1f %8.1f %5.2f | %s\n",
+				s, c, th, tn, f * 1e-9, g, dg, 100 * g / dg, rss / 1024, inb, rss / 1024 / inb, pick
+			printf "%.3f %.6g\n", leads * th + c * tn, c * f > "/dev/stderr" }' 2>"$dir/sum")
+	echo "$out"
+	sed -n 's/^profile: /    profile: /p' "$dir/prof"
+	read -r s f <"$dir/sum"
+	layer_s=$(awk -v a="$layer_s" -v b="$s" 'BEGIN { print a + b }')
+	layer_f=$(awk -v a="$layer_f" -v b="$f" 'BEGIN { print a + b }')
+done
+awk -v s="$layer_s" -v f="$layer_f" -v t="$threads" -v sc="$SCALE" 'BEGIN {
+	printf "# one layer (7 tensors, 4 contexts): %.0f s, %.1f TFLOP\n", s, f * 1e-12
+	printf "# 32 layers on this machine (%d thread(s)): %.1f h", t, 32 * s / 3600
+	if (sc != 1) printf " (dimensions / %d: not a 7B projection)", sc
+	printf "\n"
+	for (k = 16; k <= 64; k *= 2)
+		printf "# on one Slurm node of %d such cores: %.1f h (linear in cores)\n", k, 32 * s * t / k / 3600
+}'

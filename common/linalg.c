@@ -474,7 +474,7 @@ static void symv_rows(void *arg)
 	}
 }
 
-static void matvec_fixed(const double *a, size_t n, const double *x, double *y)
+void nv_matvec(const double *a, size_t n, const double *x, double *y)
 {
 	symv_job jobs[NV_PAR_MAX];
 	size_t nb = (n + SYMV_BLOCK - 1) / SYMV_BLOCK, nt = (size_t)nv_get_threads();
@@ -493,8 +493,20 @@ static void matvec_fixed(const double *a, size_t n, const double *x, double *y)
 	nv_flops_add(2ull * n * n);
 }
 
+/* Σ a_i b_i in index order.  The vector steps of CG are plain loops: OpenBLAS's
+ * level-1 routines split long vectors among its threads, and a split can
+ * change the bits (a reduction's order, a kernel's tail) */
+static double dot_ordered(const double *a, const double *b, size_t n)
+{
+	double s = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
 int nv_pcg_spd(const nv_mat *a, const double *b, double *x, double ridge, double tol, int maxit,
-	       int *iters)
+	       int *iters, double *drop)
 {
 	size_t n = a->r;
 	double *r = NULL, *z = NULL, *p = NULL, *ap = NULL, *dinv = NULL, tr = 0.0, shift;
@@ -502,6 +514,7 @@ int nv_pcg_spd(const nv_mat *a, const double *b, double *x, double ridge, double
 	int it = 0, rc = -1;
 
 	*iters = 0;
+	*drop = 0.0;
 	if (n == 0)
 		return 0;
 	r = nv_malloc(n, sizeof(double));
@@ -522,7 +535,7 @@ int nv_pcg_spd(const nv_mat *a, const double *b, double *x, double ridge, double
 		}
 		dinv[i] = 1.0 / d;
 	}
-	matvec_fixed(a->d, n, x, ap);
+	nv_matvec(a->d, n, x, ap);
 	for (size_t i = 0; i < n; i++) {
 		ap[i] += shift * x[i];
 		r[i] = b[i] - ap[i];
@@ -531,20 +544,23 @@ int nv_pcg_spd(const nv_mat *a, const double *b, double *x, double ridge, double
 		bn += b[i] * b[i] * dinv[i];
 	}
 	memcpy(p, z, n * sizeof(double));
-	rz = cblas_ddot((int)n, r, 1, z, 1);
+	rz = dot_ordered(r, z, n);
 	for (it = 0; it < maxit && rz > tol * tol * bn; it++) {
 		double pap, al, rz2;
-		matvec_fixed(a->d, n, p, ap);
-		cblas_daxpy((int)n, shift, p, 1, ap, 1);
-		pap = cblas_ddot((int)n, p, 1, ap, 1);
+		nv_matvec(a->d, n, p, ap);
+		for (size_t i = 0; i < n; i++)
+			ap[i] += shift * p[i];
+		pap = dot_ordered(p, ap, n);
 		if (!(pap > 0.0))
 			break;
 		al = rz / pap;
-		cblas_daxpy((int)n, al, p, 1, x, 1);
-		cblas_daxpy((int)n, -al, ap, 1, r, 1);
+		for (size_t i = 0; i < n; i++) {
+			x[i] += al * p[i];
+			r[i] -= al * ap[i];
+		}
 		for (size_t i = 0; i < n; i++)
 			z[i] = r[i] * dinv[i];
-		rz2 = cblas_ddot((int)n, r, 1, z, 1);
+		rz2 = dot_ordered(r, z, n);
 		for (size_t i = 0; i < n; i++)
 			p[i] = z[i] + (rz2 / rz) * p[i];
 		rz = rz2;
@@ -553,6 +569,7 @@ int nv_pcg_spd(const nv_mat *a, const double *b, double *x, double ridge, double
 	/* the objective ½xᵀAx − bᵀx = −½xᵀ(b + r) at the end */
 	for (size_t i = 0; i < n; i++)
 		f1 -= 0.5 * x[i] * (b[i] + r[i]);
+	*drop = f0 - f1;
 	rc = (rz <= tol * tol * bn && f1 <= f0) ? 0 : 1;
 out:
 	free(r);

@@ -89,14 +89,20 @@ int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, do
  * (dposv); a matrix that is not positive definite is an error with reason */
 int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);
 
+/* y = A·x for row-major A (n × n) in fixed blocks of 256 rows, each one
+ * single-threaded gemv, the blocks shared among the threads: the same bits
+ * at any thread count */
+void nv_matvec(const double *a, size_t n, const double *x, double *y);
+
 /* x (the start on entry) ← an approximate solution of (A + shift·I)·x = b,
  * shift as nv_solve_spd's, by Jacobi-preconditioned conjugate gradients of
  * at most maxit steps, each a product with A in fixed row blocks (the same
  * bits at any thread count).  0 when the preconditioned residual fell to
- * tol of b's and the objective ½xᵀ(A+shift)x − bᵀx did not rise; 1 else
- * (x is then the last iterate); -1 on exhaustion. *iters: the steps taken. */
+ * tol of b's and the objective f = ½xᵀ(A+shift)x − bᵀx did not rise; 1 else
+ * (x is then the last iterate); -1 on exhaustion.  *iters: the steps taken;
+ * *drop: f at the start less f at the end. */
 int nv_pcg_spd(const nv_mat *a, const double *b, double *x, double ridge, double tol, int maxit,
-	       int *iters);
+	       int *iters, double *drop);
 
 /* the thread count of OpenBLAS; tools call it once */
 void nv_set_threads(int n);

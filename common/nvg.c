@@ -545,12 +545,34 @@ static int hb_fresh(const nv_bm *md, const nv_tctx *c, als_state *st, size_t q)
 	return 0;
 }
 
+/* ½xᵀ(A + shift)x − bᵀx, shift as nv_solve_spd's for ridge 1e-10 */
+static double quad_ridge(const nv_mat *a, const double *b, const double *x)
+{
+	size_t n = a->r;
+	double tr = 0.0, f = 0.0, *ax = nv_malloc(n, sizeof(double));
+
+	if (!ax)
+		return NAN;
+	for (size_t i = 0; i < n; i++)
+		tr += a->d[i * n + i];
+	nv_matvec(a->d, n, x, ax);
+	for (size_t i = 0; i < n; i++)
+		f += x[i] * (0.5 * (ax[i] + 1e-10 * tr / (double)n * x[i]) - b[i]);
+	free(ax);
+	return f;
+}
+
+double nv_step_drop(const nv_mat *a, const double *b, const double *x0, const double *x1)
+{
+	return 2.0 * (quad_ridge(a, b, x0) - quad_ridge(a, b, x1));
+}
+
 /* ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs] */
-static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
+static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *drop)
 {
 	size_t m = md->m, r = md->r, pr = md->np * r;
 	nv_mat b = {0}, a = {0}, ata = {0};
-	double *rhs = NULL, *lam = NULL;
+	double *rhs = NULL, *lam = NULL, *lam0 = NULL;
 	int rc = -1;
 
 	for (size_t q = 0; q < md->np; q++)
@@ -563,7 +585,8 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 		goto out;
 	rhs = nv_calloc(pr, sizeof(double));
 	lam = nv_malloc(pr, sizeof(double));
-	if (!rhs || !lam)
+	lam0 = nv_malloc(pr, sizeof(double));
+	if (!rhs || !lam || !lam0)
 		goto out;
 	for (size_t i = 0; i < pr * pr; i++)
 		ata.d[i] *= st->bhb.d[i];
@@ -572,44 +595,60 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 			rhs[k] += a.d[i * pr + k] * st->whb.d[i * pr + k];
 	/* a singular system keeps the old ℓ: the error cannot rise */
 	rc = nv_solve_spd(&ata, rhs, lam, 1e-10);
-	if (rc == 0)
-		for (size_t p = 0; p < md->np; p++)
+	if (rc == 0) {
+		for (size_t p = 0; p < md->np; p++) {
+			memcpy(lam0 + p * r, md->p[p].l, r * sizeof(double));
 			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
+		}
+		*drop += nv_step_drop(&ata, rhs, lam0, lam);
+	}
 	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
 	free(lam);
+	free(lam0);
 	nv_mat_free(&b);
 	nv_mat_free(&a);
 	nv_mat_free(&ata);
 	return rc;
 }
 
-/* the 2 × 2 (or 1 × 1) row systems of the h step */
-static void als_h_solve(nv_bm *md, const double *gm, const double *rh)
+/* hᵀG·h − 2Rᵀh of one row's system (np × np, G row-major 2 × 2) */
+static double row_quad(const double *G, const double *R, const double *h, size_t np)
 {
-	size_t np = md->np;
+	if (np == 1)
+		return h[0] * (G[0] * h[0] - 2.0 * R[0]);
+	return h[0] * (G[0] * h[0] + 2.0 * G[1] * h[1] - 2.0 * R[0]) +
+	       h[1] * (G[3] * h[1] - 2.0 * R[1]);
+}
 
-	for (size_t i = 0; i < md->m; i++) {
+void nv_h_rows(size_t m, size_t np, const double *gm, const double *rh, double *h0, double *h1,
+	       double *drop)
+{
+	for (size_t i = 0; i < m; i++) {
 		const double *G = gm + i * 4, *R = rh + i * 2;
 		double tr = np == 1 ? G[0] : 0.5 * (G[0] + G[3]);
 		double ridge = 1e-10 * fmax(tr, 1e-300);
+		double was[2] = {h0[i], np > 1 ? h1[i] : 0.0}, now[2];
 		if (np == 1) {
-			md->p[0].h[i] = R[0] / (G[0] + ridge);
+			h0[i] = R[0] / (G[0] + ridge);
 		} else {
 			double a11 = G[0] + ridge, a12 = G[1], a22 = G[3] + ridge;
 			double det = a11 * a22 - a12 * a12;
 			if (fabs(det) > 0.0) {
-				md->p[0].h[i] = (a22 * R[0] - a12 * R[1]) / det;
-				md->p[1].h[i] = (a11 * R[1] - a12 * R[0]) / det;
+				h0[i] = (a22 * R[0] - a12 * R[1]) / det;
+				h1[i] = (a11 * R[1] - a12 * R[0]) / det;
 			}
 		}
+		now[0] = h0[i];
+		now[1] = np > 1 ? h1[i] : 0.0;
+		*drop += row_quad(G, R, was, np) - row_quad(G, R, now, np);
 	}
 }
 
 /* h (per row, joint over paths), with M_p = S_U,p·diag(ℓ_p):
  * G_i[a][c] = M_a,i · (BᵀHB)_ac · M_c,iᵀ,  R_i[a] = (W H B)_i,a · M_a,i */
-static int als_h(nv_bm *md, const als_state *st)
+static int als_h(nv_bm *md, const als_state *st, double *drop)
 {
 	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
 	nv_mat ms[2] = {{0}}, kac = {0}, mk = {0};
@@ -639,7 +678,7 @@ static int als_h(nv_bm *md, const als_state *st)
 			}
 		}
 	}
-	als_h_solve(md, gm, rh);
+	nv_h_rows(md->m, md->np, gm, rh, md->p[0].h, md->np > 1 ? md->p[1].h : NULL, drop);
 	rc = 0;
 out:
 	free(gm);
@@ -682,26 +721,32 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, als_state *st, si
 	return 0;
 }
 
-int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, nv_prof *prof)
+int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, nv_prof *prof,
+	       double *drop)
 {
 	int it = 0, rc;
+	double f0;
 
 	memcpy(g, g0, sys->r * sizeof(double));
-	rc = nv_pcg_spd(sys, rhs, g, 1e-10, NV_G_CG_TOL, NV_G_CG_MAX, &it);
+	rc = nv_pcg_spd(sys, rhs, g, 1e-10, NV_G_CG_TOL, NV_G_CG_MAX, &it, drop);
+	*drop *= 2.0;
 	nv_prof_add(prof, "als.g.cg", 0.0, (uint64_t)it);
 	if (rc != 1)
 		return rc;
 	nv_prof_add(prof, "als.g.exact", 0.0, 1);
-	return nv_solve_spd(sys, rhs, g, 1e-10);
+	f0 = quad_ridge(sys, rhs, g0);
+	rc = nv_solve_spd(sys, rhs, g, 1e-10);
+	*drop = rc == 0 ? 2.0 * (f0 - quad_ridge(sys, rhs, g)) : 0.0;
+	return rc;
 }
 
 /* g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p) */
-static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p)
+static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, double *drop)
 {
 	size_t n = md->n, r = md->r;
 	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
 	const nv_mat *sv = &md->p[p].sv;
-	double *rhs = nv_malloc(n, sizeof(double)), *g = nv_malloc(n, sizeof(double));
+	double *rhs = nv_malloc(n, sizeof(double)), *g = nv_malloc(n, sizeof(double)), dg = 0.0;
 	int rc = -1;
 
 	if (!rhs || !g || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
@@ -712,10 +757,11 @@ static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p)
 		ctc.d[i] *= c->hc->hf.d[i];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
-	rc = nv_g_solve(&ctc, rhs, md->p[p].g, g, c->prof);
+	rc = nv_g_solve(&ctc, rhs, md->p[p].g, g, c->prof, &dg);
 	if (rc == 0) {
 		memcpy(md->p[p].g, g, n * sizeof(double));
 		st->fresh[p] = 0;
+		*drop += dg;
 	}
 	rc = rc < 0 ? -1 : 0;
 out:
@@ -729,25 +775,29 @@ out:
 	return rc;
 }
 
-int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
+int nv_als(nv_bm *md, const nv_tctx *c, int sweeps, double stop)
 {
 	als_state st = {{0}, {0}, {0}, {0, 0}};
 	int rc = 0;
 
 	for (int s = 0; s < sweeps && rc == 0; s++) {
-		double t = nv_now();
-		rc = als_l(md, c, &st);
+		double t = nv_now(), drop = 0.0;
+		rc = als_l(md, c, &st, &drop);
 		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
 		t = nv_now();
 		if (rc == 0)
-			rc = als_h(md, &st);
+			rc = als_h(md, &st, &drop);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
 		t = nv_now();
 		for (size_t p = 0; p < md->np && rc == 0; p++)
-			rc = als_g(md, c, &st, p);
+			rc = als_g(md, c, &st, p, &drop);
 		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
 		nv_mat_free(&st.bhb);
 		nv_mat_free(&st.whb);
+		if (rc == 0 && s + 1 < sweeps && drop < stop) {
+			nv_prof_add(c->prof, "als.stop", 0.0, 1);
+			break;
+		}
 	}
 	nv_mat_free(&st.hb);
 	return rc < 0 ? -1 : 0;

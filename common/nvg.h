@@ -133,20 +133,41 @@ void nv_lat_basis_free(nv_lat_basis *b);
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo);
 /* block least squares: ℓ (joint over paths) and h (per row, joint over
- * paths) exactly, g (per path) by nv_g_solve, `sweeps` times; never raises
- * the fit error */
-int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
+ * paths) exactly, g (per path) by nv_g_solve, at most `sweeps` times: it
+ * stops early after a sweep that lowered tr(E H Eᵀ) by less than `stop`
+ * (each step's drop is exact from its own quadratic, at no extra product;
+ * 0: every sweep).  Never raises the fit error. */
+int nv_als(nv_bm *md, const nv_tctx *c, int sweeps, double stop);
+/* what one exact step lowered tr(E H Eᵀ) by, for the early stop of both
+ * paths' ALS: a step that minimises c − 2bᵀx + xᵀAx over x (ℓ: A = AᵀA ∘
+ * BᵀHB; g: (S_V K S_Vᵀ) ∘ H), from x0 to x1, with nv_solve_spd's 1e-10
+ * ridge */
+double nv_step_drop(const nv_mat *a, const double *b, const double *x0, const double *x1);
+/* the h step of both paths: for each row i the np × np system G_i·h = R_i
+ * (gm: m blocks of 4, row-major 2 × 2, only the first entry read when np is
+ * 1; rh: m pairs) with a 1e-10 ridge, solved into h0[i] (and h1[i]); a
+ * singular row keeps its h.  *drop gains what the rows lowered tr(E H Eᵀ) by. */
+void nv_h_rows(size_t m, size_t np, const double *gm, const double *rh, double *h0, double *h1,
+	       double *drop);
+/* a try of the refinement stops its ALS early (nv_als's stop) after a sweep
+ * that lowered the error by less than this fraction of the error before the
+ * try: the sweeps converge linearly (each gains a fifth or less of the one
+ * before on SmolLM2's tensors), so the next would gain some 2e-4 of it */
+#define NV_REFINE_ALS_STOP 1e-3
+
 /* the g step's solve, the CPU's and the device's: g = the solution of the
  * system (n × n, its ridge 1e-10 as nv_solve_spd's), warm-started from g0 by
  * conjugate gradients to a relative residual of NV_G_CG_TOL, the exact
  * factorisation where they fall short in NV_G_CG_MAX steps.  Either way the
  * error cannot rise: CG lowers the quadratic at every step and its result is
  * kept only when the quadratic ended lower.  0, 1 (not positive definite:
- * the caller keeps g0) or -1 as nv_solve_spd.  The profile counts the CG
- * steps (als.g.cg) and the exact solves (als.g.exact). */
+ * the caller keeps g0) or -1 as nv_solve_spd.  *drop: how much lower the
+ * error tr(E H Eᵀ) is at g than at g0.  The profile counts the CG steps
+ * (als.g.cg) and the exact solves (als.g.exact). */
 #define NV_G_CG_TOL 1e-4
 #define NV_G_CG_MAX 64
-int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, nv_prof *prof);
+int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, nv_prof *prof,
+	       double *drop);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* column-sequential sign search on S_V of path pi; *flips may be NULL */

@@ -423,6 +423,7 @@ static void test_pcg(void)
 	double *b = malloc(n * sizeof(double)), *x = malloc(n * sizeof(double));
 	double *xs = malloc(n * sizeof(double)), *y = malloc(n * sizeof(double));
 	double fs, rs, f, res, fprev = 0, bn = 0, cond = 0;
+	double drop;
 	int it, mono = 1, same = 1;
 
 	g_system(&a, n, 40, 1e-3);
@@ -443,7 +444,7 @@ static void test_pcg(void)
 	quad(&a, b, xs, &fs, &rs);
 	/* from zero, to a residual of 1e-10: the exact solve's objective to 1e-9 */
 	memset(x, 0, n * sizeof(double));
-	f = nv_pcg_spd(&a, b, x, 0.0, 1e-10, (int)n * 4, &it);
+	f = nv_pcg_spd(&a, b, x, 0.0, 1e-10, (int)n * 4, &it, &drop);
 	ok(f == 0 && it > 20, "CG converges, in %d steps", it);
 	quad(&a, b, x, &f, &res);
 	/* CG stops on its recurrence's residual; the true one differs from it
@@ -452,26 +453,27 @@ static void test_pcg(void)
 	   "its true residual is the tolerance to rounding (%.3g of b; cond·ε %.2g)", sqrt(res / bn),
 	   cond * DBL_EPSILON);
 	ok(f - fs <= 1e-9 * fabs(fs), "its objective is the exact solve's (%.17g, %.17g)", f, fs);
+	ok(fabs(drop + f) <= 1e-9 * fabs(f), "the drop it reports is f(0) − f(x) (%.17g)", drop);
 	/* every step lowers the objective: k steps from zero, k = 0..20 */
 	for (int k = 0; k <= 20; k++) {
 		memset(x, 0, n * sizeof(double));
-		nv_pcg_spd(&a, b, x, 0.0, 1e-10, k, &it);
+		nv_pcg_spd(&a, b, x, 0.0, 1e-10, k, &it, &drop);
 		quad(&a, b, x, &f, &res);
 		mono &= it == k && (k == 0 || f <= fprev + 1e-12 * fabs(fprev));
 		fprev = f;
 	}
 	ok(mono, "k steps from zero lower the objective at every k ≤ 20 (%.6g at 20)", fprev);
 	memset(x, 0, n * sizeof(double));
-	is_int(nv_pcg_spd(&a, b, x, 0.0, 1e-10, 3, &it), 1, "short of the tolerance in 3 steps: 1");
+	is_int(nv_pcg_spd(&a, b, x, 0.0, 1e-10, 3, &it, &drop), 1, "short of the tolerance in 3 steps: 1");
 	/* warm-started at the solution: no step, the start kept */
 	memcpy(x, xs, n * sizeof(double));
-	nv_pcg_spd(&a, b, x, 0.0, 1e-6, 10, &it);
+	nv_pcg_spd(&a, b, x, 0.0, 1e-6, 10, &it, &drop);
 	ok(it == 0 && memcmp(x, xs, n * sizeof(double)) == 0, "started at the solution: %d steps",
 	   it);
 	/* the ridge: the solution of (A + ridge·mean(diag)·I)·x = b, as nv_solve_spd's */
 	nv_solve_spd(&a, b, xs, 1e-3);
 	memset(x, 0, n * sizeof(double));
-	nv_pcg_spd(&a, b, x, 1e-3, 1e-12, (int)n * 4, &it);
+	nv_pcg_spd(&a, b, x, 1e-3, 1e-12, (int)n * 4, &it, &drop);
 	res = 0;
 	for (size_t i = 0; i < n; i++)
 		res = fmax(res, fabs(x[i] - xs[i]) / (fabs(xs[i]) + 1e-3));
@@ -479,13 +481,13 @@ static void test_pcg(void)
 	for (int nt = 1; nt <= 5; nt++) {
 		nv_set_threads(nt);
 		memset(nt == 1 ? y : x, 0, n * sizeof(double));
-		nv_pcg_spd(&a, b, nt == 1 ? y : x, 0.0, 1e-8, 50, &it);
+		nv_pcg_spd(&a, b, nt == 1 ? y : x, 0.0, 1e-8, 50, &it, &drop);
 		same &= nt == 1 || memcmp(x, y, n * sizeof(double)) == 0;
 	}
 	nv_set_threads(1);
 	ok(same, "the same bits at 1 to 5 threads (600 rows: three blocks)");
 	a.d[7 * n + 7] = -1.0;
-	is_int(nv_pcg_spd(&a, b, x, 0.0, 1e-8, 50, &it), 1, "a diagonal entry ≤ 0: 1");
+	is_int(nv_pcg_spd(&a, b, x, 0.0, 1e-8, 50, &it, &drop), 1, "a diagonal entry ≤ 0: 1");
 	nv_mat_free(&a);
 	free(b), free(x), free(xs), free(y);
 }

@@ -80,7 +80,10 @@ body_linears() {
 # tensors.txt (name layer bpw|keep m n short lead) → the make variables of
 # every layer: ENC_L, KEEP_L, NAME_L_s, BPW_L_s, LEAD_L_s, NEXT_L, LAYERS,
 # NLAYERS, NEED_STATE (when Grams are captured, $2 = 1: the states S_L some
-# capture needs, directly or through the chain of advances)
+# capture needs, directly or through the chain of advances).  ENC_L lists
+# the layer's tensors longest encode first (bpw·m·n·(m+n) + n³, the shape of
+# the encoder's work), so that make -j starts them in that order and the
+# layer does not end with its longest tensor running alone.
 layers_mk() {
 	local gqa
 	gqa=$(awk '$1 == "heads:" { h = $2 } $1 == "kv_heads:" { k = $2 } END { print (k != "" && h != "" && k + 0 < h + 0) ? 1 : 0 }' "$3")
@@ -88,11 +91,20 @@ layers_mk() {
 	{
 		l = $2 + 0; if (l + 1 > nl) nl = l + 1; has[l] = 1
 		if ($3 == "keep") { keep[l] = keep[l] " " $6; next }
-		enc[l] = enc[l] " " $6
+		k = ++ne[l]; es[l, k] = $6
+		ec[l, k] = $3 * $4 * $5 * ($4 + $5) + $5 * $5 * $5
+		# insertion: the costliest first, ties in the model order
+		for (; k > 1 && ec[l, k - 1] < ec[l, k]; k--) {
+			t = es[l, k]; es[l, k] = es[l, k - 1]; es[l, k - 1] = t
+			t = ec[l, k]; ec[l, k] = ec[l, k - 1]; ec[l, k - 1] = t
+		}
 		printf "NAME_%d_%s := %s\nBPW_%d_%s := %s\nLEAD_%d_%s := %s\nSHAPE_%d_%s := %sx%s\n", l, $6, $1, l, $6, $3, l, $6, $7, l, $6, $4, $5
 		if (gqa && ($6 == "k" || $6 == "v")) printf "KV_%d_%s := --kv\n", l, $6
 	}
 	END {
+		for (l = 0; l < nl; l++)
+			for (k = 1; k <= ne[l]; k++)
+				enc[l] = enc[l] " " es[l, k]
 		last = -1
 		for (l = 0; l < nl; l++) if (enc[l] != "") last = l
 		printf "NLAYERS := %d\nLAYERS :=", nl

@@ -122,7 +122,8 @@ convert() {
 			METHOD="$m" ${plan:+PLAN="$plan"} FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" \
 			BIN="$wrap" "$@" -j "$jobs" 2>"$dir.log"
 		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }' >"$dir.total"
-		if ! cmp -s "$dir/applied.cmf" "$dir/model.cmf"; then
+		# CALIBRATE=0 writes no applied.cmf
+		if [ -f "$dir/applied.cmf" ] && ! cmp -s "$dir/applied.cmf" "$dir/model.cmf"; then
 			evaluate "$dir/applied.cmf" "$dir.eval-applied"
 		fi
 		evaluate "$dir/model.cmf" "$dir.eval"

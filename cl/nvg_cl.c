@@ -541,7 +541,7 @@ static void als_g(tctx *t, dmodel *md, size_t p, double *drop)
 	/* the CPU's solve; a singular system keeps the old g */
 	if (!t->q->err) {
 		double dg = 0.0;
-		int rc = nv_g_solve(&(nv_mat){n, n, sys}, rhs, md->p[p].g, x, t->pf, &dg);
+		int rc = nv_g_solve(&(nv_mat){n, n, sys}, rhs, md->p[p].g, x, &dg);
 		if (rc < 0)
 			nvcl_q_fail(t->q, "the g step: %s", nv_err());
 		if (rc == 0) {

@@ -94,16 +94,6 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);
  * at any thread count */
 void nv_matvec(const double *a, size_t n, const double *x, double *y);
 
-/* x (the start on entry) ← an approximate solution of (A + shift·I)·x = b,
- * shift as nv_solve_spd's, by Jacobi-preconditioned conjugate gradients of
- * at most maxit steps, each a product with A in fixed row blocks (the same
- * bits at any thread count).  0 when the preconditioned residual fell to
- * tol of b's and the objective f = ½xᵀ(A+shift)x − bᵀx did not rise; 1 else
- * (x is then the last iterate); -1 on exhaustion.  *iters: the steps taken;
- * *drop: f at the start less f at the end. */
-int nv_pcg_spd(const nv_mat *a, const double *b, double *x, double ridge, double tol, int maxit,
-	       int *iters, double *drop);
-
 /* the thread count of OpenBLAS; tools call it once */
 void nv_set_threads(int n);
 /* the thread count OpenBLAS uses now */

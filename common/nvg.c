@@ -721,22 +721,11 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, als_state *st, si
 	return 0;
 }
 
-int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, nv_prof *prof,
-	       double *drop)
+int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, double *drop)
 {
-	int it = 0, rc;
-	double f0;
+	int rc = nv_solve_spd(sys, rhs, g, 1e-10);
 
-	memcpy(g, g0, sys->r * sizeof(double));
-	rc = nv_pcg_spd(sys, rhs, g, 1e-10, NV_G_CG_TOL, NV_G_CG_MAX, &it, drop);
-	*drop *= 2.0;
-	nv_prof_add(prof, "als.g.cg", 0.0, (uint64_t)it);
-	if (rc != 1)
-		return rc;
-	nv_prof_add(prof, "als.g.exact", 0.0, 1);
-	f0 = quad_ridge(sys, rhs, g0);
-	rc = nv_solve_spd(sys, rhs, g, 1e-10);
-	*drop = rc == 0 ? 2.0 * (f0 - quad_ridge(sys, rhs, g)) : 0.0;
+	*drop = rc == 0 ? nv_step_drop(sys, rhs, g0, g) : 0.0;
 	return rc;
 }
 
@@ -757,7 +746,7 @@ static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, double *d
 		ctc.d[i] *= c->hc->hf.d[i];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
-	rc = nv_g_solve(&ctc, rhs, md->p[p].g, g, c->prof, &dg);
+	rc = nv_g_solve(&ctc, rhs, md->p[p].g, g, &dg);
 	if (rc == 0) {
 		memcpy(md->p[p].g, g, n * sizeof(double));
 		st->fresh[p] = 0;

@@ -15,8 +15,7 @@
  *   nv_itq_weighted  H-weighted ITQ gauge, 50 iterations, products in f32,
  *                    polar by SVD (f64)
  *   nv_svid_path     signs + non-negative rank-1 magnitude fits (svid.h)
- *   nv_als           block least squares for ℓ, h (exact), g (warm-started
- *                    conjugate gradients, nv_g_solve) (monotone)
+ *   nv_als           exact block least squares for ℓ, h, g (monotone)
  *   nv_flip_u        exact single-flip row search on S_U (monotone)
  *   nv_gptq_v        column-sequential search on S_V, act order, Schur
  *                    feedback through Uc in 128-column lazy blocks
@@ -132,8 +131,8 @@ void nv_lat_basis_free(nv_lat_basis *b);
  * hypercube with rows weighted by w²; returns up·R, vp·R */
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo);
-/* block least squares: ℓ (joint over paths) and h (per row, joint over
- * paths) exactly, g (per path) by nv_g_solve, at most `sweeps` times: it
+/* exact block least squares: ℓ (joint over paths), h (per row, joint over
+ * paths), g (per path, nv_g_solve), at most `sweeps` times: it
  * stops early after a sweep that lowered tr(E H Eᵀ) by less than `stop`
  * (each step's drop is exact from its own quadratic, at no extra product;
  * 0: every sweep).  Never raises the fit error. */
@@ -155,19 +154,14 @@ void nv_h_rows(size_t m, size_t np, const double *gm, const double *rh, double *
  * before on SmolLM2's tensors), so the next would gain some 2e-4 of it */
 #define NV_REFINE_ALS_STOP 1e-3
 
-/* the g step's solve, the CPU's and the device's: g = the solution of the
- * system (n × n, its ridge 1e-10 as nv_solve_spd's), warm-started from g0 by
- * conjugate gradients to a relative residual of NV_G_CG_TOL, the exact
- * factorisation where they fall short in NV_G_CG_MAX steps.  Either way the
- * error cannot rise: CG lowers the quadratic at every step and its result is
- * kept only when the quadratic ended lower.  0, 1 (not positive definite:
- * the caller keeps g0) or -1 as nv_solve_spd.  *drop: how much lower the
- * error tr(E H Eᵀ) is at g than at g0.  The profile counts the CG steps
- * (als.g.cg) and the exact solves (als.g.exact). */
-#define NV_G_CG_TOL 1e-4
-#define NV_G_CG_MAX 64
-int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, nv_prof *prof,
-	       double *drop);
+/* the g step's solve, the CPU's and the device's: g = the exact solution of
+ * the system (n × n, nv_solve_spd's 1e-10 ridge); 0, 1 (not positive
+ * definite: the caller keeps g0) or -1 as nv_solve_spd.  *drop: how much
+ * lower the error tr(E H Eᵀ) is at g than at g0.  (Warm-started conjugate
+ * gradients to a relative residual of 1e-4 cut the flops by a fifth with
+ * the same SEL errors, but two SmolLM2 conversions with them came out at
+ * perplexity 132-134 against 117-123 without: see the README.) */
+int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, double *drop);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* column-sequential sign search on S_V of path pi; *flips may be NULL */

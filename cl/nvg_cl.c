@@ -12,7 +12,6 @@
 #include "clops.h"
 #include "err.h"
 #include "mem.h"
-#include "nvg.h"
 #include "pack.h"
 #include "prof.h"
 
@@ -435,7 +434,7 @@ static void nvg_path(tctx *t, cl_mem tm, size_t r, dpath *p)
 /* ---------------------------------------------------------------- ALS */
 
 /* ℓ (joint over paths): (AᵀA ∘ BᵀHB) ℓ = diag(Aᵀ·WHB); B = [gs_p], A = [hs_p] */
-static void als_l(tctx *t, dmodel *md, cl_mem b, cl_mem bhb, cl_mem whb, double *drop)
+static void als_l(tctx *t, dmodel *md, cl_mem b, cl_mem bhb, cl_mem whb)
 {
 	size_t m = md->m, n = md->n, r = md->r, pr = md->np * r;
 	cl_mem hb = nvcl_q_buf(t->q, n * pr, "Hf·B"), a = nvcl_q_buf(t->q, m * pr, "A");
@@ -464,20 +463,15 @@ static void als_l(tctx *t, dmodel *md, cl_mem b, cl_mem bhb, cl_mem whb, double 
 		int rc = clh_solve_spd(sys, rhs, pr, 1e-10, lam);
 		if (rc < 0)
 			nvcl_q_fail(t->q, "the ℓ step: %s", nv_err());
-		/* k2 is free now: the old ℓ, for the step's drop */
-		for (size_t p = 0; p < md->np && rc == 0; p++) {
-			memcpy(k2 + p * r, md->p[p].l, r * sizeof(double));
+		for (size_t p = 0; p < md->np && rc == 0; p++)
 			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
-		}
-		if (rc == 0)
-			*drop += nv_step_drop(&(nv_mat){pr, pr, sys}, rhs, k2, lam);
 	}
 	nvcl_release(&hb), nvcl_release(&a), nvcl_release(&ata), nvcl_release(&rv);
 	free(sys), free(k2), free(rhs), free(lam);
 }
 
 /* h (per row, joint over paths): 2×2 (or 1×1) normal equations per row */
-static void als_h(tctx *t, dmodel *md, cl_mem bhb, cl_mem whb, double *drop)
+static void als_h(tctx *t, dmodel *md, cl_mem bhb, cl_mem whb)
 {
 	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
 	cl_mem ms[2] = { 0 }, mk = nvcl_q_buf(t->q, m * r, "M·K"), v = nvcl_q_buf(t->q, m, "h");
@@ -498,19 +492,19 @@ static void als_h(tctx *t, dmodel *md, cl_mem bhb, cl_mem whb, double *drop)
 				memcpy(gm[c][a], gm[a][c], m * sizeof(double));
 		}
 	}
-	if (!t->q->err) {
-		/* the CPU's row solves, on its layout: m blocks of 2 × 2 and m pairs */
-		double *g4 = hvec(t, 4 * m), *r2 = hvec(t, 2 * m);
-		for (size_t i = 0; i < m && g4 && r2; i++) {
-			g4[4 * i] = gm[0][0][i];
-			g4[4 * i + 1] = g4[4 * i + 2] = np > 1 ? gm[0][1][i] : 0.0;
-			g4[4 * i + 3] = np > 1 ? gm[1][1][i] : 0.0;
-			r2[2 * i] = rh[0][i];
-			r2[2 * i + 1] = np > 1 ? rh[1][i] : 0.0;
+	for (size_t i = 0; i < m && !t->q->err; i++) {
+		double tr = np == 1 ? gm[0][0][i] : (gm[0][0][i] + gm[1][1][i]) / 2;
+		double ridge = 1e-10 * fmax(tr, 1e-300);
+		if (np == 1) {
+			md->p[0].h[i] = rh[0][i] / (gm[0][0][i] + ridge);
+			continue;
 		}
-		if (g4 && r2)
-			nv_h_rows(m, np, g4, r2, md->p[0].h, np > 1 ? md->p[1].h : NULL, drop);
-		free(g4), free(r2);
+		double a11 = gm[0][0][i] + ridge, a12 = gm[0][1][i], a22 = gm[1][1][i] + ridge;
+		double det = a11 * a22 - a12 * a12;
+		if (fabs(det) > 0) {
+			md->p[0].h[i] = (a22 * rh[0][i] - a12 * rh[1][i]) / det;
+			md->p[1].h[i] = (a11 * rh[1][i] - a12 * rh[0][i]) / det;
+		}
 	}
 	nvcl_release(&ms[0]), nvcl_release(&ms[1]), nvcl_release(&mk), nvcl_release(&v);
 	free(rh[0]), free(rh[1]);
@@ -519,7 +513,7 @@ static void als_h(tctx *t, dmodel *md, cl_mem bhb, cl_mem whb, double *drop)
 }
 
 /* g of path p: (Hf ∘ S_V K S_Vᵀ) g = diag(Cᵀ·(WH − other paths)), C = M S_Vᵀ */
-static void als_g(tctx *t, dmodel *md, size_t p, double *drop)
+static void als_g(tctx *t, dmodel *md, size_t p)
 {
 	size_t m = md->m, n = md->n, r = md->r;
 	cl_mem mm = hsl(t, md, p, 1, 1), k = nvcl_q_buf(t->q, r * r, "K");
@@ -538,16 +532,13 @@ static void als_g(tctx *t, dmodel *md, size_t p, double *drop)
 	nvcl_coldot(t->q, rv, t->e1, 0, n, md->np > 1 ? t->e2 : t->wh, 0, n, m, n);
 	nvcl_q_read_d(t->q, ctc, 0, sys, n * n);
 	nvcl_q_read_d(t->q, rv, 0, rhs, n);
-	/* the CPU's solve; a singular system keeps the old g */
+	/* a singular system keeps the old g */
 	if (!t->q->err) {
-		double dg = 0.0;
-		int rc = nv_g_solve(&(nv_mat){n, n, sys}, rhs, md->p[p].g, x, &dg);
+		int rc = clh_solve_spd(sys, rhs, n, 1e-10, x);
 		if (rc < 0)
 			nvcl_q_fail(t->q, "the g step: %s", nv_err());
-		if (rc == 0) {
+		if (rc == 0)
 			memcpy(md->p[p].g, x, n * sizeof(double));
-			*drop += dg;
-		}
 	}
 	nvcl_release(&mm), nvcl_release(&k), nvcl_release(&svk), nvcl_release(&ctc);
 	nvcl_release(&rv);
@@ -555,29 +546,24 @@ static void als_g(tctx *t, dmodel *md, size_t p, double *drop)
 }
 
 /* exact block least squares in the H metric: ℓ, h, g; each step a minimum */
-static void als(tctx *t, dmodel *md, int sweeps, double stop)
+static void als(tctx *t, dmodel *md, int sweeps)
 {
 	size_t m = md->m, n = md->n, pr = md->np * md->r;
 
 	for (int s = 0; s < sweeps && !t->q->err; s++) {
 		cl_mem b = nvcl_q_buf(t->q, n * pr, "B"), bhb = nvcl_q_buf(t->q, pr * pr, "BᵀHB");
 		cl_mem whb = nvcl_q_buf(t->q, m * pr, "WH·B");
-		double st = t0(t), drop = 0.0;
-		als_l(t, md, b, bhb, whb, &drop);
+		double st = t0(t);
+		als_l(t, md, b, bhb, whb);
 		t1(t, "als.l", st, 1);
 		st = t0(t);
-		als_h(t, md, bhb, whb, &drop);
+		als_h(t, md, bhb, whb);
 		t1(t, "als.h", st, 1);
 		st = t0(t);
 		for (size_t p = 0; p < md->np; p++)
-			als_g(t, md, p, &drop);
+			als_g(t, md, p);
 		t1(t, "als.g", st, 1);
 		nvcl_release(&b), nvcl_release(&bhb), nvcl_release(&whb);
-		/* the CPU's early stop (nv_als) */
-		if (s + 1 < sweeps && drop < stop) {
-			nv_prof_add(t->pf, "als.stop", 0.0, 1);
-			break;
-		}
 	}
 }
 
@@ -723,7 +709,7 @@ static void refine(tctx *t, dmodel *md, int sweeps)
 					flip_u(t, &trial, pi);
 				else
 					gptq_v(t, &trial, pi);
-				als(t, &trial, 3, NV_REFINE_ALS_STOP * cur);
+				als(t, &trial, 3);
 				double e = fit_err(t, &trial);
 				if (!t->q->err && e < cur) {
 					model_free(md);
@@ -741,14 +727,14 @@ static void build_init(tctx *t, size_t r, size_t paths, dmodel *md)
 {
 	*md = (dmodel){ .np = 1, .m = t->m, .n = t->n, .r = r };
 	nvg_path(t, t->w, r, &md->p[0]);
-	als(t, md, 3, 0.0);
+	als(t, md, 3);
 	if (paths == 2 && !t->q->err) {
 		double st = t0(t);
 		residual(t, md, t->w, md->np, t->e3);
 		t1(t, "recon", st, 0);
 		md->np = 2;
 		nvg_path(t, t->e3, r, &md->p[1]);
-		als(t, md, 6, 0.0);
+		als(t, md, 6);
 	}
 }
 

@@ -14,7 +14,6 @@
 
 #include "err.h"
 #include "mem.h"
-#include "par.h"
 
 static _Atomic uint64_t flop_count;
 
@@ -157,32 +156,6 @@ int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 	nv_flops_add((uint64_t)n * n * k);
 	cblas_dsyrk(CblasRowMajor, CblasLower, ta ? CblasTrans : CblasNoTrans, (int)n, (int)k,
 		    alpha, a->d, (int)ld(a->c), 0.0, c->d, (int)n);
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = i + 1; j < n; j++)
-			c->d[i * n + j] = c->d[j * n + i];
-	return 0;
-}
-
-/* the lower blocks of C = X·Yᵀ, NV_SYM_BLOCK square, each one dgemm */
-#define NV_SYM_BLOCK 256
-
-int nv_gemm_sym(const nv_mat *x, const nv_mat *y, nv_mat *c)
-{
-	size_t n = x->r, k = x->c;
-
-	assert(y->r == n && y->c == k);
-	if (nv_mat_zeros(c, n, n) < 0)
-		return -1;
-	if (n == 0 || k == 0)
-		return 0;
-	for (size_t i0 = 0; i0 < n; i0 += NV_SYM_BLOCK) {
-		size_t bi = n - i0 < NV_SYM_BLOCK ? n - i0 : NV_SYM_BLOCK;
-		/* rows i0.. against every column block up to and including the diagonal */
-		nv_flops_add(2ull * bi * (i0 + bi) * k);
-		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bi, (int)(i0 + bi), (int)k,
-			    1.0, x->d + i0 * k, (int)ld(k), y->d, (int)ld(k), 0.0, c->d + i0 * n,
-			    (int)n);
-	}
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = i + 1; j < n; j++)
 			c->d[i * n + j] = c->d[j * n + i];
@@ -451,45 +424,3 @@ double nv_dot_all(const nv_mat *a, const nv_mat *b)
 		s += a->d[i] * b->d[i];
 	return s;
 }
-
-/* y = A·x for row-major A (n × n): one single-threaded gemv per block of
- * SYMV_BLOCK rows, the blocks shared among the threads, so that every call
- * and with it every bit of y is the same at any thread count */
-#define SYMV_BLOCK 256
-
-typedef struct {
-	const double *a, *x;
-	double *y;
-	size_t n, first, stride;
-} symv_job;
-
-static void symv_rows(void *arg)
-{
-	const symv_job *j = arg;
-
-	for (size_t b = j->first; b * SYMV_BLOCK < j->n; b += j->stride) {
-		size_t lo = b * SYMV_BLOCK, k = j->n - lo < SYMV_BLOCK ? j->n - lo : SYMV_BLOCK;
-		cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)k, (int)j->n, 1.0, j->a + lo * j->n,
-			    (int)j->n, j->x, 1, 0.0, j->y + lo, 1);
-	}
-}
-
-void nv_matvec(const double *a, size_t n, const double *x, double *y)
-{
-	symv_job jobs[NV_PAR_MAX];
-	size_t nb = (n + SYMV_BLOCK - 1) / SYMV_BLOCK, nt = (size_t)nv_get_threads();
-
-	if (nt < 1)
-		nt = 1;
-	if (nt > NV_PAR_MAX)
-		nt = NV_PAR_MAX;
-	if (nt > nb)
-		nt = nb ? nb : 1;
-	for (size_t t = 0; t < nt; t++)
-		jobs[t] = (symv_job){a, x, y, n, t, nt};
-	nv_serial();
-	nv_par(jobs, nt, sizeof jobs[0], symv_rows);
-	nv_unserial();
-	nv_flops_add(2ull * n * n);
-}
-

@@ -52,10 +52,6 @@ int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c);
 
 /* C = alpha·A·Aᵀ (ta = 0) or alpha·Aᵀ·A (ta = 1), both triangles filled, freshly allocated */
 int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c);
-/* C = X·Yᵀ (n × n, fresh) for X, Y (n × k) whose product is symmetric
- * (X = S·K, Y = S, K symmetric): only the blocks on and below the
- * diagonal are computed (about half the flops), the rest mirrored */
-int nv_gemm_sym(const nv_mat *x, const nv_mat *y, nv_mat *c);
 
 /* in place: A (n × n, SPD) becomes its lower Cholesky factor (upper zeroed);
  * -1 with reason "not positive definite (leading minor k)" when it is not,
@@ -88,11 +84,6 @@ int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, do
 /* X (n × k) ← (A + shift·I)⁻¹·X for symmetric A (n × n), every column at once
  * (dposv); a matrix that is not positive definite is an error with reason */
 int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);
-
-/* y = A·x for row-major A (n × n) in fixed blocks of 256 rows, each one
- * single-threaded gemv, the blocks shared among the threads: the same bits
- * at any thread count */
-void nv_matvec(const double *a, size_t n, const double *x, double *y);
 
 /* the thread count of OpenBLAS; tools call it once */
 void nv_set_threads(int n);

@@ -385,6 +385,11 @@ int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat
 
 /* -------------------------------------------------------------------- ITQ */
 
+static double sgn(double v)
+{
+	return v >= 0.0 ? 1.0 : -1.0;
+}
+
 /* x = row-normalised [up; vp] ((m+n) × r), w2 = [wu²; wv²] / mean */
 static int itq_inputs(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		      nv_mat *x, double *w2)
@@ -412,44 +417,24 @@ static int itq_inputs(const nv_mat *up, const nv_mat *vp, const double *wu, cons
 	return 0;
 }
 
-/*
- * ITQ's products run in f32 (nv_sgemm: about twice dgemm's rate here, the
- * same bits at any thread count): x's rows are unit vectors and rot is
- * orthogonal, so x·rot is exact to about 2⁻²⁴, and only entries that close
- * to zero can take the other sign; xᵀ·(signs ∘ w2) sums m+n terms to a
- * relative 1e-6 or so, far inside what the polar factor tells apart.  The
- * polar factor itself stays f64 (LAPACK).
- */
-typedef struct {
-	size_t nn, r;
-	float *x;  /* (nn × r) row-normalised [up; vp] */
-	float *xr; /* (nn × r) x·rot, then sgn(x·rot) ∘ w2 */
-	float *rf; /* (r × r) rot */
-	float *mf; /* (r × r) xᵀ·(sgn ∘ w2) */
-	const double *w2;
-} itq_work;
-
 /* one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)) */
-static int itq_step(itq_work *w, nv_prof *prof, nv_mat *rot)
+static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *rot)
 {
-	size_t nn = w->nn, r = w->r;
-	nv_mat mm = {0}, nr;
+	nv_mat xr, mm, nr;
 	int rc;
 
-	for (size_t i = 0; i < r * r; i++)
-		w->rf[i] = (float)rot->d[i];
-	PT(prof, "itq.gemm", nv_sgemm(0, 0, nn, r, r, 1.0f, w->x, r, w->rf, r, 0.0f, w->xr, r));
-	for (size_t i = 0; i < nn; i++) {
-		float wi = (float)w->w2[i], *row = w->xr + i * r;
-		for (size_t k = 0; k < r; k++)
-			row[k] = row[k] >= 0.0f ? wi : -wi;
-	}
-	PT(prof, "itq.gemm", nv_sgemm(1, 0, r, r, nn, 1.0f, w->x, r, w->xr, r, 0.0f, w->mf, r));
-	nv_flops_add(4ull * nn * r * r);
-	if (nv_mat_zeros(&mm, r, r) < 0)
+	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 0, rot, 0, &xr));
+	if (rc < 0)
 		return -1;
-	for (size_t i = 0; i < r * r; i++)
-		mm.d[i] = w->mf[i];
+	for (size_t i = 0; i < xr.r; i++) {
+		double *row = nv_row(&xr, i);
+		for (size_t k = 0; k < xr.c; k++)
+			row[k] = sgn(row[k]) * w2[i];
+	}
+	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 1, &xr, 0, &mm));
+	nv_mat_free(&xr);
+	if (rc < 0)
+		return -1;
 	PT(prof, "itq.polar", rc = nv_polar(&mm, &nr));
 	nv_mat_free(&mm);
 	if (rc < 0)
@@ -462,21 +447,15 @@ static int itq_step(itq_work *w, nv_prof *prof, nv_mat *rot)
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo)
 {
-	size_t nn = up->r + vp->r, r = up->c;
 	nv_mat x = {0}, rot = {0};
-	double *w2 = nv_malloc(nn, sizeof(double));
-	itq_work w = {nn, r, nv_malloc(nn * r, sizeof(float)), nv_malloc(nn * r, sizeof(float)),
-		      nv_malloc(r * r, sizeof(float)), nv_malloc(r * r, sizeof(float)), w2};
+	double *w2 = nv_malloc(up->r + vp->r, sizeof(double));
 	int rc = -1;
 
 	uo->d = vo->d = NULL;
-	if (!w2 || !w.x || !w.xr || !w.rf || !w.mf || itq_inputs(up, vp, wu, wv, &x, w2) < 0 ||
-	    nv_mat_eye(&rot, r) < 0)
+	if (!w2 || itq_inputs(up, vp, wu, wv, &x, w2) < 0 || nv_mat_eye(&rot, up->c) < 0)
 		goto out;
-	for (size_t i = 0; i < nn * r; i++)
-		w.x[i] = (float)x.d[i];
 	for (int it = 0; it < iters; it++)
-		if (itq_step(&w, prof, &rot) < 0)
+		if (itq_step(&x, w2, prof, &rot) < 0)
 			goto out;
 	PT(prof, "itq.gemm", rc = nv_gemm_new(up, 0, &rot, 0, uo);
 	   if (rc == 0) rc = nv_gemm_new(vp, 0, &rot, 0, vo));
@@ -486,10 +465,6 @@ out:
 		nv_mat_free(vo);
 	}
 	free(w2);
-	free(w.x);
-	free(w.xr);
-	free(w.rf);
-	free(w.mf);
 	nv_mat_free(&x);
 	nv_mat_free(&rot);
 	return rc;
@@ -518,75 +493,29 @@ static int hstack(const nv_bm *md, int (*part)(const nv_bm *, size_t, nv_mat *),
 	return 0;
 }
 
-/* what the sweeps of one nv_als share: H·B (n × pr), its path-q columns
- * current while fresh[q] (path q's g has not moved since they were made,
- * so that each sweep makes each path's columns once); and what the ℓ step
- * leaves for the h and g steps: BᵀHB (pr × pr), WHB (m × pr) */
+/* what the ℓ step leaves for the h and g steps: H·B (n × pr), BHB (pr × pr),
+ * WHB (m × pr); H·B_q stays valid until path q's g is solved */
 typedef struct {
 	nv_mat hb, bhb, whb;
-	int fresh[2];
 } als_state;
 
-/* path q's columns of st->hb made current */
-static int hb_fresh(const nv_bm *md, const nv_tctx *c, als_state *st, size_t q)
-{
-	size_t n = md->n, r = md->r, pr = md->np * r;
-	nv_mat bq;
-
-	if (st->fresh[q])
-		return 0;
-	if ((!st->hb.d && nv_mat_zeros(&st->hb, n, pr) < 0) || nv_path_gs(md, q, &bq) < 0)
-		return -1;
-	nv_flops_add(2ull * n * n * r);
-	cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)r, (int)n, 1.0,
-		    c->hc->hf.d, (int)n, bq.d, (int)r, 0.0, st->hb.d + q * r, (int)pr);
-	nv_mat_free(&bq);
-	st->fresh[q] = 1;
-	return 0;
-}
-
-/* ½xᵀ(A + shift)x − bᵀx, shift as nv_solve_spd's for ridge 1e-10 */
-static double quad_ridge(const nv_mat *a, const double *b, const double *x)
-{
-	size_t n = a->r;
-	double tr = 0.0, f = 0.0, *ax = nv_malloc(n, sizeof(double));
-
-	if (!ax)
-		return NAN;
-	for (size_t i = 0; i < n; i++)
-		tr += a->d[i * n + i];
-	nv_matvec(a->d, n, x, ax);
-	for (size_t i = 0; i < n; i++)
-		f += x[i] * (0.5 * (ax[i] + 1e-10 * tr / (double)n * x[i]) - b[i]);
-	free(ax);
-	return f;
-}
-
-double nv_step_drop(const nv_mat *a, const double *b, const double *x0, const double *x1)
-{
-	return 2.0 * (quad_ridge(a, b, x0) - quad_ridge(a, b, x1));
-}
-
 /* ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs] */
-static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *drop)
+static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 {
 	size_t m = md->m, r = md->r, pr = md->np * r;
 	nv_mat b = {0}, a = {0}, ata = {0};
-	double *rhs = NULL, *lam = NULL, *lam0 = NULL;
+	double *rhs = NULL, *lam = NULL;
 	int rc = -1;
 
-	for (size_t q = 0; q < md->np; q++)
-		if (hb_fresh(md, c, st, q) < 0)
-			return -1;
 	if (hstack(md, nv_path_gs, md->n, &b) < 0 ||
+	    nv_gemm_new(&c->hc->hf, 0, &b, 0, &st->hb) < 0 ||
 	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 ||
 	    nv_gemm_new(&c->fit.wh, 0, &b, 0, &st->whb) < 0 ||
 	    hstack(md, nv_path_hs, m, &a) < 0 || nv_syrk_new(1.0, &a, 1, &ata) < 0)
 		goto out;
 	rhs = nv_calloc(pr, sizeof(double));
 	lam = nv_malloc(pr, sizeof(double));
-	lam0 = nv_malloc(pr, sizeof(double));
-	if (!rhs || !lam || !lam0)
+	if (!rhs || !lam)
 		goto out;
 	for (size_t i = 0; i < pr * pr; i++)
 		ata.d[i] *= st->bhb.d[i];
@@ -595,60 +524,44 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *drop)
 			rhs[k] += a.d[i * pr + k] * st->whb.d[i * pr + k];
 	/* a singular system keeps the old ℓ: the error cannot rise */
 	rc = nv_solve_spd(&ata, rhs, lam, 1e-10);
-	if (rc == 0) {
-		for (size_t p = 0; p < md->np; p++) {
-			memcpy(lam0 + p * r, md->p[p].l, r * sizeof(double));
+	if (rc == 0)
+		for (size_t p = 0; p < md->np; p++)
 			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
-		}
-		*drop += nv_step_drop(&ata, rhs, lam0, lam);
-	}
 	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
 	free(lam);
-	free(lam0);
 	nv_mat_free(&b);
 	nv_mat_free(&a);
 	nv_mat_free(&ata);
 	return rc;
 }
 
-/* hᵀG·h − 2Rᵀh of one row's system (np × np, G row-major 2 × 2) */
-static double row_quad(const double *G, const double *R, const double *h, size_t np)
+/* the 2 × 2 (or 1 × 1) row systems of the h step */
+static void als_h_solve(nv_bm *md, const double *gm, const double *rh)
 {
-	if (np == 1)
-		return h[0] * (G[0] * h[0] - 2.0 * R[0]);
-	return h[0] * (G[0] * h[0] + 2.0 * G[1] * h[1] - 2.0 * R[0]) +
-	       h[1] * (G[3] * h[1] - 2.0 * R[1]);
-}
+	size_t np = md->np;
 
-void nv_h_rows(size_t m, size_t np, const double *gm, const double *rh, double *h0, double *h1,
-	       double *drop)
-{
-	for (size_t i = 0; i < m; i++) {
+	for (size_t i = 0; i < md->m; i++) {
 		const double *G = gm + i * 4, *R = rh + i * 2;
 		double tr = np == 1 ? G[0] : 0.5 * (G[0] + G[3]);
 		double ridge = 1e-10 * fmax(tr, 1e-300);
-		double was[2] = {h0[i], np > 1 ? h1[i] : 0.0}, now[2];
 		if (np == 1) {
-			h0[i] = R[0] / (G[0] + ridge);
+			md->p[0].h[i] = R[0] / (G[0] + ridge);
 		} else {
 			double a11 = G[0] + ridge, a12 = G[1], a22 = G[3] + ridge;
 			double det = a11 * a22 - a12 * a12;
 			if (fabs(det) > 0.0) {
-				h0[i] = (a22 * R[0] - a12 * R[1]) / det;
-				h1[i] = (a11 * R[1] - a12 * R[0]) / det;
+				md->p[0].h[i] = (a22 * R[0] - a12 * R[1]) / det;
+				md->p[1].h[i] = (a11 * R[1] - a12 * R[0]) / det;
 			}
 		}
-		now[0] = h0[i];
-		now[1] = np > 1 ? h1[i] : 0.0;
-		*drop += row_quad(G, R, was, np) - row_quad(G, R, now, np);
 	}
 }
 
 /* h (per row, joint over paths), with M_p = S_U,p·diag(ℓ_p):
  * G_i[a][c] = M_a,i · (BᵀHB)_ac · M_c,iᵀ,  R_i[a] = (W H B)_i,a · M_a,i */
-static int als_h(nv_bm *md, const als_state *st, double *drop)
+static int als_h(nv_bm *md, const als_state *st)
 {
 	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
 	nv_mat ms[2] = {{0}}, kac = {0}, mk = {0};
@@ -678,7 +591,7 @@ static int als_h(nv_bm *md, const als_state *st, double *drop)
 			}
 		}
 	}
-	nv_h_rows(md->m, md->np, gm, rh, md->p[0].h, md->np > 1 ? md->p[1].h : NULL, drop);
+	als_h_solve(md, gm, rh);
 	rc = 0;
 out:
 	free(gm);
@@ -690,28 +603,46 @@ out:
 	return rc;
 }
 
+/* H·B_q (n × r): columns q·r.. of the ℓ step's H·B while path q's g has not
+ * moved since (q > p in this sweep), else computed afresh */
+static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, size_t q,
+		 nv_mat *hbq)
+{
+	size_t n = md->n, r = md->r;
+	nv_mat bq;
+	int rc;
+
+	if (q > p) {
+		if (nv_mat_zeros(hbq, n, r) < 0)
+			return -1;
+		for (size_t j = 0; j < n; j++)
+			memcpy(nv_row(hbq, j), nv_row(&st->hb, j) + q * r, r * sizeof(double));
+		return 0;
+	}
+	if (nv_path_gs(md, q, &bq) < 0)
+		return -1;
+	rc = nv_gemm_new(&c->hc->hf, 0, &bq, 0, hbq);
+	nv_mat_free(&bq);
+	return rc;
+}
+
 /* X = (W H − Σ_{q≠p} Ŵ_q H)ᵀ·M (n × r) for M (m × r), without an m × n product */
-static int target_h_t_times(const nv_bm *md, const nv_tctx *c, als_state *st, size_t p,
+static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
 			    const nv_mat *mm, nv_mat *x)
 {
-	size_t n = md->n, r = md->r, pr = md->np * r;
-
 	if (nv_gemm_new(&c->fit.wh, 1, mm, 0, x) < 0)
 		return -1;
 	for (size_t q = 0; q < md->np; q++) {
-		nv_mat aq = {0}, aqm = {0};
+		nv_mat aq = {0}, hbq = {0}, aqm = {0};
 		int rc;
 		if (q == p)
 			continue;
-		rc = nv_path_hsl(md, q, &aq) < 0 || hb_fresh(md, c, st, q) < 0 ||
+		rc = nv_path_hsl(md, q, &aq) < 0 || hb_of(md, c, st, p, q, &hbq) < 0 ||
 		     nv_gemm_new(&aq, 1, mm, 0, &aqm) < 0;
-		if (!rc) {
-			/* x −= (H·B_q)·(A_qᵀ·M) */
-			nv_flops_add(2ull * n * r * r);
-			cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)r, (int)r,
-				    -1.0, st->hb.d + q * r, (int)pr, aqm.d, (int)r, 1.0, x->d, (int)r);
-		}
+		if (!rc)
+			nv_gemm(-1.0, &hbq, 0, &aqm, 0, 1.0, x);
 		nv_mat_free(&aq);
+		nv_mat_free(&hbq);
 		nv_mat_free(&aqm);
 		if (rc) {
 			nv_mat_free(x);
@@ -721,37 +652,26 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, als_state *st, si
 	return 0;
 }
 
-int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, double *drop)
-{
-	int rc = nv_solve_spd(sys, rhs, g, 1e-10);
-
-	*drop = rc == 0 ? nv_step_drop(sys, rhs, g0, g) : 0.0;
-	return rc;
-}
-
 /* g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p) */
-static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, double *drop)
+static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
 {
 	size_t n = md->n, r = md->r;
 	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
 	const nv_mat *sv = &md->p[p].sv;
-	double *rhs = nv_malloc(n, sizeof(double)), *g = nv_malloc(n, sizeof(double)), dg = 0.0;
+	double *rhs = nv_malloc(n, sizeof(double)), *g = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
 	if (!rhs || !g || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
-	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_sym(&svk, sv, &ctc) < 0 ||
+	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_new(&svk, 0, sv, 1, &ctc) < 0 ||
 	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
 		goto out;
 	for (size_t i = 0; i < n * n; i++)
 		ctc.d[i] *= c->hc->hf.d[i];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
-	rc = nv_g_solve(&ctc, rhs, md->p[p].g, g, &dg);
-	if (rc == 0) {
+	rc = nv_solve_spd(&ctc, rhs, g, 1e-10);
+	if (rc == 0)
 		memcpy(md->p[p].g, g, n * sizeof(double));
-		st->fresh[p] = 0;
-		*drop += dg;
-	}
 	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
@@ -764,32 +684,28 @@ out:
 	return rc;
 }
 
-int nv_als(nv_bm *md, const nv_tctx *c, int sweeps, double stop)
+int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 {
-	als_state st = {{0}, {0}, {0}, {0, 0}};
-	int rc = 0;
-
-	for (int s = 0; s < sweeps && rc == 0; s++) {
-		double t = nv_now(), drop = 0.0;
-		rc = als_l(md, c, &st, &drop);
+	for (int s = 0; s < sweeps; s++) {
+		als_state st = {{0}, {0}, {0}};
+		double t = nv_now();
+		int rc = als_l(md, c, &st);
 		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
 		t = nv_now();
 		if (rc == 0)
-			rc = als_h(md, &st, &drop);
+			rc = als_h(md, &st);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
 		t = nv_now();
 		for (size_t p = 0; p < md->np && rc == 0; p++)
-			rc = als_g(md, c, &st, p, &drop);
+			rc = als_g(md, c, &st, p);
 		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
+		nv_mat_free(&st.hb);
 		nv_mat_free(&st.bhb);
 		nv_mat_free(&st.whb);
-		if (rc == 0 && s + 1 < sweeps && drop < stop) {
-			nv_prof_add(c->prof, "als.stop", 0.0, 1);
-			break;
-		}
+		if (rc < 0)
+			return -1;
 	}
-	nv_mat_free(&st.hb);
-	return rc < 0 ? -1 : 0;
+	return 0;
 }
 
 /* ----------------------------------------------------------------- flip_u */

@@ -12,8 +12,7 @@
  *
  * The NVG stages (the seed's nvg.rs), in the order nv_encode() runs them:
  *   nv_latents       whitened rank-r latents (metric L·Lᵀ, L = chol(hf))
- *   nv_itq_weighted  H-weighted ITQ gauge, 50 iterations, products in f32,
- *                    polar by SVD (f64)
+ *   nv_itq_weighted  H-weighted ITQ gauge, 50 iterations, polar by SVD
  *   nv_svid_path     signs + non-negative rank-1 magnitude fits (svid.h)
  *   nv_als           exact block least squares for ℓ, h, g (monotone)
  *   nv_flip_u        exact single-flip row search on S_U (monotone)
@@ -132,36 +131,8 @@ void nv_lat_basis_free(nv_lat_basis *b);
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo);
 /* exact block least squares: ℓ (joint over paths), h (per row, joint over
- * paths), g (per path, nv_g_solve), at most `sweeps` times: it
- * stops early after a sweep that lowered tr(E H Eᵀ) by less than `stop`
- * (each step's drop is exact from its own quadratic, at no extra product;
- * 0: every sweep).  Never raises the fit error. */
-int nv_als(nv_bm *md, const nv_tctx *c, int sweeps, double stop);
-/* what one exact step lowered tr(E H Eᵀ) by, for the early stop of both
- * paths' ALS: a step that minimises c − 2bᵀx + xᵀAx over x (ℓ: A = AᵀA ∘
- * BᵀHB; g: (S_V K S_Vᵀ) ∘ H), from x0 to x1, with nv_solve_spd's 1e-10
- * ridge */
-double nv_step_drop(const nv_mat *a, const double *b, const double *x0, const double *x1);
-/* the h step of both paths: for each row i the np × np system G_i·h = R_i
- * (gm: m blocks of 4, row-major 2 × 2, only the first entry read when np is
- * 1; rh: m pairs) with a 1e-10 ridge, solved into h0[i] (and h1[i]); a
- * singular row keeps its h.  *drop gains what the rows lowered tr(E H Eᵀ) by. */
-void nv_h_rows(size_t m, size_t np, const double *gm, const double *rh, double *h0, double *h1,
-	       double *drop);
-/* a try of the refinement stops its ALS early (nv_als's stop) after a sweep
- * that lowered the error by less than this fraction of the error before the
- * try: the sweeps converge linearly (each gains a fifth or less of the one
- * before on SmolLM2's tensors), so the next would gain some 2e-4 of it */
-#define NV_REFINE_ALS_STOP 1e-3
-
-/* the g step's solve, the CPU's and the device's: g = the exact solution of
- * the system (n × n, nv_solve_spd's 1e-10 ridge); 0, 1 (not positive
- * definite: the caller keeps g0) or -1 as nv_solve_spd.  *drop: how much
- * lower the error tr(E H Eᵀ) is at g than at g0.  (Warm-started conjugate
- * gradients to a relative residual of 1e-4 cut the flops by a fifth with
- * the same SEL errors, but two SmolLM2 conversions with them came out at
- * perplexity 132-134 against 117-123 without: see the README.) */
-int nv_g_solve(const nv_mat *sys, const double *rhs, const double *g0, double *g, double *drop);
+ * paths), g (per path), `sweeps` times; never raises the fit error */
+int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* column-sequential sign search on S_V of path pi; *flips may be NULL */

@@ -255,7 +255,7 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
 				rc = kind == 0 ? nv_flip_u(&trial, c, pi, NULL)
 					       : nv_gptq_v(&trial, c, pi, NULL);
 				if (rc == 0)
-					rc = nv_als(&trial, c, 3, NV_REFINE_ALS_STOP * cur);
+					rc = nv_als(&trial, c, 3);
 				if (rc == 0)
 					rc = fit_err(c, &trial, &e);
 				if (rc < 0) {
@@ -327,7 +327,7 @@ int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md)
 	if (nvg_path(c, c->w, r, &md->p[0]) < 0)
 		return -1;
 	md->np = 1;
-	if (nv_als(md, c, 3, 0.0) < 0)
+	if (nv_als(md, c, 3) < 0)
 		goto fail;
 	if (np == 2) {
 		t = nv_now();
@@ -340,7 +340,7 @@ int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md)
 			goto fail;
 		md->np = 2;
 		nv_mat_free(&res);
-		if (nv_als(md, c, 6, 0.0) < 0)
+		if (nv_als(md, c, 6) < 0)
 			goto fail;
 	}
 	return 0;

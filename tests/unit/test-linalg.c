@@ -377,56 +377,6 @@ static void test_sgemm(void)
 	nv_set_threads(1);
 }
 
-/* nv_matvec against loops, and the same bits at 1 to 5 threads (600 rows:
- * three blocks of 256) */
-static void test_matvec(void)
-{
-	size_t n = 600;
-	nv_mat a;
-	double *x = malloc(n * sizeof(double)), *y = malloc(n * sizeof(double));
-	double *y1 = malloc(n * sizeof(double)), gap = 0;
-	int same = 1;
-
-	fill(&a, n, n);
-	for (size_t i = 0; i < n; i++)
-		x[i] = rng_normal(&rng);
-	nv_set_threads(1);
-	nv_matvec(a.d, n, x, y1);
-	for (size_t i = 0; i < n; i++) {
-		double s = 0;
-		for (size_t j = 0; j < n; j++)
-			s += a.d[i * n + j] * x[j];
-		gap = fmax(gap, fabs(s - y1[i]));
-	}
-	ok(gap < 1e-12, "matvec: A·x (gap %.2g)", gap);
-	for (int nt = 2; nt <= 5; nt++) {
-		nv_set_threads(nt);
-		nv_matvec(a.d, n, x, y);
-		same &= memcmp(y, y1, n * sizeof(double)) == 0;
-	}
-	nv_set_threads(1);
-	ok(same, "matvec: the same bits at 1 to 5 threads");
-	nv_mat_free(&a);
-	free(x), free(y), free(y1);
-}
-
-static void test_gemm_sym(void)
-{
-	static const size_t shapes[][2] = {{1, 3}, {255, 7}, {600, 37}};
-
-	for (size_t s = 0; s < 3; s++) {
-		nv_mat sm, k, sk, c;
-		size_t n = shapes[s][0];
-		fill(&sm, n, shapes[s][1]);
-		spd(&k, shapes[s][1]);
-		nv_gemm_new(&sm, 0, &k, 0, &sk);
-		nv_gemm_sym(&sk, &sm, &c);
-		ok(c.r == n && c.c == n && gemm_gap(&sk, 0, &sm, 1, &c) < 1e-10,
-		   "gemm_sym (S·K)·Sᵀ, %zu × %zu: the product", n, shapes[s][1]);
-		nv_mat_free(&sm), nv_mat_free(&k), nv_mat_free(&sk), nv_mat_free(&c);
-	}
-}
-
 int main(void)
 {
 	nv_set_threads(1);
@@ -439,7 +389,5 @@ int main(void)
 	test_solve();
 	test_nonfinite();
 	test_sgemm();
-	test_matvec();
-	test_gemm_sym();
 	return done_testing();
 }

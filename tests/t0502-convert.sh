@@ -19,6 +19,17 @@ test_expect_success 'nvg at 2.5 bpw converts all five layers' '
 	test_no_tmp_files nvg
 '
 
+# make -j starts a layer's encodes in ENC_L's order: the costliest first
+# (bpw·m·n·(m+n) + n³, from tensors.txt), so that none runs alone at the end
+test_expect_success 'a layer lists its tensors longest encode first' '
+	awk "\$2 == 0 { print \$6, \$3 * \$4 * \$5 * (\$4 + \$5) + \$5 * \$5 * \$5 }" nvg/tensors.txt |
+		sort -s -k2,2gr | awk "{ printf \" %s\", \$1 }" >want &&
+	echo "ENC_0 :=$(cat want)" >expect &&
+	grep "^ENC_0 :=" nvg/layers.mk >actual &&
+	test_cmp expect actual &&
+	test_grep "^ENC_0 := down " nvg/layers.mk
+'
+
 test_expect_success 'dual-svid at 2.5 bpw converts all five layers' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=svid BPW=2.5 METHOD=dual-svid -j2 2>err &&
 	cmf-patch verify svid/model.cmf &&

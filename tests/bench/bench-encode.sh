@@ -22,13 +22,9 @@ THREADS=${THREADS:-}
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/bench-encode.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-thr=${THREADS:+--threads $THREADS}
-
-# shellcheck disable=SC2046
-"$CC" -O2 -o "$work/dgemm-rate" "$NVG_TOP/tests/bench/dgemm-rate.c" \
-	$("$PKG_CONFIG" --cflags --libs openblas)
+# shellcheck source=tests/bench/lib-bench.sh
+. "$NVG_TOP/tests/bench/lib-bench.sh"
+bench_setup bench-encode
 rate_line=$(${THREADS:+env OPENBLAS_NUM_THREADS=$THREADS} "$work/dgemm-rate" 2048 5)
 dgemm=$(echo "$rate_line" | sed -n 's/^dgemm [0-9]*: \([0-9.]*\) GFLOP.*/\1/p')
 echo "# bench-encode: $rate_line"

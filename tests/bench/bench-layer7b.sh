@@ -32,13 +32,9 @@ TOKENS_PER_N=${TOKENS_PER_N:-2}
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/bench-layer7b.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-thr=${THREADS:+--threads $THREADS}
-
-# shellcheck disable=SC2046
-"$CC" -O2 -o "$work/dgemm-rate" "$NVG_TOP/tests/bench/dgemm-rate.c" \
-	$("$PKG_CONFIG" --cflags --libs openblas)
+# shellcheck source=tests/bench/lib-bench.sh
+. "$NVG_TOP/tests/bench/lib-bench.sh"
+bench_setup bench-layer7b
 rate() { ${THREADS:+env OPENBLAS_NUM_THREADS=$THREADS} "$work/dgemm-rate" 2048 3 |
 	sed -n 's/^dgemm [0-9]*: \([0-9.]*\) GFLOP.*/\1/p'; }
 threads=${THREADS:-$("$work/dgemm-rate" 64 1 | sed -n 's/.*, \([0-9]*\) threads$/\1/p')}

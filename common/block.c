@@ -87,6 +87,7 @@ int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *
 		return -1;
 	}
 	c->T = T;
+	c->x = x;
 	fw_rmsnorm(x, ly->attn_norm, c->a, T, d, m->a.rms_eps);
 	mm(0, 1, T, qd, d, c->a, d, ly->w[FW_Q], d, 0.0f, c->q, qd);
 	mm(0, 1, T, kd, d, c->a, d, ly->w[FW_K], d, 0.0f, c->k, kd);
@@ -126,8 +127,8 @@ int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *
  * dx (T × n) += rmsnorm's transpose at x with weight w applied to dy:
  * dx_i += r·w_i·dy_i − x_i·r³/n·Σ_j w_j dy_j x_j,  r = (mean(x²) + eps)^−½
  */
-static void rmsnorm_back(const float *x, const float *w, const float *dy, float *dx, size_t T,
-			 size_t n, double eps)
+void bk_rmsnorm_back(const float *x, const float *w, const float *dy, float *dx, size_t T,
+		     size_t n, double eps)
 {
 	for (size_t t = 0; t < T; t++) {
 		const float *xr = x + t * n, *gr = dy + t * n;
@@ -190,10 +191,10 @@ static void qk_norm_back(const fw_model *m, const fw_layer *ly, bk_cache *c, siz
 	/* q's gradient into o's (free: dout is spent), then back through the norm */
 	memcpy(c->dout, c->dq, nq * sizeof(float));
 	memset(c->dq, 0, nq * sizeof(float));
-	rmsnorm_back(c->qr, ly->q_norm, c->dout, c->dq, T * m->nh, m->hd, m->a.rms_eps);
+	bk_rmsnorm_back(c->qr, ly->q_norm, c->dout, c->dq, T * m->nh, m->hd, m->a.rms_eps);
 	memcpy(c->dout, c->dk, nk * sizeof(float));
 	memset(c->dk, 0, nk * sizeof(float));
-	rmsnorm_back(c->kr, ly->k_norm, c->dout, c->dk, T * m->nkv, m->hd, m->a.rms_eps);
+	bk_rmsnorm_back(c->kr, ly->k_norm, c->dout, c->dk, T * m->nkv, m->hd, m->a.rms_eps);
 }
 
 /* the MLP's part: dWd, dWg, dWu, and dx1 = dy + the FFN norm's share */
@@ -215,11 +216,11 @@ static void mlp_back(const fw_model *m, const fw_layer *ly, bk_cache *c, const f
 	mm(0, 0, T, d, ff, c->dg, ff, ly->w[FW_GATE], d, 0.0f, c->df, d);
 	mm(0, 0, T, d, ff, c->du, ff, ly->w[FW_UP], d, 1.0f, c->df, d);
 	memcpy(c->dx1, dy, T * d * sizeof(float));
-	rmsnorm_back(c->x1, ly->ffn_norm, c->df, c->dx1, T, d, m->a.rms_eps);
+	bk_rmsnorm_back(c->x1, ly->ffn_norm, c->df, c->dx1, T, d, m->a.rms_eps);
 }
 
 void bk_backward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
-		 float *dw[FW_NMAT])
+		 float *dw[FW_NMAT], float *dx)
 {
 	size_t T = c->T, d = m->d, qd = m->qdim, kd = m->kvdim;
 
@@ -232,4 +233,12 @@ void bk_backward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float
 	mm(1, 0, qd, d, T, c->dq, qd, c->a, d, 1.0f, dw[FW_Q], d);
 	mm(1, 0, kd, d, T, c->dk, kd, c->a, d, 1.0f, dw[FW_K], d);
 	mm(1, 0, kd, d, T, c->dv, kd, c->a, d, 1.0f, dw[FW_V], d);
+	if (!dx)
+		return;
+	/* da (T × d, in df: spent) = dq Wq + dk Wk + dv Wv; dx = dx1 + the attention norm's share */
+	mm(0, 0, T, d, qd, c->dq, qd, ly->w[FW_Q], d, 0.0f, c->df, d);
+	mm(0, 0, T, d, kd, c->dk, kd, ly->w[FW_K], d, 1.0f, c->df, d);
+	mm(0, 0, T, d, kd, c->dv, kd, ly->w[FW_V], d, 1.0f, c->df, d);
+	memcpy(dx, c->dx1, T * d * sizeof(float));
+	bk_rmsnorm_back(c->x, ly->attn_norm, c->df, dx, T, d, m->a.rms_eps);
 }

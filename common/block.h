@@ -26,8 +26,11 @@
  *                                          and the heads' norms' on qwen3)
  *   dWq += dqᵀ a      dWk += dkᵀ a        dWv += dvᵀ a
  *
- * The input x is data (the calibration states), so nothing flows back
- * into it or into the norms' weights and the biases.  Everything is f32,
+ *   with dx: da = dq Wq + dk Wk + dv Wv,  dx = dx1 + rmsnorm'(x; w_attn)ᵀ da
+ *
+ * Nothing flows into the norms' weights or the biases.  The gradient of
+ * the input x is only made when asked for (blr-tune --model chains the
+ * blocks of a whole model; --layer takes x as data).  Everything is f32,
  * every product an nv_sgemm (the same bits at any thread count).
  */
 #ifndef NV_BLOCK_H
@@ -39,6 +42,7 @@
 
 typedef struct {
 	size_t tmax, T;
+	const float *x;        /* the input of the last forward (borrowed) */
 	fw_scratch s;          /* RoPE tables */
 	float *a, *q, *k, *v;  /* (T × d), (T × qdim), (T × kvdim) ×2; q, k after RoPE */
 	float *qr, *kr;        /* (T × qdim), (T × kvdim): q, k before the heads' norms (qwen3) */
@@ -57,10 +61,18 @@ void bk_free(bk_cache *c);
 int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *x, size_t T);
 
 /*
- * after bk_forward: dw[i] (out × in of projection i) += ∂L/∂W_i for the
- * output gradient dy (T × d) = ∂L/∂y
+ * after bk_forward (its input still in place): dw[i] (out × in of
+ * projection i) += ∂L/∂W_i for the output gradient dy (T × d) = ∂L/∂y, and
+ * when dx is not NULL, dx (T × d) = ∂L/∂x (dx may be dy)
  */
 void bk_backward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
-		 float *dw[FW_NMAT]);
+		 float *dw[FW_NMAT], float *dx);
+
+/*
+ * dx (T × n) += the transpose of y = rmsnorm(x)·w at x applied to dy: the
+ * gradient of x for the gradient dy of y
+ */
+void bk_rmsnorm_back(const float *x, const float *w, const float *dy, float *dx, size_t T,
+		     size_t n, double eps);
 
 #endif

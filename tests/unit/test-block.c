@@ -5,7 +5,8 @@
  * norms, gelu and its tanh form, a sliding window, yarn and llama3 RoPE):
  * the forward is fw_layer_run's, bit for bit, and agrees with a naive f64
  * block written here; the gradient of ½‖y − t‖² with respect to every
- * projection agrees with central differences of that f64 block.
+ * projection and to the block's input agrees with central differences of
+ * that f64 block.
  */
 #include "block.h"
 #include "err.h"
@@ -156,6 +157,44 @@ static double ref_loss(const ref_w *rw, float *const w[FW_NMAT], const double *x
 	return l;
 }
 
+/* ∂L/∂x, and that asking for it changes no projection's gradient */
+static void check_input_gradient(fw_model *m, const fw_layer *ly, bk_cache *c, const ref_w *rw,
+				 const float *xf, const float *tgt, float *const dw0[FW_NMAT])
+{
+	size_t rows[FW_NMAT] = { QD, KD, KD, D, FF, FF, D }, cols[FW_NMAT] = { D, D, D, QD, D, D, FF };
+	float *dw[FW_NMAT], dy[T * D];
+	double x[T * D], worst = 0, big = 0;
+	int same = 1;
+
+	for (size_t i = 0; i < T * D; i++)
+		x[i] = xf[i];
+	bk_forward(m, ly, c, xf, T);
+	for (size_t i = 0; i < T * D; i++)
+		dy[i] = c->y[i] - tgt[i];
+	for (int i = 0; i < FW_NMAT; i++)
+		dw[i] = calloc(rows[i] * cols[i], sizeof(float));
+	bk_backward(m, ly, c, dy, dw, dy); /* dx into dy itself */
+	for (int i = 0; i < FW_NMAT; i++) {
+		same &= !memcmp(dw[i], dw0[i], rows[i] * cols[i] * sizeof(float));
+		free(dw[i]);
+	}
+	ok(same, "%s: the projections' gradients are the same with dx asked for", A->arch);
+	/* central differences of the f64 block in x, step 1e-3 (as for W below) */
+	for (size_t e = 0; e < T * D; e++) {
+		double keep = x[e], lu, ld;
+
+		x[e] = keep + 1e-3;
+		lu = ref_loss(rw, ly->w, x, tgt);
+		x[e] = keep - 1e-3;
+		ld = ref_loss(rw, ly->w, x, tgt);
+		x[e] = keep;
+		worst = fmax(worst, fabs((lu - ld) / 2e-3 - dy[e]));
+		big = fmax(big, fabs((lu - ld) / 2e-3));
+	}
+	ok(worst <= 1e-4 * big, "%s: ∂L/∂x is the central differences' (|err| %.2g of %.2g)",
+	   A->arch, worst, big);
+}
+
 static void check_gradient(fw_model *m, const fw_layer *ly, bk_cache *c, const ref_w *rw,
 			   const float *xf, const float *tgt, tap_rng *r)
 {
@@ -173,7 +212,8 @@ static void check_gradient(fw_model *m, const fw_layer *ly, bk_cache *c, const r
 		dw[i] = calloc(rows[i] * cols[i], sizeof(float));
 		w[i] = ly->w[i];
 	}
-	bk_backward(m, ly, c, dy, dw);
+	bk_backward(m, ly, c, dy, dw, NULL);
+	check_input_gradient(m, ly, c, rw, xf, tgt, dw);
 	for (int i = 0; i < FW_NMAT; i++) {
 		double worst = 0, big = 0;
 

@@ -4,16 +4,10 @@
  * converted stream's states follows the source block on the source's
  * (blr-tune --layer; DESIGN.md, "Following the source").
  *
- * A path is Ŵ_p = diag(h) S_U diag(ℓ) S_Vᵀ diag(g) (blr(5)).  With dW the
- * gradient of the loss with respect to the layer's Ŵ (block.h), and
- * P = dW·(diag(g) S_V) (m × r), Q = dWᵀ·(diag(h) S_U) (n × r):
- *
- *   ∂/∂h_i = Σ_k S_U,ik ℓ_k P_ik    ∂/∂ℓ_k = Σ_i h_i S_U,ik P_ik
- *   ∂/∂g_j = Σ_k S_V,jk ℓ_k Q_jk
- *
- * Every scale v is parametrised as v_start·exp(s) (relative steps, no sign
- * change, a zeroed rank scale stays zero), and Adam steps on s over batches
- * of FIT windows in a fixed-seed order, the loss the mean over positions of
+ * The gradient of the loss with respect to the layer's Ŵ (block.h) reaches
+ * the scales as tparam.h says (every scale v = v_start·exp(s)), and Adam
+ * steps on s over batches of FIT windows in a fixed-seed order, the loss
+ * the mean over positions of
  * ‖block_q(x_q) − y_src‖².  Every eval_every steps and after the last, the
  * scales are stored as f16 in payloads of the same bytes otherwise, and
  * those payloads' loss over the SEL windows chooses: the start counts as
@@ -27,6 +21,7 @@
 #include <stdint.h>
 
 #include "forward.h"
+#include "tparam.h"
 
 typedef struct {
 	const char *name;       /* a projection of the layer */
@@ -34,11 +29,7 @@ typedef struct {
 	size_t len;
 } tn_input;
 
-typedef struct {
-	size_t steps, batch, eval_every; /* batch: FIT windows a step */
-	double lr;
-	uint64_t seed;
-} tn_opts;
+typedef tp_sched tn_opts;
 
 typedef struct {
 	double fit_before, fit_after; /* mean ‖y − y_src‖² per position, FIT windows */

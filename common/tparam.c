@@ -1,0 +1,262 @@
+/* tparam.c - a BLR payload's scales as tunable parameters (tparam.h) */
+#include "tparam.h"
+
+#include "adam.h"
+#include "blr.h"
+#include "f16.h"
+#include "le.h"
+#include "linalg.h"
+#include "mem.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tp_close(tp_tensor *t)
+{
+	for (int p = 0; p < 2; p++) {
+		free(t->su[p]);
+		free(t->sv[p]);
+		t->su[p] = t->sv[p] = NULL;
+	}
+	free(t->dw);
+	free(t->a);
+	free(t->b);
+	free(t->pq);
+	t->dw = t->a = t->b = t->pq = NULL;
+}
+
+void tp_free(tp_tensor *t)
+{
+	tp_close(t);
+	for (int p = 0; p < 2; p++) {
+		free(t->v0[p]);
+		free(t->v[p]);
+		free(t->s[p]);
+		free(t->am[p]);
+		free(t->av[p]);
+		free(t->gr[p]);
+	}
+	free(t->bytes);
+	memset(t, 0, sizeof *t);
+}
+
+int tp_init(tp_tensor *t, int which, const uint8_t *payload, size_t len)
+{
+	blr_header hd;
+	blr_view v[2];
+
+	memset(t, 0, sizeof *t);
+	if (blr_parse(payload, len, &hd, v) < 0)
+		return -1;
+	t->which = which;
+	t->m = hd.m, t->n = hd.n, t->r = hd.r, t->np = hd.paths, t->nv = t->m + t->n + t->r;
+	if (!(t->bytes = nv_malloc(len, 1)))
+		return -1;
+	memcpy(t->bytes, payload, len);
+	t->len = len;
+	for (size_t p = 0; p < t->np; p++) {
+		const uint8_t *sc[3] = { v[p].h, v[p].g, v[p].l };
+		size_t cnt[3] = { t->m, t->n, t->r }, k = 0;
+
+		t->v0[p] = nv_malloc(t->nv, sizeof(float));
+		t->v[p] = nv_malloc(t->nv, sizeof(float));
+		t->s[p] = nv_calloc(t->nv, sizeof(double));
+		t->am[p] = nv_calloc(t->nv, sizeof(double));
+		t->av[p] = nv_calloc(t->nv, sizeof(double));
+		t->gr[p] = nv_calloc(t->nv, sizeof(double));
+		if (!t->v0[p] || !t->v[p] || !t->s[p] || !t->am[p] || !t->av[p] || !t->gr[p])
+			return -1;
+		t->off[p] = (size_t)(v[p].h - payload);
+		for (int part = 0; part < 3; part++)
+			for (size_t i = 0; i < cnt[part]; i++, k++)
+				t->v0[p][k] = t->v[p][k] = nv_f16_to_f32(le_u16(sc[part] + 2 * i));
+	}
+	return 0;
+}
+
+int tp_open(tp_tensor *t)
+{
+	size_t big = t->m > t->n ? t->m : t->n;
+	blr_header hd;
+	blr_view v[2];
+
+	if (blr_parse(t->bytes, t->len, &hd, v) < 0)
+		return -1;
+	t->dw = nv_calloc(t->m * t->n, sizeof(float));
+	t->a = nv_malloc(t->m, t->r * sizeof(float));
+	t->b = nv_malloc(t->n, t->r * sizeof(float));
+	t->pq = nv_malloc(big, t->r * sizeof(float));
+	if (!t->dw || !t->a || !t->b || !t->pq)
+		goto fail;
+	for (size_t p = 0; p < t->np; p++) {
+		t->su[p] = nv_malloc(t->m, t->r * sizeof(float));
+		t->sv[p] = nv_malloc(t->n, t->r * sizeof(float));
+		if (!t->su[p] || !t->sv[p])
+			goto fail;
+		for (size_t i = 0; i < t->m; i++)
+			for (size_t j = 0; j < t->r; j++)
+				t->su[p][i * t->r + j] = (float)blr_sign(v[p].su, i, j, t->r);
+		for (size_t i = 0; i < t->n; i++)
+			for (size_t j = 0; j < t->r; j++)
+				t->sv[p][i * t->r + j] = (float)blr_sign(v[p].sv, i, j, t->r);
+	}
+	return 0;
+fail:
+	tp_close(t);
+	return -1;
+}
+
+/* a (m × r) = diag(h) S_U diag(ℓ) with withl, else diag(h) S_U; b (n × r) = diag(g) S_V */
+static void factors(tp_tensor *t, size_t p, int withl)
+{
+	const float *h = t->v[p], *g = h + t->m, *lv = g + t->n;
+
+	for (size_t i = 0; i < t->m; i++)
+		for (size_t k = 0; k < t->r; k++)
+			t->a[i * t->r + k] = h[i] * t->su[p][i * t->r + k] * (withl ? lv[k] : 1.0f);
+	for (size_t j = 0; j < t->n; j++)
+		for (size_t k = 0; k < t->r; k++)
+			t->b[j * t->r + k] = g[j] * t->sv[p][j * t->r + k];
+}
+
+void tp_rebuild(tp_tensor *t, float *w, double *flops)
+{
+	for (size_t p = 0; p < t->np; p++) {
+		factors(t, p, 1);
+		nv_sgemm(0, 1, t->m, t->n, t->r, 1.0f, t->a, t->r, t->b, t->r, p ? 1.0f : 0.0f, w,
+			 t->n);
+		*flops += 2.0 * (double)t->m * (double)t->n * (double)t->r;
+	}
+}
+
+void tp_chain(tp_tensor *t, double *flops)
+{
+	size_t m = t->m, n = t->n, r = t->r;
+
+	for (size_t p = 0; p < t->np; p++) {
+		const float *h = t->v[p], *g = h + m, *lv = g + n;
+		double *gh = t->gr[p], *gg = gh + m, *gl = gg + n;
+
+		memset(gh, 0, t->nv * sizeof(double));
+		factors(t, p, 0);
+		/* P (m × r) = dW · diag(g) S_V */
+		nv_sgemm(0, 0, m, r, n, 1.0f, t->dw, n, t->b, r, 0.0f, t->pq, r);
+		for (size_t i = 0; i < m; i++)
+			for (size_t k = 0; k < r; k++) {
+				double su = t->su[p][i * r + k], pk = t->pq[i * r + k];
+
+				gh[i] += su * lv[k] * pk;
+				gl[k] += h[i] * su * pk;
+			}
+		/* Q (n × r) = dWᵀ · diag(h) S_U */
+		nv_sgemm(1, 0, n, r, m, 1.0f, t->dw, n, t->a, r, 0.0f, t->pq, r);
+		for (size_t j = 0; j < n; j++)
+			for (size_t k = 0; k < r; k++)
+				gg[j] += t->sv[p][j * r + k] * lv[k] * t->pq[j * r + k];
+		for (size_t i = 0; i < t->nv; i++)
+			gh[i] *= t->v[p][i];
+		*flops += 4.0 * (double)m * (double)n * (double)r;
+	}
+}
+
+void tp_adam(tp_tensor *t, double lr, size_t step)
+{
+	for (size_t p = 0; p < t->np; p++) {
+		nv_adam(t->s[p], t->am[p], t->av[p], t->gr[p], t->nv, lr, step);
+		for (size_t i = 0; i < t->nv; i++)
+			t->v[p][i] = (float)((double)t->v0[p][i] * exp(t->s[p][i]));
+	}
+}
+
+int tp_store(tp_tensor *t)
+{
+	for (size_t p = 0; p < t->np; p++)
+		for (size_t i = 0; i < t->nv; i++) {
+			uint16_t h = nv_f32_to_f16(t->v[p][i]);
+
+			if (!isfinite(nv_f16_to_f32(h)))
+				return -1;
+			put_u16(t->bytes + t->off[p] + 2 * i, h);
+		}
+	return 0;
+}
+
+int tp_snapshot(const tp_tensor *t, size_t nt, uint8_t **out)
+{
+	for (size_t i = 0; i < nt; i++) {
+		if (!(out[i] = nv_malloc(t[i].len, 1))) {
+			tp_snapshot_free(out, i);
+			return -1;
+		}
+		memcpy(out[i], t[i].bytes, t[i].len);
+	}
+	return 0;
+}
+
+void tp_reload(tp_tensor *t, size_t nt, uint8_t *const *from)
+{
+	for (size_t i = 0; i < nt; i++)
+		memcpy(t[i].bytes, from[i], t[i].len);
+}
+
+void tp_snapshot_free(uint8_t **out, size_t nt)
+{
+	for (size_t i = 0; i < nt; i++) {
+		free(out[i]);
+		out[i] = NULL;
+	}
+}
+
+/* the measured step: stored, its SEL loss, kept when better */
+static int measure(tp_tensor *t, size_t nt, const tp_loop *lp, uint8_t **keep, double *best,
+		   size_t *best_step, size_t k)
+{
+	double sel;
+
+	for (size_t i = 0; i < nt; i++)
+		if (tp_store(&t[i]) < 0)
+			return 0; /* a scale beyond f16: this step cannot be stored */
+	if (lp->sel(lp->ctx, &sel) < 0)
+		return -1;
+	if (lp->measured)
+		lp->measured(lp->ctx, k, sel);
+	if (sel < *best) {
+		*best = sel;
+		*best_step = k;
+		for (size_t i = 0; i < nt; i++)
+			memcpy(keep[i], t[i].bytes, t[i].len);
+		if (lp->kept)
+			lp->kept(lp->ctx);
+	}
+	return 0;
+}
+
+int tp_steps(tp_tensor *t, size_t nt, const size_t *fit, size_t nfit, const tp_sched *o,
+	     const tp_loop *lp, uint8_t **keep, double *best, size_t *best_step)
+{
+	size_t nb = o->batch < nfit ? o->batch : nfit, per = nfit / nb;
+	size_t *perm = nv_malloc(nfit, sizeof(size_t)), win[64];
+	uint64_t st = o->seed;
+	int rc = 0;
+
+	if (!perm)
+		return -1;
+	for (size_t k = 1; k <= o->steps && rc == 0; k++) {
+		size_t at = (k - 1) % per;
+
+		if (at == 0)
+			nv_shuffle(perm, nfit, &st);
+		for (size_t b = 0; b < nb; b++)
+			win[b] = fit[perm[at * nb + b]];
+		if ((rc = lp->grad(lp->ctx, win, nb)) < 0)
+			break;
+		for (size_t i = 0; i < nt; i++)
+			tp_adam(&t[i], o->lr, k);
+		if (k % o->eval_every == 0 || k == o->steps)
+			rc = measure(t, nt, lp, keep, best, best_step, k);
+	}
+	free(perm);
+	return rc;
+}

@@ -1,0 +1,100 @@
+/*
+ * tparam.h - the continuous scales of one BLR payload as parameters: what
+ * the two scale tuners (tune.c, one block; mtune.c, the whole model) step.
+ *
+ * A path is Ŵ_p = diag(h) S_U diag(ℓ) S_Vᵀ diag(g) (blr(5)).  With dW the
+ * gradient of a loss with respect to Ŵ, and P = dW·(diag(g) S_V) (m × r),
+ * Q = dWᵀ·(diag(h) S_U) (n × r):
+ *
+ *   ∂/∂h_i = Σ_k S_U,ik ℓ_k P_ik    ∂/∂ℓ_k = Σ_i h_i S_U,ik P_ik
+ *   ∂/∂g_j = Σ_k S_V,jk ℓ_k Q_jk
+ *
+ * Every scale v is parametrised as v_start·exp(s) (relative steps, no sign
+ * change, a zeroed rank scale stays zero), and Adam steps on s.
+ *
+ * What a tensor holds between visits is its payload bytes and, per scale,
+ * the start, the current value, s and Adam's two moments.  The signs as
+ * ±1 floats, dW and the products' scratch (about 4(m + n)·r + m·n floats)
+ * exist only between tp_open and tp_close, so that a whole model's tensors
+ * can be tuned one layer in memory at a time.
+ */
+#ifndef NV_TPARAM_H
+#define NV_TPARAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+	int which;                /* FW_Q … FW_DOWN */
+	size_t m, n, r, np, nv;   /* nv = m + n + r scales a path: h | g | ℓ */
+	uint8_t *bytes;           /* the candidate payload: the start's, scales rewritten */
+	size_t len, off[2];       /* byte offsets of each path's h (g and ℓ follow) */
+	float *v0[2], *v[2];      /* (nv) start and current scales */
+	double *s[2], *am[2], *av[2], *gr[2]; /* (nv) log-multipliers, moments, gradient */
+	/* between tp_open and tp_close */
+	float *su[2], *sv[2];     /* (m × r), (n × r) ±1 */
+	float *dw;                /* (m × n) ∂L/∂Ŵ, zeroed by tp_open */
+	float *a, *b, *pq;        /* (m × r), (n × r), (max(m,n) × r) scratch */
+} tp_tensor;
+
+/* the scales of a payload (a copy of its bytes is kept) as projection which */
+int tp_init(tp_tensor *t, int which, const uint8_t *payload, size_t len);
+void tp_free(tp_tensor *t);
+
+/* the signs and scratch of a visit; tp_close gives them back */
+int tp_open(tp_tensor *t);
+void tp_close(tp_tensor *t);
+
+/* (open) w (m × n) = Σ_p diag(h) S_U diag(ℓ) S_Vᵀ diag(g) from the current scales */
+void tp_rebuild(tp_tensor *t, float *w, double *flops);
+
+/* (open) gr ← ∂L/∂s of every scale, from dw */
+void tp_chain(tp_tensor *t, double *flops);
+
+/* one Adam step (1-based) of rate lr on s from gr; the scales follow */
+void tp_adam(tp_tensor *t, double lr, size_t step);
+
+/* the current scales as f16 into bytes; -1 when one leaves f16's range (bytes then partly written) */
+int tp_store(tp_tensor *t);
+
+/* out[i] = a fresh copy of t[i]'s bytes (nt of them); on failure none is left */
+int tp_snapshot(const tp_tensor *t, size_t nt, uint8_t **out);
+
+/* t[i]'s bytes ← from[i] */
+void tp_reload(tp_tensor *t, size_t nt, uint8_t *const *from);
+
+/* frees out[0..nt) and sets them NULL */
+void tp_snapshot_free(uint8_t **out, size_t nt);
+
+/* the schedule of a tuning */
+typedef struct {
+	size_t steps, batch, eval_every; /* batch: FIT windows a step */
+	double lr;
+	uint64_t seed;
+} tp_sched;
+
+/* what a tuner does for tp_steps */
+typedef struct {
+	void *ctx;
+	/* every tensor's gr for the FIT windows win[0..nb) */
+	int (*grad)(void *ctx, const size_t *win, size_t nb);
+	/* the SEL loss of the tensors' stored bytes */
+	int (*sel)(void *ctx, double *loss);
+	/* NULL, or told that the step just measured is the best so far */
+	void (*kept)(void *ctx);
+	/* NULL, or told each SEL measurement (progress) */
+	void (*measured)(void *ctx, size_t step, double sel);
+} tp_loop;
+
+/*
+ * the steps of a tuning: Adam on every tensor over batches of the FIT
+ * windows fit[0..nfit) in an order reshuffled (seed) at each pass; every
+ * eval_every steps and after the last, the scales stored as f16 (a step
+ * whose scales leave f16 is skipped) and measured on SEL.  *best holds the
+ * start's SEL loss and gets the best; when a step is better, keep[i] gets
+ * tensor i's bytes and *best_step the step.
+ */
+int tp_steps(tp_tensor *t, size_t nt, const size_t *fit, size_t nfit, const tp_sched *o,
+	     const tp_loop *lp, uint8_t **keep, double *best, size_t *best_step);
+
+#endif

@@ -155,8 +155,13 @@ static int load_patches(const cmf_file *f, const cmf_patch *p, size_t np, uint8_
 		if (!t->blr && (t->ndim != 2 || t->dtype == CMF_U8))
 			return nv_seterr("tensor '%s' is not a float matrix (dtype %s, %zu dimensions)",
 					 p[i].name, cmf_dtype_name(t->dtype), t->ndim), -1;
-		if (nv_read_file(p[i].payload, &buf[i], &len[i]) < 0)
+		if (p[i].bytes) {
+			if (!(buf[i] = nv_malloc(p[i].len ? p[i].len : 1, 1)))
+				return -1;
+			memcpy(buf[i], p[i].bytes, len[i] = p[i].len);
+		} else if (nv_read_file(p[i].payload, &buf[i], &len[i]) < 0) {
 			return -1;
+		}
 		if (blr_verify_shape(buf[i], len[i], t->rows, t->cols) < 0)
 			return nv_preerr("payload '%s' for tensor '%s' (%zux%zu)", p[i].payload,
 					 p[i].name, t->rows, t->cols), -1;

@@ -20,10 +20,12 @@ int cmf_op_info(const cmf_file *f, FILE *out);
 /* the tensor as raw f32 (rows × cols) to path ("-" = stdout; binary refused on a terminal) */
 int cmf_op_extract(const cmf_file *f, const char *name, const char *path);
 
-/* one NAME=PAYLOAD argument */
+/* one NAME=PAYLOAD argument, or a payload in memory */
 typedef struct {
 	const char *name;
-	const char *payload; /* file holding the BLR bytes */
+	const char *payload; /* file holding the BLR bytes (named in errors) */
+	const uint8_t *bytes; /* when not NULL: the BLR bytes themselves (len of them) */
+	size_t len;
 } cmf_patch;
 
 /*

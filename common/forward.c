@@ -235,6 +235,8 @@ static float *override_f32(const fw_override *o, const cmf_tensor *t)
 {
 	float *w;
 
+	if (!o->payload) /* the caller fills it */
+		return nv_malloc(t->rows, t->cols * sizeof(float));
 	if (blr_verify_shape(o->payload, o->len, t->rows, t->cols) < 0) {
 		nv_preerr("patch '%s' (want %zu × %zu)", o->name, t->rows, t->cols);
 		return NULL;

@@ -99,7 +99,8 @@ int fw_tensor_name(char *buf, size_t cap, int layer, int which);
 /* a replacement for one projection of the layer: a BLR payload */
 typedef struct {
 	const char *name;        /* full tensor name */
-	const uint8_t *payload;  /* BLR bytes (blr.h) */
+	const uint8_t *payload;  /* BLR bytes (blr.h), or NULL: the matrix is allocated, not
+				  * filled (the caller writes it: a tuner's own rebuild) */
 	size_t len;
 } fw_override;
 

@@ -73,10 +73,14 @@ static double row_kl(float *z, const float *zs, size_t V, int want_diff)
 	return kl;
 }
 
-/* one chunk of c rows: Σ KL into *kl, Σ gradient into grad (d) when given */
+/*
+ * one chunk of c rows: Σ KL into *kl, Σ gradient into grad (d) when given,
+ * and each row's (q − p)·E into rowg (c × d) when given
+ */
 static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_t *rows, size_t c,
-		    double *kl, double *grad, double *flops)
+		    double *kl, double *grad, float *rowg, double *flops)
 {
+	int diff = grad != NULL || rowg != NULL;
 	size_t d = D->d, V = D->vocab;
 
 	for (size_t b = 0; b < c; b++) {
@@ -91,7 +95,7 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
 	nv_sgemm(0, 1, c, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
 	*flops += 4.0 * (double)c * (double)V * (double)d;
 	for (size_t b = 0; b < c; b++) {
-		double k = row_kl(s->z + b * V, s->zs + b * V, V, grad != NULL);
+		double k = row_kl(s->z + b * V, s->zs + b * V, V, diff);
 
 		if (!isfinite(k)) {
 			nv_seterr("the KL of calibration row %zu is not finite", rows[b]);
@@ -99,14 +103,14 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
 		}
 		*kl += k;
 	}
-	if (!grad)
+	if (!diff)
 		return 0;
 	/* g (c × d) = (q − p) (c × V) · E (V × d) */
-	nv_sgemm(0, 0, c, d, V, 1.0f, s->z, V, D->E, d, 0.0f, s->g, d);
+	nv_sgemm(0, 0, c, d, V, 1.0f, s->z, V, D->E, d, 0.0f, rowg ? rowg : s->g, d);
 	*flops += 2.0 * (double)c * (double)V * (double)d;
-	for (size_t b = 0; b < c; b++)
+	for (size_t b = 0; b < c && grad; b++)
 		for (size_t i = 0; i < d; i++)
-			grad[i] += (double)D->n[rows[b] * d + i] * s->g[b * d + i];
+			grad[i] += (double)D->n[rows[b] * d + i] * (rowg ? rowg : s->g)[b * d + i];
 	return 0;
 }
 
@@ -129,7 +133,7 @@ static int kl_rows(const nc_data *D, nc_scratch *s, const float *w, size_t r0, c
 
 		for (size_t b = 0; b < c; b++)
 			rows[b] = idx ? idx[b0 + b] : r0 + b0 + b;
-		rc = chunk_kl(D, s, w, rows, c, &sum, grad, &fl);
+		rc = chunk_kl(D, s, w, rows, c, &sum, grad, NULL, &fl);
 	}
 	if (rc < 0)
 		return -1;
@@ -153,6 +157,34 @@ int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t
 	rc = kl_rows(D, &s, w, r0, idx, n, kl, grad, flops);
 	scratch_free(&s);
 	return rc;
+}
+
+int nc_kl_back(const nc_data *D, const float *w, size_t r0, size_t n, double *kl, float *gz,
+	       double *flops)
+{
+	nc_scratch s;
+	size_t rows[NC_CHUNK];
+	double sum = 0;
+	int rc = 0;
+
+	if (n == 0) {
+		nv_seterr("no calibration rows to measure");
+		return -1;
+	}
+	if (scratch_init(&s, D) < 0)
+		return -1;
+	for (size_t b0 = 0; b0 < n && rc == 0; b0 += NC_CHUNK) {
+		size_t c = n - b0 < NC_CHUNK ? n - b0 : NC_CHUNK;
+
+		for (size_t b = 0; b < c; b++)
+			rows[b] = r0 + b0 + b;
+		rc = chunk_kl(D, &s, w, rows, c, &sum, NULL, gz + b0 * D->d, flops);
+	}
+	scratch_free(&s);
+	if (rc < 0)
+		return -1;
+	*kl = sum;
+	return 0;
 }
 
 /* w = w_start ⊙ exp(s), rounded as stored; a value the dtype cannot hold is an error */

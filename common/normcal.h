@@ -58,6 +58,15 @@ typedef struct {
 int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t n, double *kl,
 	  double *grad, double *flops);
 
+/*
+ * the summed KL over rows r0..r0+n−1 at weights w into *kl, and gz (n × d)
+ * = each row's (q_t − p_t)·E: the gradient of its KL with respect to the
+ * normalized state's product w ⊙ n_t, where a backward through the model
+ * starts (blr-tune --model).  flops accumulates.
+ */
+int nc_kl_back(const nc_data *D, const float *w, size_t r0, size_t n, double *kl, float *gz,
+	       double *flops);
+
 /* fit w (d) from w_start (d) as above; r gets the figures */
 int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, nc_result *r);
 

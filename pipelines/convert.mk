@@ -3,7 +3,7 @@
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
-#        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] -j N
+#        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] [E2E=0|1] -j N
 #
 # makes OUT/model.cmf and its report OUT/model.cmf.blr.txt.  Layer L is
 # calibrated on the hidden states S_L that the model produces with layers
@@ -40,6 +40,12 @@
 # fitted to the source's logits on the calibration windows (OUT/applied.cmf
 # is the model before it, OUT/calibrate.txt its report line); switching it
 # on or off in an OUT redoes only these last steps.
+# E2E=1 (nvg) then tunes every payload's scales together, signs and bits
+# fixed, so that the whole model's next-token distributions follow the
+# source's (blr-tune --end-to-end: KL(source ‖ model) on the FIT windows,
+# the SEL windows choosing the step; OUT/calibrated.cmf is the model before
+# it, OUT/e2e.txt its report line); like CALIBRATE it is not stamped, and
+# switching it redoes only the last steps.
 # Other targets: `sweep` (OUT/curves.txt: every tensor encoded at each of
 # SWEEP_BPW, widened to bracket BPW; the input of plan-alloc), `layers` (the generated rules only),
 # `layer-L` (layer L's payloads and the state after it: one cluster job).
@@ -70,6 +76,7 @@ THREADS    ?= 1
 TRANSPORT  ?= $(if $(filter nvg,$(METHOD)),1,0)
 TUNE       ?= $(if $(filter nvg,$(METHOD)),1,0)
 CALIBRATE  ?= $(if $(or $(TOKENS),$(TEXT)),1,0)
+E2E        ?= 0
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
 BIN        ?=
 
@@ -110,6 +117,12 @@ $(error convert.mk: TUNE=1 is nvg's)
 endif
 ifeq ($(if $(filter 2,$(REFINE)),,x)$(METHOD),xdual-svid)
 $(error convert.mk: REFINE is nvg's: dual-svid refines nothing)
+endif
+ifeq ($(filter 0 1,$(E2E)),)
+$(error convert.mk: E2E '$(E2E)' is not 0 or 1)
+endif
+ifeq ($(E2E)$(METHOD),1dual-svid)
+$(error convert.mk: E2E=1 is nvg's)
 endif
 ifeq ($(CALIBRATE)$(or $(TOKENS),$(TEXT)),1)
 $(error convert.mk: CALIBRATE=1 needs calibration tokens: give TOKENS or TEXT)
@@ -185,11 +198,14 @@ $(file >$(STAMP).tmp,$(PARAMS))
 $(shell mv -f '$(STAMP).tmp' '$(STAMP)')
 endif
 endif
-# CALIBRATE is not a parameter of the stamp: model.cmf follows OUT/calibrate.set,
-# rewritten only when the setting changes
+# CALIBRATE and E2E are not parameters of the stamp: model.cmf follows
+# OUT/calibrate.set and OUT/e2e.set, each rewritten only when its setting changes
 ifneq ($(LOCKED),)
 ifneq ($(file <$(OUT)/calibrate.set),$(CALIBRATE))
 $(file >$(OUT)/calibrate.set,$(CALIBRATE))
+endif
+ifneq ($(file <$(OUT)/e2e.set),$(E2E))
+$(file >$(OUT)/e2e.set,$(E2E))
 endif
 # the temporaries a killed run left (no rerun would replace them): every file
 # of the conversion's naming, NAME.tmp and the tools' NAME.tmp.PID; under the
@@ -370,22 +386,35 @@ $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(
 	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
-# the payloads applied: the model itself, or with CALIBRATE=1 the input of the calibration
-APPLIED := $(OUT)/$(if $(filter 1,$(CALIBRATE)),applied,model).cmf
+# the payloads applied: the model itself, or the input of the last steps
+# (applied.cmf → calibrate → calibrated.cmf → end-to-end → model.cmf, each
+# step there only when it is on)
+LAST := $(OUT)/calibrate.set $(OUT)/e2e.set
+APPLIED := $(OUT)/$(if $(filter 1,$(CALIBRATE) $(E2E)),applied,model).cmf
+CALIBRATED := $(if $(filter 1,$(CALIBRATE)),$(OUT)/$(if $(filter 1,$(E2E)),calibrated,model).cmf)
 $(APPLIED): $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json $(foreach l,$(LAYERS),$(call tune_dep,$(l)))
 	@$(call say,'apply the payloads to $(MODEL)')
 	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply --provenance $(OUT)/provenance.json -o $@ '$(MODEL)' `$(LIB) patches $(OUT) $(SUB)`
-	$(if $(filter 0,$(CALIBRATE)),@$(call say,'wrote $@ and $@.blr.txt'))
+	$(if $(filter 1,$(CALIBRATE) $(E2E)),,@$(call say,'wrote $@ and $@.blr.txt'))
 
 ifeq ($(CALIBRATE),1)
-$(OUT)/model.cmf: $(APPLIED) $(OUT)/calibrate.set
+$(CALIBRATED): $(APPLIED) $(LAST)
 	@$(call say,'calibrate the final norm against $(MODEL)')
 	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/calibrate.log -- $(T)blr-tune --final-norm -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(CAPTURE) -o $@ >$(OUT)/calibrate.txt.tmp
 	$(Q)mv $(OUT)/calibrate.txt.tmp $(OUT)/calibrate.txt
 	$(Q)sed 's/^/convert: /' $(OUT)/calibrate.txt >&2
+	$(if $(filter 1,$(E2E)),,@$(call say,'wrote $@ and $@.blr.txt'))
+endif
+ifeq ($(E2E),1)
+$(OUT)/model.cmf: $(or $(CALIBRATED),$(APPLIED)) $(LAST)
+	@$(call say,'tune every payload against $(MODEL) end to end')
+	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/e2e.log -- $(T)blr-tune --end-to-end -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(CAPTURE) `$(LIB) patch-args $(OUT) '' $(SUB)` -o $@ >$(OUT)/e2e.txt.tmp
+	$(Q)mv $(OUT)/e2e.txt.tmp $(OUT)/e2e.txt
+	$(Q)sed 's/^/convert: /' $(OUT)/e2e.txt >&2
 	@$(call say,'wrote $@ and $@.blr.txt')
-else
-$(OUT)/model.cmf: $(OUT)/calibrate.set
+endif
+ifeq ($(CALIBRATE)$(E2E),00)
+$(OUT)/model.cmf: $(LAST)
 endif
 
 # ---- sweep: every tensor at every budget of SWEEP_BPW, on the conversion's Grams ----

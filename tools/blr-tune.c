@@ -4,6 +4,7 @@
 #include "err.h"
 #include "forward.h"
 #include "mem.h"
+#include "mtune.h"
 #include "normcal.h"
 #include "parse.h"
 #include "aout.h"
@@ -30,17 +31,24 @@ static const char synopsis[] =
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
 	"         [--batch B] [--lr X] [--eval-every K] [--seed N] -o dir\n"
 	"         [-q | -v]\n"
+	"blr-tune --end-to-end -m model.cmf --base source.cmf\n"
+	"         (--tokens file | --text file) --patch name=payload ...\n"
+	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
+	"         [--batch B] [--lr X] [--eval-every K] [--seed N] -o out.cmf\n"
+	"         [-q | -v]\n"
 	"blr-tune -h | --version\n";
 
-#define MAX_PATCH FW_NMAT
+/* payloads a run takes: every projection of a model of up to 4096 layers */
+#define MAX_PATCH (FW_NMAT * 4096)
 
 typedef struct {
 	const char *model, *base, *tokens, *text, *out, *state, *src_state;
 	size_t fit, sel, window, steps, batch, eval_every, npatch;
 	long seed, layer;
 	double lr;
-	int final_norm, has_layer, progress, has_batch, has_lr;
-	const char *patch_name[MAX_PATCH], *patch_file[MAX_PATCH];
+	int final_norm, has_layer, e2e, progress, has_batch, has_lr;
+	const char **patch_name, **patch_file;
+	size_t patch_cap;
 } opts;
 
 static int size_opt(const char *name, const char *arg, size_t lo, size_t hi, size_t *v)
@@ -58,6 +66,17 @@ static int add_patch(opts *o, const char *arg)
 
 	if (o->npatch == MAX_PATCH)
 		return tool_usage_error("more than %d patches", MAX_PATCH);
+	if (o->npatch == o->patch_cap) {
+		size_t cap = o->patch_cap ? 2 * o->patch_cap : 16;
+		const char **n = realloc(o->patch_name, cap * sizeof *n), **f;
+
+		if (n)
+			o->patch_name = n;
+		if (!n || !(f = realloc(o->patch_file, cap * sizeof *f)))
+			return tool_failf("out of memory for %zu patches", cap);
+		o->patch_file = f;
+		o->patch_cap = cap;
+	}
 	if ((rc = tool_patch_arg(arg, &name, &o->patch_file[o->npatch])) != 0)
 		return rc;
 	o->patch_name[o->npatch++] = name;
@@ -68,6 +87,7 @@ static int parse_opt(int c, opts *o)
 {
 	switch (c) {
 	case 'f': o->final_norm = 1; return 0;
+	case 'E': o->e2e = 1; return 0;
 	case 'm': o->model = optarg; return 0;
 	case 'b': o->base = optarg; return 0;
 	case 't': o->tokens = optarg; return 0;
@@ -108,6 +128,9 @@ static int check_layer(const opts *o)
 {
 	if (!o->model || !o->out || !o->npatch)
 		return tool_usage_error("--layer needs -m source.cmf, --patch and -o dir");
+	if (o->npatch > FW_NMAT)
+		return tool_usage_error("%zu patches: a layer has %d projections", o->npatch,
+					FW_NMAT);
 	if (o->base)
 		return tool_usage_error("--layer takes no --base: -m is the source model");
 	if (!o->state != !o->src_state || (!o->state && o->layer != 0))
@@ -125,7 +148,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "batch", 1, 0, 'B' }, { "lr", 1, 0, 'l' }, { "eval-every", 1, 0, 'e' },
 		{ "seed", 1, 0, 's' }, { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
 		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
-		{ "patch", 1, 0, 'p' }, { 0, 0, 0, 0 },
+		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { 0, 0, 0, 0 },
 	};
 	int c, rc;
 
@@ -134,18 +157,26 @@ static int parse_args(int argc, char **argv, opts *o)
 			return rc;
 	if (optind < argc)
 		return tool_usage_error("unexpected argument '%s'", argv[optind]);
-	if (o->final_norm == o->has_layer)
-		return tool_usage_error("say what to tune: --final-norm or --layer L");
+	if (o->final_norm + o->has_layer + o->e2e != 1)
+		return tool_usage_error("say what to tune: one of --final-norm, --layer L and "
+					"--end-to-end");
 	if (!o->tokens == !o->text)
 		return tool_usage_error("give one of --tokens and --text");
 	if (o->has_layer)
 		return check_layer(o);
 	if (!o->model || !o->base || !o->out)
 		return tool_usage_error("-m model.cmf, --base source.cmf and -o out.cmf are required");
-	if (o->npatch || o->state || o->src_state)
-		return tool_usage_error("--final-norm takes no --patch, --state or --src-state");
+	if (o->state || o->src_state)
+		return tool_usage_error("%s takes no --state or --src-state",
+					o->e2e ? "--end-to-end" : "--final-norm");
+	if (!o->npatch != !o->e2e)
+		return tool_usage_error(o->e2e ? "--end-to-end needs --patch" :
+					"--final-norm takes no --patch");
 	if (tool_same_file(o->out, o->model) || tool_same_file(o->out, o->base))
 		return tool_failf("refusing to overwrite the input '%s'", o->out);
+	for (size_t i = 0; i < o->npatch; i++)
+		if (tool_same_file(o->out, o->patch_file[i]))
+			return tool_failf("refusing to overwrite the input '%s'", o->out);
 	return 0;
 }
 
@@ -373,11 +404,11 @@ static char *out_path(const char *dir, const char *in)
 /* every tuned payload, or none: a failure removes the ones written */
 static int write_payloads(const opts *o, uint8_t **out, const tn_input *in)
 {
-	char *path[MAX_PATCH] = { 0 };
+	char **path = nv_calloc(o->npatch, sizeof *path);
 	size_t k = 0;
-	int rc = EXIT_OK;
+	int rc = path ? EXIT_OK : tool_fail("cannot write into", o->out);
 
-	for (; k < o->npatch && rc == EXIT_OK; k++) {
+	for (; path && k < o->npatch && rc == EXIT_OK; k++) {
 		aout a;
 
 		if (!(path[k] = out_path(o->out, o->patch_file[k])))
@@ -391,6 +422,7 @@ static int write_payloads(const opts *o, uint8_t **out, const tn_input *in)
 			unlink(path[i]);
 		free(path[i]);
 	}
+	free(path);
 	return rc;
 }
 
@@ -417,19 +449,13 @@ static int layer_tune(const opts *o, const fw_model *m, const layer_data *ld, tn
 	return rc;
 }
 
-static int layer_mode(const opts *o, const fw_model *m, const uint32_t *ids, size_t n)
+/* --layer's output directory, none of whose payloads would overwrite an input */
+static int check_out_dir(const opts *o)
 {
-	tn_input in[MAX_PATCH];
-	uint8_t *buf[MAX_PATCH] = { 0 };
-	layer_data ld = { 0 };
 	struct stat st;
-	size_t k = 0;
-	int rc = EXIT_FAIL;
 
-	if (stat(o->out, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		tool_failf("the output '%s' is not a directory", o->out);
-		return EXIT_FAIL;
-	}
+	if (stat(o->out, &st) != 0 || !S_ISDIR(st.st_mode))
+		return tool_failf("the output '%s' is not a directory", o->out);
 	for (size_t i = 0; i < o->npatch; i++) {
 		char *p = out_path(o->out, o->patch_file[i]);
 		int same = p && tool_same_file(p, o->patch_file[i]);
@@ -438,20 +464,137 @@ static int layer_mode(const opts *o, const fw_model *m, const uint32_t *ids, siz
 		if (same)
 			return tool_failf("refusing to overwrite the input '%s'", o->patch_file[i]);
 	}
+	return EXIT_OK;
+}
+
+/* every payload read */
+static int read_patches(const opts *o, tn_input **in)
+{
+	size_t k = 0;
+
+	if (!(*in = nv_calloc(o->npatch, sizeof **in)))
+		return tool_failf("out of memory for %zu patches", o->npatch);
 	for (; k < o->npatch; k++) {
-		if (nv_read_file(o->patch_file[k], &buf[k], &in[k].len) < 0) {
+		uint8_t *buf;
+
+		if (nv_read_file(o->patch_file[k], &buf, &(*in)[k].len) < 0) {
 			tool_fail("cannot read patch", o->patch_file[k]);
-			goto out;
+			break;
 		}
-		in[k].name = o->patch_name[k];
-		in[k].payload = buf[k];
+		(*in)[k].name = o->patch_name[k];
+		(*in)[k].payload = buf;
 	}
-	if (layer_prepare(o, m, ids, n, &ld) == 0)
-		rc = layer_tune(o, m, &ld, in);
-out:
-	while (k-- > 0)
-		free(buf[k]);
+	return k == o->npatch ? EXIT_OK : EXIT_FAIL;
+}
+
+static void free_inputs(const opts *o, tn_input *in)
+{
+	for (size_t k = 0; in && k < o->npatch; k++)
+		free((void *)in[k].payload);
+	free(in);
+}
+
+static int layer_mode(const opts *o, const fw_model *m, const uint32_t *ids, size_t n)
+{
+	tn_input *in = NULL;
+	layer_data ld = { 0 };
+	int rc = check_out_dir(o);
+
+	if (rc == EXIT_OK)
+		rc = read_patches(o, &in);
+
+	if (rc == EXIT_OK)
+		rc = layer_prepare(o, m, ids, n, &ld) == 0 ? layer_tune(o, m, &ld, in) : EXIT_FAIL;
+	free_inputs(o, in);
 	layer_data_free(&ld);
+	return rc;
+}
+
+/* the source's final states (normalized, × its final norm's weight) and both heads */
+static int e2e_prepare(const opts *o, fw_model *m, fw_model *b, const uint32_t *ids,
+		       tune_data *t, fw_window **w, size_t *nw)
+{
+	size_t rows;
+
+	if (!(*w = fw_windows(o->fit, o->sel, o->window, nw, &rows)))
+		return tool_fail("cannot cut the calibration windows of",
+				 o->tokens ? o->tokens : o->text);
+	if (o->progress)
+		fprintf(stderr, "blr-tune: the source's final states of %zu positions\n", rows);
+	if (!(t->ns = states(b, ids, *w, *nw, rows, b->final_w)))
+		return tool_fail("cannot run model", o->base);
+	return heads(o, m, b, t);
+}
+
+/* the -m model with the tuned payloads in place, the run in its cmf.provenance */
+static int write_model(const opts *o, const cmf_file *f, const tn_input *in, uint8_t **out,
+		       const mt_result *r, const tn_opts *to)
+{
+	cmf_patch *p = nv_calloc(o->npatch, sizeof *p);
+	char prov[1024];
+	int rc = EXIT_OK;
+
+	if (!p)
+		return tool_fail("cannot write", o->out);
+	for (size_t i = 0; i < o->npatch; i++)
+		p[i] = (cmf_patch){ in[i].name, o->patch_file[i], out[i], in[i].len };
+	snprintf(prov, sizeof prov,
+		 "{\"end_to_end_tuning\":{\"kl_sel_before\":%.9g,\"kl_sel_after\":%.9g,"
+		 "\"kl_fit_before\":%.9g,\"kl_fit_after\":%.9g,\"best_step\":%zu,\"steps\":%zu,"
+		 "\"batch\":%zu,\"lr\":%.9g,\"eval_every\":%zu,\"seed\":%ld,\"payloads\":%zu,"
+		 "\"fit_tokens\":%zu,\"sel_tokens\":%zu,\"window\":%zu}}",
+		 r->sel_before, r->sel_after, r->fit_before, r->fit_after, r->best_step, to->steps,
+		 to->batch, to->lr, to->eval_every, o->seed, o->npatch, o->fit, o->sel, o->window);
+	if (cmf_op_apply_prov(f, p, o->npatch, prov, o->out) < 0)
+		rc = tool_fail("cannot write", o->out);
+	free(p);
+	return rc;
+}
+
+static double e2e_t0;
+
+static void e2e_progress(size_t step, double sel)
+{
+	fprintf(stderr, "blr-tune: step %zu: kl sel %.6f (%.0f s)\n", step, sel,
+		tool_now() - e2e_t0);
+}
+
+static int e2e_mode(const opts *o, const cmf_file *f, fw_model *m, fw_model *b,
+		    const uint32_t *ids)
+{
+	tn_input *in = NULL;
+	uint8_t **out = NULL;
+	tune_data t = { 0 };
+	fw_window *w = NULL;
+	size_t nw = 0;
+	mt_result r;
+	double t0 = tool_now(), secs;
+	int rc = read_patches(o, &in);
+
+	if (rc != EXIT_OK || (rc = e2e_prepare(o, m, b, ids, &t, &w, &nw)) != EXIT_OK)
+		goto out;
+	tn_opts to = { o->steps, o->has_batch ? o->batch : 1, o->eval_every,
+		       o->has_lr ? o->lr : 0.002, (uint64_t)o->seed };
+	mt_data D = { ids, w, nw, t.ns, t.E, t.Es, o->progress ? e2e_progress : NULL };
+	e2e_t0 = t0;
+	rc = EXIT_FAIL;
+	if (!(out = nv_calloc(o->npatch, sizeof *out)) || mt_tune(m, in, o->npatch, &D, &to, out,
+								   &r) < 0) {
+		tool_fail("cannot tune the payloads of", o->model);
+		goto out;
+	}
+	secs = tool_now() - t0;
+	printf("model: kl sel %.6f -> %.6f fit %.6f -> %.6f | step %zu of %zu | %zu payloads | "
+	       "%.1f s %.1f GFLOP/s\n", r.sel_before, r.sel_after, r.fit_before, r.fit_after,
+	       r.best_step, to.steps, o->npatch, secs, r.flops / secs * 1e-9);
+	rc = write_model(o, f, in, out, &r, &to);
+out:
+	for (size_t i = 0; out && i < o->npatch; i++)
+		free(out[i]);
+	free(out);
+	free(w);
+	free_inputs(o, in);
+	data_free(&t);
 	return rc;
 }
 
@@ -459,6 +602,8 @@ static void free_patches(opts *o)
 {
 	for (size_t i = 0; i < o->npatch; i++)
 		free((char *)o->patch_name[i]);
+	free(o->patch_name);
+	free(o->patch_file);
 	o->npatch = 0;
 }
 
@@ -487,7 +632,7 @@ int main(int argc, char **argv)
 	}
 	rc = EXIT_FAIL;
 	if (same_shape(&o, &m, &bm) == 0 && load_tokens(&o, &f, &ids, &n) == 0)
-		rc = final_norm(&o, &f, &m, &bm, ids);
+		rc = o.e2e ? e2e_mode(&o, &f, &m, &bm, ids) : final_norm(&o, &f, &m, &bm, ids);
 	fw_close(&bm);
 	cmf_close(&bf);
 out:

@@ -1,0 +1,415 @@
+/* mtune.c - model reconstruction of every payload's scales (mtune.h) */
+#include "mtune.h"
+
+#include "block.h"
+#include "blr.h"
+#include "err.h"
+#include "mem.h"
+#include "normcal.h"
+#include "rng.h"
+#include "tparam.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* windows an evaluation runs through the layers together (one layer load per group) */
+#define MT_GROUP 8
+
+typedef struct {
+	fw_model *m;
+	const mt_data *D;
+	tp_tensor *t;
+	int *layer;           /* (nt) the layer of each tuned tensor */
+	size_t nt, lmin, L;
+	size_t *row0, *fit, nfit, tmax;
+	size_t bt, cap;       /* rows of a batch's plane of X; rows of a group's */
+	float *X;             /* ((L + 1) planes × bt × d) the batch's states entering each layer */
+	float *dy, *hn, *gz;  /* (cap × d) */
+	float *dwx[FW_NMAT];  /* gradients of the projections that are not tuned */
+	fw_scratch s;
+	bk_cache c;
+	double flops, batch_kl; /* batch_kl: the last batch's mean KL */
+} mt_run;
+
+/* the layer and projection a tensor name is; -1 with reason */
+static int locate(const fw_model *m, const char *name, int *layer, int *which)
+{
+	char buf[160];
+
+	for (int l = 0; l < m->a.layers; l++)
+		for (int i = 0; i < FW_NMAT; i++)
+			if (fw_tensor_name(buf, sizeof buf, l, i) == 0 && !strcmp(buf, name)) {
+				*layer = l, *which = i;
+				return 0;
+			}
+	nv_seterr("'%s' is not a projection of the model", name);
+	return -1;
+}
+
+/* every input a projection of its own, its payload of the projection's shape */
+static int tensors_init(mt_run *u, const tn_input *in, size_t nin)
+{
+	const fw_model *m = u->m;
+	size_t rows[FW_NMAT] = { m->qdim, m->kvdim, m->kvdim, m->d, m->ff, m->ff, m->d };
+	size_t cols[FW_NMAT] = { m->d, m->d, m->d, m->qdim, m->d, m->d, m->ff };
+
+	u->lmin = (size_t)m->a.layers;
+	if (!(u->t = nv_calloc(nin, sizeof *u->t)) || !(u->layer = nv_calloc(nin, sizeof(int))))
+		return -1;
+	for (; u->nt < nin; u->nt++) {
+		tp_tensor *t = &u->t[u->nt];
+		int l, w;
+
+		if (locate(m, in[u->nt].name, &l, &w) < 0 || tp_init(t, w, in[u->nt].payload,
+								      in[u->nt].len) < 0)
+			goto fail;
+		for (size_t j = 0; j < u->nt; j++)
+			if (u->layer[j] == l && u->t[j].which == w) {
+				nv_seterr("'%s' is given twice", in[u->nt].name);
+				goto fail;
+			}
+		if (t->m != rows[w] || t->n != cols[w]) {
+			nv_seterr("the payload of '%s' is %zux%zu, the model's tensor %zux%zu",
+				  in[u->nt].name, t->m, t->n, rows[w], cols[w]);
+			goto fail;
+		}
+		u->layer[u->nt] = l;
+		u->lmin = (size_t)l < u->lmin ? (size_t)l : u->lmin;
+	}
+	return 0;
+fail:
+	tp_free(&u->t[u->nt]);
+	return -1;
+}
+
+static void run_free(mt_run *u)
+{
+	for (size_t i = 0; i < u->nt; i++)
+		tp_free(&u->t[i]);
+	free(u->t);
+	free(u->layer);
+	free(u->row0);
+	free(u->fit);
+	free(u->X);
+	free(u->dy);
+	free(u->hn);
+	free(u->gz);
+	for (int i = 0; i < FW_NMAT; i++)
+		free(u->dwx[i]);
+	fw_scratch_free(&u->s);
+	bk_free(&u->c);
+}
+
+static int run_init(mt_run *u, const tn_input *in, size_t nin, size_t batch)
+{
+	const fw_model *m = u->m;
+	size_t rows[FW_NMAT] = { m->qdim, m->kvdim, m->kvdim, m->d, m->ff, m->ff, m->d };
+	size_t cols[FW_NMAT] = { m->d, m->d, m->d, m->qdim, m->d, m->d, m->ff }, planes;
+
+	u->L = (size_t)m->a.layers;
+	u->tmax = fw_windows_tmax(u->D->w, u->D->nw);
+	u->bt = batch * u->tmax;
+	u->cap = (batch > MT_GROUP ? batch : MT_GROUP) * u->tmax;
+	planes = (u->L + 1) * u->bt > u->cap ? (u->L + 1) * u->bt : u->cap;
+	if (tensors_init(u, in, nin) < 0 || fw_scratch_init(&u->s, m, u->tmax) < 0 ||
+	    bk_init(&u->c, m, u->tmax) < 0)
+		return -1;
+	u->X = nv_malloc(planes, m->d * sizeof(float));
+	u->dy = nv_malloc(u->cap, m->d * sizeof(float));
+	u->hn = nv_malloc(u->cap, m->d * sizeof(float));
+	u->gz = nv_malloc(u->cap, m->d * sizeof(float));
+	u->row0 = nv_malloc(u->D->nw, sizeof(size_t));
+	u->fit = nv_malloc(u->D->nw, sizeof(size_t));
+	if (!u->X || !u->dy || !u->hn || !u->gz || !u->row0 || !u->fit)
+		return -1;
+	for (int i = 0; i < FW_NMAT; i++)
+		if (!(u->dwx[i] = nv_malloc(rows[i], cols[i] * sizeof(float))))
+			return -1;
+	for (size_t i = 0, r = 0; i < u->D->nw; r += u->D->w[i].len - 1, i++) {
+		u->row0[i] = r;
+		if (!u->D->w[i].sel)
+			u->fit[u->nfit++] = i;
+	}
+	return 0;
+}
+
+static void close_tensors(mt_run *u, size_t l)
+{
+	for (size_t i = 0; i < u->nt; i++)
+		if ((size_t)u->layer[i] == l)
+			tp_close(&u->t[i]);
+}
+
+/*
+ * layer l of the model, its tuned projections from their stored bytes
+ * (stored) or rebuilt from the current scales, which are then left open
+ */
+static int layer_load(mt_run *u, size_t l, int stored, fw_layer *ly)
+{
+	fw_override ov[FW_NMAT];
+	size_t nov = 0;
+	char name[FW_NMAT][160];
+
+	/* the tuned projections are not converted from the model: they are filled below */
+	for (size_t i = 0; i < u->nt; i++)
+		if ((size_t)u->layer[i] == l) {
+			fw_tensor_name(name[nov], sizeof name[nov], (int)l, u->t[i].which);
+			ov[nov] = (fw_override){ name[nov], NULL, 0 };
+			nov++;
+		}
+	if (fw_layer_load(u->m, (int)l, ov, nov, ly) < 0)
+		return -1;
+	for (size_t i = 0; i < u->nt; i++) {
+		tp_tensor *t = &u->t[i];
+
+		if ((size_t)u->layer[i] != l)
+			continue;
+		if (stored ? blr_dequantize(t->bytes, t->len, ly->w[t->which]) < 0 : tp_open(t) < 0) {
+			close_tensors(u, l);
+			fw_layer_free(ly);
+			return -1;
+		}
+		if (!stored)
+			tp_rebuild(t, ly->w[t->which], &u->flops);
+	}
+	return 0;
+}
+
+/* positions of window i */
+static size_t wlen(const mt_run *u, size_t i)
+{
+	return u->D->w[i].len - 1;
+}
+
+/*
+ * windows win[0..nb) through every layer: with keep, plane l of X holds
+ * the states entering layer l and plane L the final ones; without, plane 0
+ * is run in place.  The final states' plane is returned.
+ */
+static float *forward(mt_run *u, const size_t *win, size_t nb, int stored, int keep)
+{
+	size_t d = u->m->d, plane = u->bt * d;
+
+	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++)
+		if (fw_embed(u->m, u->D->tok + u->D->w[win[b]].start, wlen(u, win[b]),
+			     u->X + off * d) < 0)
+			return NULL;
+	for (size_t l = 0; l < u->L; l++) {
+		float *in = u->X + (keep ? l * plane : 0), *out = in + (keep ? plane : 0);
+		fw_layer ly;
+		int rc = 0;
+
+		if (layer_load(u, l, stored, &ly) < 0)
+			return NULL;
+		for (size_t b = 0, off = 0; b < nb && rc == 0; off += wlen(u, win[b]), b++) {
+			if (keep)
+				memcpy(out + off * d, in + off * d, wlen(u, win[b]) * d * sizeof(float));
+			rc = fw_layer_run(u->m, &ly, &u->s, out + off * d, wlen(u, win[b]), NULL);
+		}
+		if (!stored)
+			close_tensors(u, l);
+		fw_layer_free(&ly);
+		if (rc < 0)
+			return NULL;
+	}
+	return u->X + (keep ? u->L * plane : 0);
+}
+
+/* the head's data for window i with final states h (T × d): hn the converted ones normalized */
+static nc_data head_data(mt_run *u, size_t i, const float *h)
+{
+	size_t d = u->m->d, T = wlen(u, i);
+
+	fw_rmsnorm(h, NULL, u->hn, T, d, u->m->a.rms_eps);
+	return (nc_data){ d, u->m->vocab, u->D->E, u->D->Es, u->hn, u->D->ns + u->row0[i] * d,
+			  T, 0 };
+}
+
+/*
+ * the mean KL per position with the stored payloads over the SEL windows
+ * (sel 1), or over as many of the first FIT windows as there are SEL ones
+ * (sel 0: a FIT figure that costs no more than the SEL one, whatever FIT is)
+ */
+static int part_kl(mt_run *u, int sel, double *out)
+{
+	size_t win[MT_GROUP], nb = 0, count = 0, taken = 0, cap = u->D->nw - u->nfit;
+	double sum = 0;
+
+	for (size_t i = 0; i <= u->D->nw; i++) {
+		if (i < u->D->nw && u->D->w[i].sel == sel && taken < cap)
+			win[nb++] = i, taken++;
+		if (nb == 0 || (nb < MT_GROUP && i < u->D->nw))
+			continue;
+		float *h = forward(u, win, nb, 1, 0);
+
+		if (!h)
+			return -1;
+		for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++) {
+			nc_data D = head_data(u, win[b], h + off * u->m->d);
+			double kl;
+
+			if (nc_kl(&D, u->m->final_w, 0, NULL, D.fit, &kl, NULL, &u->flops) < 0)
+				return -1;
+			sum += kl * (double)D.fit;
+			count += D.fit;
+		}
+		nb = 0;
+	}
+	if (count == 0 || !isfinite(sum)) {
+		nv_seterr("the %s KL is %s", sel ? "SEL" : "FIT", count ? "not finite" : "empty");
+		return -1;
+	}
+	*out = sum / (double)count;
+	return 0;
+}
+
+/* dy of each window of the batch: the head's gradient of the batch's mean KL through the final norm */
+static int head_back(mt_run *u, const size_t *win, size_t nb, const float *h)
+{
+	size_t d = u->m->d, count = 0;
+
+	for (size_t b = 0; b < nb; b++)
+		count += wlen(u, win[b]);
+	memset(u->dy, 0, count * d * sizeof(float));
+	u->batch_kl = 0;
+	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++) {
+		nc_data D = head_data(u, win[b], h + off * d);
+		double kl;
+
+		if (nc_kl_back(&D, u->m->final_w, 0, D.fit, &kl, u->gz, &u->flops) < 0)
+			return -1;
+		u->batch_kl += kl / (double)count;
+		for (size_t k = 0; k < D.fit * d; k++)
+			u->gz[k] /= (float)count;
+		bk_rmsnorm_back(h + off * d, u->m->final_w, u->gz, u->dy + off * d, D.fit, d,
+				u->m->a.rms_eps);
+	}
+	return 0;
+}
+
+/* back through layer l: its tuned tensors' scale gradients, dy becomes the gradient of its input */
+static int layer_back(mt_run *u, size_t l, const size_t *win, size_t nb)
+{
+	const fw_model *m = u->m;
+	size_t d = m->d, plane = u->bt * d;
+	float *dw[FW_NMAT];
+	fw_layer ly;
+
+	if (layer_load(u, l, 0, &ly) < 0)
+		return -1;
+	memcpy(dw, u->dwx, sizeof dw);
+	for (size_t i = 0; i < u->nt; i++)
+		if ((size_t)u->layer[i] == l)
+			dw[u->t[i].which] = u->t[i].dw;
+	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++) {
+		size_t T = wlen(u, win[b]);
+
+		if (bk_forward(m, &ly, &u->c, u->X + l * plane + off * d, T) < 0) {
+			close_tensors(u, l);
+			fw_layer_free(&ly);
+			return -1;
+		}
+		bk_backward(m, &ly, &u->c, u->dy + off * d, dw, l > u->lmin ? u->dy + off * d : NULL);
+		u->flops += 8.0 * (double)T * (double)d *
+			    (double)(m->qdim + 2 * m->kvdim + m->d + 3 * m->ff);
+	}
+	for (size_t i = 0; i < u->nt; i++)
+		if ((size_t)u->layer[i] == l)
+			tp_chain(&u->t[i], &u->flops);
+	close_tensors(u, l);
+	fw_layer_free(&ly);
+	return 0;
+}
+
+/* one step's gradient over a batch of FIT windows, into every tensor's gr */
+static int batch_grad(mt_run *u, const size_t *win, size_t nb)
+{
+	float *h = forward(u, win, nb, 0, 1);
+
+	if (!h || head_back(u, win, nb, h) < 0)
+		return -1;
+	for (size_t l = u->L; l-- > u->lmin;)
+		if (layer_back(u, l, win, nb) < 0)
+			return -1;
+	return 0;
+}
+
+/* tp_loop's: the gradient of a batch, the SEL KL of the stored bytes */
+static int loop_grad(void *ctx, const size_t *win, size_t nb)
+{
+	return batch_grad(ctx, win, nb);
+}
+
+static int loop_sel(void *ctx, double *loss)
+{
+	return part_kl(ctx, 1, loss);
+}
+
+static void loop_measured(void *ctx, size_t step, double sel)
+{
+	mt_run *u = ctx;
+
+	if (u->D->progress)
+		u->D->progress(step, sel);
+}
+
+int mt_tune(fw_model *m, const tn_input *in, size_t nin, const mt_data *D, const tn_opts *o,
+	    uint8_t **out, mt_result *r)
+{
+	mt_run u = { .m = m, .D = D };
+	size_t k = 0;
+	int rc = -1;
+
+	memset(r, 0, sizeof *r);
+	if (nin == 0 || o->batch == 0 || o->batch > 64 || o->eval_every == 0) {
+		nv_seterr("payloads, a batch of 1 to 64 windows and an evaluation period are needed");
+		return -1;
+	}
+	if (run_init(&u, in, nin, o->batch) < 0)
+		goto out;
+	if (u.nfit == 0 || u.nfit == D->nw) {
+		nv_seterr("the tuning needs FIT and SEL windows");
+		goto out;
+	}
+	if (tp_snapshot(u.t, u.nt, out) < 0)
+		goto out;
+	k = u.nt;
+	tp_loop lp = { &u, loop_grad, loop_sel, NULL, loop_measured };
+	if (part_kl(&u, 0, &r->fit_before) < 0 || part_kl(&u, 1, &r->sel_before) < 0)
+		goto out;
+	r->sel_after = r->sel_before;
+	if (tp_steps(u.t, u.nt, u.fit, u.nfit, o, &lp, out, &r->sel_after, &r->best_step) < 0)
+		goto out;
+	tp_reload(u.t, u.nt, out);
+	if (part_kl(&u, 0, &r->fit_after) < 0)
+		goto out;
+	rc = 0;
+out:
+	r->flops = u.flops + u.s.flops;
+	if (rc < 0)
+		tp_snapshot_free(out, k);
+	run_free(&u);
+	return rc;
+}
+
+int mt_gradient(fw_model *m, const tn_input *in, size_t nin, const mt_data *D, const size_t *win,
+		size_t nb, double *kl, double **g)
+{
+	mt_run u = { .m = m, .D = D };
+	int rc = -1;
+
+	if (nb == 0 || nb > 64) {
+		nv_seterr("a batch of 1 to 64 windows is needed");
+		return -1;
+	}
+	if (run_init(&u, in, nin, nb) == 0 && batch_grad(&u, win, nb) == 0) {
+		for (size_t i = 0; i < nin; i++)
+			for (size_t p = 0; p < u.t[i].np; p++)
+				memcpy(g[i] + p * u.t[i].nv, u.t[i].gr[p], u.t[i].nv * sizeof(double));
+		*kl = u.batch_kl;
+		rc = 0;
+	}
+	run_free(&u);
+	return rc;
+}

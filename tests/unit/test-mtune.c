@@ -1,0 +1,282 @@
+/*
+ * test-mtune.c - model reconstruction (mtune.h) on the tiny two-layer
+ * model: payloads of one and two paths replace six projections of both
+ * layers; the KL that mt_gradient reports is the one an independent route
+ * gives (forward.h's layer-major fw_final_states and normcal's nc_kl on a
+ * model whose tensors hold the payloads' values), and its gradient with
+ * respect to the log-multipliers of h, g and ℓ agrees with central
+ * differences of that route, the model's tensors rebuilt from perturbed
+ * factors; mt_tune keeps its promises (SEL never worse, same bytes twice,
+ * no steps the inputs back) and refuses bad input.
+ */
+#include "blr.h"
+#include "err.h"
+#include "f16.h"
+#include "mtune.h"
+#include "normcal.h"
+#include "tap.h"
+#include "tinymodel.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { NT = 6, R = 8, WIN = 10, FITW = 2, SELW = 1, NTOK = (FITW + SELW) * WIN };
+
+/* the tuned projections: the F32 ones of the tiny model (q, o, down) in both layers */
+static const int layer_of[NT] = { 0, 0, 0, 1, 1, 1 }, slot_of[NT] = { FW_Q, FW_O, FW_DOWN,
+								     FW_Q, FW_O, FW_DOWN };
+
+typedef struct {
+	mem_model src, conv;   /* the source; the converted model, six tensors the payloads' */
+	ref_w rs, rc;
+	fw_model ms, mc;
+	uint8_t *pay[NT];
+	size_t len[NT], m[NT], n[NT], np[NT];
+	char name[NT][160];
+	tn_input in[NT];
+	uint32_t tok[NTOK];
+	fw_window *w;
+	size_t nw, rows;
+	float *ns, *E;
+	mt_data D;
+} fixture;
+
+/* a random payload of paths p for an m × n projection: W entries ~ 1/√n */
+static uint8_t *random_payload(tap_rng *r, size_t m, size_t n, size_t p, size_t *len)
+{
+	uint16_t h[2][24], g[2][24], l[2][R];
+	int8_t su[2][24 * R], sv[2][24 * R];
+	blr_path_in in[2];
+	uint8_t *out;
+
+	for (size_t q = 0; q < p; q++) {
+		for (size_t i = 0; i < m; i++)
+			h[q][i] = nv_f32_to_f16((float)(0.4 * (0.7 + 0.6 * rng_unif(r))));
+		for (size_t j = 0; j < n; j++)
+			g[q][j] = nv_f32_to_f16((float)(0.4 * (0.7 + 0.6 * rng_unif(r))));
+		for (size_t k = 0; k < R; k++)
+			l[q][k] = nv_f32_to_f16((float)((0.5 + rng_unif(r)) / sqrt((double)(n * p))));
+		for (size_t i = 0; i < m * R; i++)
+			su[q][i] = rng_u64(r) & 1 ? 1 : -1;
+		for (size_t i = 0; i < n * R; i++)
+			sv[q][i] = rng_u64(r) & 1 ? 1 : -1;
+		in[q] = (blr_path_in){ h[q], g[q], l[q], su[q], sv[q] };
+	}
+	*len = blr_payload_size(m, n, R, p);
+	out = malloc(*len);
+	if (blr_build(m, n, R, p, in, out) < 0)
+		abort();
+	return out;
+}
+
+static cmf_tensor *tensor(mem_model *mm, const char *name)
+{
+	for (size_t i = 0; i < mm->f.ntensors; i++)
+		if (!strcmp(mm->f.t[i].name, name))
+			return &mm->f.t[i];
+	abort();
+}
+
+/*
+ * tensor t of the converted model ← the payload's Ŵ = A·Bᵀ (f64), the
+ * log-multiplier of scale k of path p moved by e (k: h | g | ℓ)
+ */
+static void put_weights(fixture *f, int t, size_t p, size_t k, double e)
+{
+	size_t m = f->m[t], n = f->n[t], pr = f->np[t] * R;
+	float *a = malloc(m * pr * sizeof *a), *b = malloc(n * pr * sizeof *b);
+	float *w = (float *)tensor(&f->conv, f->name[t])->data;
+	double x = exp(e);
+
+	blr_factors(f->pay[t], f->len[t], a, b);
+	if (k < m)
+		for (size_t c = p * R; c < (p + 1) * R; c++)
+			a[k * pr + c] = (float)(a[k * pr + c] * x);
+	else if (k < m + n)
+		for (size_t c = p * R; c < (p + 1) * R; c++)
+			b[(k - m) * pr + c] = (float)(b[(k - m) * pr + c] * x);
+	else
+		for (size_t i = 0; i < m; i++)
+			a[i * pr + p * R + k - m - n] = (float)(a[i * pr + p * R + k - m - n] * x);
+	for (size_t i = 0; i < m; i++)
+		for (size_t j = 0; j < n; j++) {
+			double s = 0;
+
+			for (size_t c = 0; c < pr; c++)
+				s += (double)a[i * pr + c] * b[j * pr + c];
+			w[i * n + j] = (float)s;
+		}
+	free(a);
+	free(b);
+}
+
+static void setup(fixture *f, tap_rng *r)
+{
+	tap_rng r1 = *r, r2 = *r;
+	size_t d = 16, ff = 24, qd = 16;
+	size_t rows[FW_NMAT] = { qd, 8, 8, d, ff, ff, d }, cols[FW_NMAT] = { d, d, d, qd, d, d, ff };
+
+	memset(f, 0, sizeof *f);
+	build_tiny(&f->src, &f->rs, &r1);
+	build_tiny(&f->conv, &f->rc, &r2); /* the same draws: the same model */
+	*r = r1;
+	for (int t = 0; t < NT; t++) {
+		f->m[t] = rows[slot_of[t]], f->n[t] = cols[slot_of[t]], f->np[t] = 1 + (t % 2);
+		f->pay[t] = random_payload(r, f->m[t], f->n[t], f->np[t], &f->len[t]);
+		fw_tensor_name(f->name[t], sizeof f->name[t], layer_of[t], slot_of[t]);
+		f->in[t] = (tn_input){ f->name[t], f->pay[t], f->len[t] };
+		put_weights(f, t, 0, 0, 0.0);
+	}
+	for (size_t i = 0; i < NTOK; i++)
+		f->tok[i] = (uint32_t)(rng_u64(r) % 37);
+	ok(fw_open(&f->ms, &f->src.f) == 0 && fw_open(&f->mc, &f->conv.f) == 0,
+	   "the tiny source and its converted copy");
+	f->w = fw_windows(FITW * WIN, SELW * WIN, WIN, &f->nw, &f->rows);
+	f->ns = malloc(f->rows * d * sizeof(float));
+	if (!f->w || fw_final_states(&f->ms, f->tok, f->w, f->nw, f->ns) < 0 ||
+	    !(f->E = fw_head_f32(&f->ms)))
+		abort();
+	fw_rmsnorm(f->ns, f->ms.final_w, f->ns, f->rows, d, f->ms.a.rms_eps);
+	f->D = (mt_data){ f->tok, f->w, f->nw, f->ns, f->E, f->E, NULL };
+}
+
+static void teardown(fixture *f)
+{
+	for (int t = 0; t < NT; t++)
+		free(f->pay[t]);
+	fw_close(&f->ms);
+	fw_close(&f->mc);
+	free_model(&f->src);
+	free_model(&f->conv);
+	free_ref(&f->rs);
+	free_ref(&f->rc);
+	free(f->w);
+	free(f->ns);
+	free(f->E);
+}
+
+/* the independent route: the converted model's mean KL over the FIT windows */
+static double route_kl(fixture *f)
+{
+	size_t fit = FITW * (WIN - 1), d = 16;
+	float x[FITW * (WIN - 1) * 16];
+	double kl;
+	nc_data D = { d, 37, f->E, f->E, x, f->ns, fit, 0 };
+
+	if (fw_final_states(&f->mc, f->tok, f->w, FITW, x) < 0)
+		abort();
+	fw_rmsnorm(x, NULL, x, fit, d, f->mc.a.rms_eps);
+	if (nc_kl(&D, f->mc.final_w, 0, NULL, fit, &kl, NULL, NULL) < 0)
+		abort();
+	return kl;
+}
+
+static void check_gradient(fixture *f)
+{
+	size_t win[FITW] = { 0, 1 };
+	double *g[NT], kl, e = 1e-2;
+	int t;
+
+	for (t = 0; t < NT; t++)
+		g[t] = calloc(f->np[t] * (f->m[t] + f->n[t] + R), sizeof(double));
+
+	int rc = mt_gradient(&f->mc, f->in, NT, &f->D, win, FITW, &kl, g);
+
+	ok(rc == 0, "mt_gradient: %s", rc ? nv_err() : "the KL and every scale's gradient");
+	/* the same sums in another order (sgemm blocks, f32): 1e-5 of a KL of ~0.3 */
+	ok(fabs(kl - route_kl(f)) <= 1e-5, "its KL %.7f is the independent route's %.7f", kl,
+	   route_kl(f));
+	for (t = 0; t < NT; t++) {
+		size_t nv = f->m[t] + f->n[t] + R;
+		double worst = 0, big = 0;
+
+		for (size_t p = 0; p < f->np[t]; p++)
+			for (size_t k = 0; k < nv; k++) {
+				double up, dn, fd;
+
+				put_weights(f, t, p, k, e);
+				up = route_kl(f);
+				put_weights(f, t, p, k, -e);
+				dn = route_kl(f);
+				fd = (up - dn) / (2 * e);
+				worst = fmax(worst, fabs(fd - g[t][p * nv + k]));
+				big = fmax(big, fabs(fd));
+			}
+		put_weights(f, t, 0, 0, 0.0);
+		/*
+		 * central differences at e = 1e-2 in log-scale: truncation O(e²) ≈ 1e-4 of
+		 * the gradient; the route's f32 KL (≈1e-7) over 2e adds 1e-5; 2e-3 of the
+		 * largest entry bounds both with room
+		 */
+		ok(big > 0 && worst <= 2e-3 * big,
+		   "%s (%zu path%s): ∂KL/∂s of every h, g, ℓ is the central differences' "
+		   "(|err| %.2g of %.2g)", f->name[t], f->np[t], f->np[t] > 1 ? "s" : "", worst, big);
+		free(g[t]);
+	}
+}
+
+static void check_tune(fixture *f)
+{
+	tn_opts o = { 12, 1, 3, 0.01, 5 };
+	uint8_t *a[NT] = { 0 }, *b[NT] = { 0 }, *z[NT] = { 0 };
+	mt_result r, r2, r0;
+	int same = 1, back = 1, moved = 0;
+
+	int rc = mt_tune(&f->mc, f->in, NT, &f->D, &o, a, &r);
+
+	ok(rc == 0, "mt_tune: %s", rc ? nv_err() : "12 steps");
+	ok(r.sel_after <= r.sel_before, "SEL never worse: %.6f -> %.6f (step %zu)", r.sel_before,
+	   r.sel_after, r.best_step);
+	ok(r.best_step > 0 && r.fit_after < r.fit_before, "and the tiny model gains: FIT %.6f -> "
+	   "%.6f", r.fit_before, r.fit_after);
+	ok(mt_tune(&f->mc, f->in, NT, &f->D, &o, b, &r2) == 0, "a second run");
+	o.steps = 0;
+	ok(mt_tune(&f->mc, f->in, NT, &f->D, &o, z, &r0) == 0 && r0.best_step == 0,
+	   "no steps: the start");
+	for (int t = 0; t < NT; t++) {
+		same &= !memcmp(a[t], b[t], f->len[t]);
+		back &= !memcmp(z[t], f->pay[t], f->len[t]);
+		moved |= memcmp(a[t], f->pay[t], f->len[t]) != 0;
+		free(a[t]);
+		free(b[t]);
+		free(z[t]);
+	}
+	ok(same && moved, "same inputs, same bytes (and they moved)");
+	ok(back, "no steps: the inputs' bytes back");
+}
+
+static void check_refusals(fixture *f)
+{
+	tn_opts o = { 2, 1, 1, 0.01, 5 };
+	tn_input bad[2] = { f->in[0], f->in[0] };
+	uint8_t *out[2] = { 0 };
+	mt_result r;
+	int rc;
+
+	rc = mt_tune(&f->mc, bad, 2, &f->D, &o, out, &r);
+	ok(rc < 0 && strstr(nv_err(), "twice"), "a projection given twice is refused: %s", nv_err());
+	bad[0].name = "model.layers.2.self_attn.q_proj.weight";
+	rc = mt_tune(&f->mc, bad, 1, &f->D, &o, out, &r);
+	ok(rc < 0 && strstr(nv_err(), "not a projection"), "a tensor the model lacks is refused: %s",
+	   nv_err());
+	bad[0] = f->in[2]; /* down's payload (16 × 24) */
+	bad[0].name = f->in[0].name;
+	rc = mt_tune(&f->mc, bad, 1, &f->D, &o, out, &r);
+	ok(rc < 0 && strstr(nv_err(), "16x24"), "a payload of another shape is refused: %s",
+	   nv_err());
+	ok(out[0] == NULL && out[1] == NULL, "and nothing is returned");
+}
+
+int main(void)
+{
+	tap_rng r = { 11 };
+	fixture f;
+
+	setup(&f, &r);
+	check_gradient(&f);
+	check_tune(&f);
+	check_refusals(&f);
+	teardown(&f);
+	return done_testing();
+}

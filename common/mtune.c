@@ -379,6 +379,7 @@ int mt_tune(fw_model *m, const tn_input *in, size_t nin, const mt_data *D, const
 	if (part_kl(&u, 0, &r->fit_before) < 0 || part_kl(&u, 1, &r->sel_before) < 0)
 		goto out;
 	r->sel_after = r->sel_before;
+	loop_measured(&u, 0, r->sel_before);
 	if (tp_steps(u.t, u.nt, u.fit, u.nfit, o, &lp, out, &r->sel_after, &r->best_step) < 0)
 		goto out;
 	tp_reload(u.t, u.nt, out);

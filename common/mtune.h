@@ -38,7 +38,7 @@ typedef struct {
 	size_t nw;
 	const float *ns;      /* (Σ (len − 1) × d) the source's final states, normalized, × w° */
 	const float *E, *Es;  /* (vocab × d) the model's head and the source's (may be E) */
-	/* NULL, or called with each SEL measurement: the step and its mean KL */
+	/* NULL, or called with each SEL measurement (the start as step 0): the step, its mean KL */
 	void (*progress)(size_t step, double sel);
 } mt_data;
 

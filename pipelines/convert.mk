@@ -398,7 +398,7 @@ $(APPLIED): $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json $(foreach l,$(LAYERS
 	$(if $(filter 1,$(CALIBRATE) $(E2E)),,@$(call say,'wrote $@ and $@.blr.txt'))
 
 ifeq ($(CALIBRATE),1)
-$(CALIBRATED): $(APPLIED) $(LAST)
+$(CALIBRATED): $(APPLIED) $(OUT)/calibrate.set $(if $(filter 0,$(E2E)),$(OUT)/e2e.set)
 	@$(call say,'calibrate the final norm against $(MODEL)')
 	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/calibrate.log -- $(T)blr-tune --final-norm -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(CAPTURE) -o $@ >$(OUT)/calibrate.txt.tmp
 	$(Q)mv $(OUT)/calibrate.txt.tmp $(OUT)/calibrate.txt

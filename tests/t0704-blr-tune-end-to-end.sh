@@ -128,7 +128,8 @@ test_expect_success 'convert.mk E2E=1: the last step, -j1 and -j2 the same bytes
 test_expect_success 'E2E: a lost model is made again to the same bytes; off again, the calibrated model' '
 	cp c/model.cmf keep.cmf && rm c/model.cmf &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2 CALIBRATE=1 E2E=1 -j2 2>err &&
-	test_grep "end to end" err && cmp keep.cmf c/model.cmf &&
+	test_grep "end to end" err && test_no_grep "calibrate the final norm" err &&
+	cmp keep.cmf c/model.cmf &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2 CALIBRATE=1 E2E=0 -j2 2>err &&
 	test_no_grep "end to end" err && cmp c/model.cmf c/calibrated.cmf &&
 	cmf-patch extract -o x.raw c/model.cmf model.layers.1.mlp.down_proj.weight &&

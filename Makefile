@@ -114,7 +114,7 @@ check: unit-check tool-check man-check
 # python packages some tests use as independent references (numpy, safetensors,
 # the tokenizers library that reads tokenizer.json),
 # in a virtual environment inside the build tree
-PY_PKGS := numpy safetensors tokenizers==0.22.1
+PY_PKGS := numpy safetensors tokenizers==0.22.1 transformers==4.57.1
 VENV    := $(BUILD)/venv
 # the stamp holds the package list: a venv made for another list is brought up to date
 ifneq ($(file <$(VENV)/.ok),$(PY_PKGS))

@@ -381,7 +381,11 @@ static int window_fields(const cJSON *o, const char *what, cmf_arch *a)
 		return nv_seterr("%s: key 'use_sliding_window' = true: only Qwen2 and Qwen3 switch "
 				 "a window with it", what), -1;
 	if (is(a, "mistral") || use) {
-		if (get_int(o, what, "sliding_window", use, 0, 1, big, &a->window) < 0 ||
+		/* MistralConfig's window is 4096 when the key is absent (null: none) */
+		long def = is(a, "mistral") && !cJSON_GetObjectItemCaseSensitive(o, "sliding_window")
+				   ? 4096 : 0;
+
+		if (get_int(o, what, "sliding_window", use, def, 1, big, &a->window) < 0 ||
 		    (use && get_int(o, what, "max_window_layers", 0, 28, 0, big, &a->window_from) < 0))
 			return -1;
 	}
@@ -403,6 +407,12 @@ static int name_field(const cJSON *o, const char *what, cmf_arch *a)
 	return 0;
 }
 
+/* transformers' own: Qwen3Config's head_dim is 128 when absent, the others' hidden / heads */
+static long head_dim_default(const cmf_arch *a)
+{
+	return is(a, "qwen3") ? 128 : a->hidden / a->heads;
+}
+
 static int arch_fields(const cJSON *o, const char *what, cmf_arch *a)
 {
 	const long big = 1L << 30;
@@ -415,7 +425,7 @@ static int arch_fields(const cJSON *o, const char *what, cmf_arch *a)
 	    get_int(o, what, "vocab_size", 1, 0, 1, big, &a->vocab) < 0)
 		return -1;
 	if (get_int(o, what, "num_key_value_heads", 0, a->heads, 1, a->heads, &a->kv_heads) < 0 ||
-	    get_int(o, what, "head_dim", 0, a->hidden / a->heads, 1, big, &a->head_dim) < 0 ||
+	    get_int(o, what, "head_dim", 0, head_dim_default(a), 1, big, &a->head_dim) < 0 ||
 	    get_double(o, what, "rms_norm_eps", 1e-6, 0, 1, &a->rms_eps) < 0 ||
 	    get_double(o, what, "rope_theta", 10000.0, 0, 1e12, &a->rope_theta) < 0 ||
 	    get_bool(o, what, "tie_word_embeddings", 0, &a->tied) < 0 ||

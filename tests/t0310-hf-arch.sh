@@ -8,7 +8,8 @@
 # Qwen2 with its sliding window; Qwen3 (q_norm, k_norm); Mistral's window.
 # Each model's mean NLL agrees with the reference to 1e-4 nats, and the
 # reference run without the feature differs by more than 1e-3, so that a
-# forward ignoring the feature fails.  Export writes the features back.
+# forward ignoring the feature fails.  Export writes the features back, and
+# transformers' own AutoConfig reads each export as it reads its source.
 . "$(dirname "$0")/test-lib.sh"
 REF="$NVG_TOP/tests/ref/hfmodel.py"
 
@@ -98,6 +99,18 @@ test_expect_success 'mistral: the sliding window on every layer' '
 	check mis "\"model_type\": \"mistral\", \"sliding_window\": 6, \"head_dim\": 8"
 '
 
+test_expect_success 'keys left out read as transformers reads them: Qwen3 head_dim 128, Mistral window 4096' '
+	check q3d "\"model_type\": \"qwen3\"" any &&
+	cmf-patch info q3d.cmf >info && test_grep "^head_dim: 128" info &&
+	check misd "\"model_type\": \"mistral\"" any &&
+	cmf-patch info misd.cmf >info && test_grep "^sliding_window: 4096 from layer 0" info &&
+	mkdir q3h &&
+	"$NVG_PY" "$REF" make q3h "{$geo, \"model_type\": \"qwen3\", \"head_dim\": 8}" 7 &&
+	"$NVG_PY" -c "import json; p = \"q3h/config.json\"; c = json.load(open(p)); del c[\"head_dim\"]; json.dump(c, open(p, \"w\"))" &&
+	test_expect_code 1 cmf-patch import -o q3h.cmf q3h/model.safetensors 2>err &&
+	test_grep "q_proj.weight. has shape 32x32, the arch says 512x32" err
+'
+
 test_expect_success 'cmf-patch info names the features' '
 	cmf-patch info q3.cmf >info &&
 	test_grep "^qk_norm: yes" info &&
@@ -122,6 +135,18 @@ test_expect_success 'export writes the features into config.json, and import of 
 	test_grep "\"gelu_pytorch_tanh\"" ex.gelut/config.json &&
 	test_grep "Qwen3ForCausalLM" ex.q3/config.json &&
 	test_grep "MistralForCausalLM" ex.mis/config.json
+'
+
+# rp is left out: transformers 4.57 predates rope_parameters (transformers 5's)
+test_expect_success 'transformers reads each export as it reads the source (tests/ref/hfsame.py)' '
+	for m in l3 l31 lin yarn bias gelu gelut q2w q3 mis q3d misd; do
+		test -d ex.$m || { mkdir ex.$m && cmf-patch export -o ex.$m/model.safetensors $m.cmf; } &&
+		"$NVG_PY" "$TEST_DIR/ref/hfsame.py" $m ex.$m || return 1
+	done &&
+	mkdir other &&
+	"$NVG_PY" -c "import json; c = json.load(open(\"ex.mis/config.json\")); c[\"sliding_window\"] = 7; json.dump(c, open(\"other/config.json\", \"w\"))" &&
+	test_must_fail "$NVG_PY" "$TEST_DIR/ref/hfsame.py" mis other 2>err &&
+	test_grep "windows" err
 '
 
 test_done

@@ -24,7 +24,9 @@ from safetensors.numpy import load_file, save_file
 
 
 def geometry(c):
-    hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    # Qwen3Config's head_dim is 128 when absent; the others' hidden / heads
+    hd = c.get("head_dim") or (128 if c["model_type"] == "qwen3"
+                               else c["hidden_size"] // c["num_attention_heads"])
     return hd, c["num_attention_heads"], c.get("num_key_value_heads") or c["num_attention_heads"]
 
 
@@ -40,8 +42,8 @@ def features(c):
         f["qkv_bias"] = f["o_bias"] = True
     if mt == "llama" and c.get("mlp_bias"):
         f["mlp_bias"] = True
-    if mt == "mistral" and c.get("sliding_window"):
-        f["window"] = c["sliding_window"]
+    if mt == "mistral":  # MistralConfig's window is 4096 when the key is absent
+        f["window"] = c.get("sliding_window", 4096)
     if mt in ("qwen2", "qwen3") and c.get("use_sliding_window"):
         f["window"] = c["sliding_window"]
         f["window_from"] = c.get("max_window_layers", 28)

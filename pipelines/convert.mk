@@ -3,7 +3,8 @@
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
-#        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] [E2E=0|1] -j N
+#        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] \
+#        [E2E_TOKENS=IDS] -j N
 #
 # makes OUT/model.cmf and its report OUT/model.cmf.blr.txt.  Layer L is
 # calibrated on the hidden states S_L that the model produces with layers
@@ -42,9 +43,11 @@
 # on or off in an OUT redoes only these last steps.
 # E2E=1 (nvg) then tunes every payload's scales together, signs and bits
 # fixed, so that the whole model's next-token distributions follow the
-# source's (blr-tune --end-to-end: KL(source ‖ model) on the FIT windows,
-# the SEL windows choosing the step; OUT/calibrated.cmf is the model before
-# it, OUT/e2e.txt its report line); like CALIBRATE it is not stamped, and
+# source's (blr-tune --end-to-end: KL(source ‖ model) on FIT windows of its
+# own, the first E2E_FIT_TOKENS (4 × FIT_TOKENS) of E2E_TOKENS (the
+# calibration tokens when not given), and SEL_TOKENS after them choosing
+# the step; OUT/calibrated.cmf is the model before it, OUT/e2e.txt its
+# report line); like CALIBRATE it is not stamped (nor are its tokens), and
 # switching it redoes only the last steps.
 # Other targets: `sweep` (OUT/curves.txt: every tensor encoded at each of
 # SWEEP_BPW, widened to bracket BPW; the input of plan-alloc), `layers` (the generated rules only),
@@ -72,11 +75,14 @@ THREADS    ?= 1
 # the steps that make the converted model follow its source are on by default
 # (nvg; the final-norm calibration whenever there are calibration tokens): on
 # SmolLM2-135M they took the KL from 2.76 to 1.43 at 1.0 bpw and from 4.13 to
-# 1.84 at 0.55 (README, "Following the source"); 0 turns each off
+# 1.84 at 0.55 before E2E, which then took 0.8 bpw's from 1.63 to 1.44
+# (README, "Following the source"); 0 turns each off
 TRANSPORT  ?= $(if $(filter nvg,$(METHOD)),1,0)
 TUNE       ?= $(if $(filter nvg,$(METHOD)),1,0)
 CALIBRATE  ?= $(if $(or $(TOKENS),$(TEXT)),1,0)
-E2E        ?= 0
+E2E        ?= $(if $(filter nvg,$(METHOD)),1,0)
+E2E_FIT_TOKENS ?= $(shell echo $$(( 4 * $(FIT_TOKENS) )))
+E2E_TOKENS ?=
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
 BIN        ?=
 
@@ -133,8 +139,8 @@ endif
 CALIB := $(or $(TOKENS),$(TEXT))
 # the Grams are captured for nvg, and for dual-svid's SEL errors when there is data
 CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
-$(foreach v,MODEL PLAN CALIB,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
-$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
+$(foreach v,MODEL PLAN CALIB E2E_TOKENS,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
+$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE E2E_FIT_TOKENS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
 $(foreach v,BPW RHO KV_FACTOR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
 # every value in the range its tool takes (tools/tool.h), checked before OUT is touched
 in_range = $(shell awk -v v='$(1)' 'BEGIN { exit !(v + 0 $(2) && v + 0 $(3)) }' && echo y)
@@ -156,6 +162,14 @@ have_tokens := $(shell echo $$(( $$(stat -L -c %s '$(TOKENS)') / 4 )))
 ifeq ($(shell [ $(have_tokens) -ge $$(( $(FIT_TOKENS) + $(SEL_TOKENS) )) ] && echo y),)
 $(error convert.mk: too few calibration tokens: '$(TOKENS)' has $(have_tokens), FIT_TOKENS + SEL_TOKENS need $(shell echo $$(( $(FIT_TOKENS) + $(SEL_TOKENS) ))))
 endif
+endif
+endif
+# the end-to-end step's tokens: E2E_TOKENS, else the calibration's
+E2E_IDS := $(or $(E2E_TOKENS),$(TOKENS))
+ifeq ($(E2E)$(if $(E2E_IDS),y),1y)
+e2e_have := $(shell echo $$(( $$(stat -L -c %s '$(E2E_IDS)') / 4 )))
+ifeq ($(shell [ $(e2e_have) -ge $$(( $(E2E_FIT_TOKENS) + $(SEL_TOKENS) )) ] && echo y),)
+$(error convert.mk: too few tokens for E2E=1: '$(E2E_IDS)' has $(e2e_have), E2E_FIT_TOKENS + SEL_TOKENS need $(shell echo $$(( $(E2E_FIT_TOKENS) + $(SEL_TOKENS) ))) (give E2E_TOKENS or E2E_FIT_TOKENS, or E2E=0))
 endif
 endif
 
@@ -199,13 +213,15 @@ $(shell mv -f '$(STAMP).tmp' '$(STAMP)')
 endif
 endif
 # CALIBRATE and E2E are not parameters of the stamp: model.cmf follows
-# OUT/calibrate.set and OUT/e2e.set, each rewritten only when its setting changes
+# OUT/calibrate.set and OUT/e2e.set (E2E, then its FIT tokens and token
+# source when on), each rewritten only when its setting changes
+E2E_SET := $(E2E)$(if $(filter 1,$(E2E)), fit=$(E2E_FIT_TOKENS) $(if $(E2E_IDS),tokens=$(E2E_IDS),text=$(TEXT)))
 ifneq ($(LOCKED),)
 ifneq ($(file <$(OUT)/calibrate.set),$(CALIBRATE))
 $(file >$(OUT)/calibrate.set,$(CALIBRATE))
 endif
-ifneq ($(file <$(OUT)/e2e.set),$(E2E))
-$(file >$(OUT)/e2e.set,$(E2E))
+ifneq ($(file <$(OUT)/e2e.set),$(E2E_SET))
+$(file >$(OUT)/e2e.set,$(E2E_SET))
 endif
 # the temporaries a killed run left (no rerun would replace them): every file
 # of the conversion's naming, NAME.tmp and the tools' NAME.tmp.PID; under the
@@ -408,7 +424,7 @@ endif
 ifeq ($(E2E),1)
 $(OUT)/model.cmf: $(or $(CALIBRATED),$(APPLIED)) $(LAST)
 	@$(call say,'tune every payload against $(MODEL) end to end')
-	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/e2e.log -- $(T)blr-tune --end-to-end -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(CAPTURE) `$(LIB) patch-args $(OUT) '' $(SUB)` -o $@ >$(OUT)/e2e.txt.tmp
+	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/e2e.log -- $(T)blr-tune --end-to-end -q -m $< --base '$(MODEL)' $(if $(E2E_TOKENS),--tokens '$(E2E_TOKENS)',$(CALIB_ARG)) --fit-tokens $(E2E_FIT_TOKENS) --sel-tokens $(SEL_TOKENS) --window $(WINDOW) `$(LIB) patch-args $(OUT) '' $(SUB)` -o $@ >$(OUT)/e2e.txt.tmp
 	$(Q)mv $(OUT)/e2e.txt.tmp $(OUT)/e2e.txt
 	$(Q)sed 's/^/convert: /' $(OUT)/e2e.txt >&2
 	@$(call say,'wrote $@ and $@.blr.txt')

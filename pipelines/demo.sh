@@ -96,20 +96,27 @@ else
 fi
 say "$name: $("$bin/cmf-patch" info "$src" | awk '$1 == "layers:" { l = $2 } $1 == "parameters:" { p = $2 } END { printf "%d layers, %d parameters", l, p }')"
 
-# calibration: the first FIT+SEL tokens of the TinyStories train sample
+# calibration: the first FIT+SEL tokens of the TinyStories train sample; the
+# end-to-end step's own: the first 4·FIT+SEL (convert.mk's E2E_FIT_TOKENS)
 calib=$out/$name.calib.u32
-if [ ! -s "$calib" ]; then
+e2e=$out/$name.e2e.u32
+if [ ! -s "$calib" ] || [ ! -s "$e2e" ]; then
 	say "tokenizing the calibration text"
 	"$bin/cmf-eval" -m "$src" --text "$data/tinystories-train-sample.txt" --tokenize "$calib.all"
-	head -c $((4 * (fit + sel))) "$calib.all" >"$calib.tmp"
+	# a file already there is kept as it is: a conversion's stamp names its bytes
+	for f in "$calib:$((fit + sel))" "$e2e:$((4 * fit + sel))"; do
+		[ -s "${f%%:*}" ] && continue
+		head -c $((4 * ${f##*:})) "$calib.all" >"${f%%:*}.tmp"
+		mv "${f%%:*}.tmp" "${f%%:*}"
+	done
 	rm -f "$calib.all"
-	mv "$calib.tmp" "$calib"
 fi
 
 # (the benchmark, tests/bench/convert.sh, uses the model and tokens only)
 if [ "${1:-}" = --prepare-only ]; then
 	echo "demo: source $src" >&2
 	echo "demo: calibration $calib" >&2
+	echo "demo: e2e tokens $e2e" >&2
 	exit 0
 fi
 
@@ -126,7 +133,8 @@ for m in nvg dual-svid; do
 	say "converting with $m at $bpw bpw into $dir (-j $jobs)"
 	ts=$(date +%s)
 	make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$dir" BPW="$bpw" \
-		METHOD=$m FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" -j "$jobs"
+		METHOD=$m FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" -j "$jobs" \
+		$([ $m = nvg ] && echo E2E_TOKENS="$e2e")
 	secs[$m]=$(($(date +%s) - ts))
 	say "evaluating $m against the source on held-out text"
 	"$bin/cmf-eval" -q -m "$dir/model.cmf" --base "$src" --text "$data/tinystories-sample.txt" \
@@ -145,7 +153,7 @@ read -r nb na < <(body "$n/model.cmf.blr.txt")
 read -r db da < <(body "$d/model.cmf.blr.txt")
 echo
 echo "$name, target $bpw bits per weight over the body linears; held-out TinyStories,"
-echo "nvg with transport=$(grep -c ' transport=1' "$n/params") tune=$(grep -c ' tune=1' "$n/params") calibrate=$(cat "$n/calibrate.set"); dual-svid calibrate=$(cat "$d/calibrate.set")"
+echo "nvg with transport=$(grep -c ' transport=1' "$n/params") tune=$(grep -c ' tune=1' "$n/params") calibrate=$(cat "$n/calibrate.set") e2e=$(cut -d' ' -f1 "$n/e2e.set"); dual-svid calibrate=$(cat "$d/calibrate.set")"
 echo "$(field tokens "$n/eval.txt") tokens in windows of $window; KL(source || model) per position"
 printf '%-10s %9s %9s %10s %9s %7s %8s\n' method body_bpw all_bpw perplexity KL top1 seconds
 printf '%-10s %9s %9s %10.3f %9s %7s %8s\n' source - - "$(field base_ppl "$n/eval.txt")" - - -

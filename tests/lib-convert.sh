@@ -8,10 +8,12 @@ CONVERT_MK=$NVG_TOP/pipelines/convert.mk
 # FIT 1024 + SEL 512 tokens in windows of 128: small enough for CI, enough
 # windows (8 + 4) for Grams of width ≤ 172 to be positive definite after damping;
 # PLAIN: the steps that follow the source off (their defaults are on), for the
-# tests of the plain pipeline (a later TRANSPORT=1 … on the command line wins)
-PLAIN="TRANSPORT=0 TUNE=0 CALIBRATE=0"
+# tests of the plain pipeline (a later TRANSPORT=1 … on the command line wins);
+# the end-to-end step, when asked for, on the same 1024 FIT tokens
+PLAIN="TRANSPORT=0 TUNE=0 CALIBRATE=0 E2E=0"
 conv() {
-	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 $PLAIN "$@"
+	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 E2E_FIT_TOKENS=1024 \
+		$PLAIN "$@"
 }
 
 # s.cmf (five layers), s2.cmf (its first two), cal.u32 (1536 calibration tokens)

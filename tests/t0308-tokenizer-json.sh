@@ -108,7 +108,7 @@ test_expect_success '--generate on the import continues a prompt as the llama2.c
 # convert.mk of the one-layer model, small calibration settings
 conv1() {
 	make -s -f "$NVG_TOP/pipelines/convert.mk" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 \
-		MODEL=bl1.cmf BPW=2.5 -j2 "$@"
+		E2E_FIT_TOKENS=1024 MODEL=bl1.cmf BPW=2.5 -j2 "$@"
 }
 
 test_expect_success 'TEXT= of convert.mk on the import converts as the library'"'"'s ids do' '

@@ -210,17 +210,33 @@ test_expect_success 'every value is checked before OUT is touched; an empty stam
 	cmf-patch verify full/model.cmf
 '
 
-test_expect_success 'by default nvg follows the source (transport, tuning, calibration); dual-svid calibrates only' '
+test_expect_success 'by default nvg follows the source (transport, tuning, calibration, end to end); dual-svid calibrates only' '
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
-		TOKENS=cal.u32 OUT=dflt BPW=2.5 layers &&
+		TOKENS=cal.u32 OUT=dflt BPW=2.5 E2E_FIT_TOKENS=1024 layers &&
 	test_grep " transport=1 tune=1$" dflt/params &&
-	test "$(cat dflt/calibrate.set)" = 1 &&
+	test "$(cat dflt/calibrate.set)" = 1 && test "$(cat dflt/e2e.set)" = "1 fit=1024 tokens=cal.u32" &&
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
 		METHOD=dual-svid TOKENS=cal.u32 OUT=dsv BPW=2.5 layers &&
 	! grep -q -e transport -e tune dsv/params &&
-	test "$(cat dsv/calibrate.set)" = 1 &&
+	test "$(cat dsv/calibrate.set)" = 1 && test "$(cat dsv/e2e.set)" = 0 &&
 	make -s -f "$CONVERT_MK" MODEL=s2.cmf METHOD=dual-svid OUT=dfree BPW=2.5 layers &&
 	test "$(cat dfree/calibrate.set)" = 0
+'
+
+test_expect_success 'E2E=1 needs E2E_FIT_TOKENS (4 × FIT_TOKENS by default) + SEL_TOKENS tokens' '
+	test_must_fail make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 \
+		MODEL=s2.cmf TOKENS=cal.u32 OUT=e2eshort BPW=2.5 layers 2>err &&
+	test_grep "too few tokens for E2E=1: .cal.u32. has 1536, E2E_FIT_TOKENS \+ SEL_TOKENS need 4608" err &&
+	head -c 4000 cal.u32 >short.u32 &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=e2eshort BPW=2.5 E2E=1 \
+		E2E_TOKENS=short.u32 2>err &&
+	test_grep "too few tokens for E2E=1: .short.u32. has 1000" err &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=e2eshort BPW=2.5 E2E=1 \
+		E2E_TOKENS=nowhere.u32 2>err &&
+	test_grep "E2E_TOKENS .nowhere.u32. does not exist" err &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=e2eshort BPW=2.5 E2E=1 E2E_FIT_TOKENS=x 2>err &&
+	test_grep "E2E_FIT_TOKENS .x. is not a positive integer" err &&
+	test_path_is_missing e2eshort
 '
 
 test_done

@@ -16,13 +16,13 @@
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
 	export OPENBLAS_CORETYPE=Haswell
 fi
-STEPS="TRANSPORT=1 TUNE=1 CALIBRATE=1"
+STEPS="TRANSPORT=1 TUNE=1 CALIBRATE=1 E2E=1"
 
 # same_files A B: every file of conversion A is in B with the same bytes,
 # but for the run's lock, its logs and the reports that carry times
 same_files() {
 	(cd "$1" && find . -type f ! -name .lock ! -path './logs/*' ! -name tune.txt \
-		! -name calibrate.txt | sort) >files &&
+		! -name calibrate.txt ! -name e2e.txt | sort) >files &&
 	test "$(wc -l <files)" -gt 40 &&
 	while read -r f; do
 		cmp "$1/$f" "$2/$f" || return 1

@@ -46,7 +46,7 @@ typedef struct {
 	size_t fit, sel, window, steps, batch, eval_every, npatch;
 	long seed, layer;
 	double lr;
-	int final_norm, has_layer, e2e, progress, has_batch, has_lr;
+	int final_norm, has_layer, e2e, progress, has_batch, has_lr, has_steps;
 	const char **patch_name, **patch_file;
 	size_t patch_cap;
 } opts;
@@ -98,7 +98,7 @@ static int parse_opt(int c, opts *o)
 	case 'F': return tool_bad_opt("--fit-tokens", optarg, tool_parse_tokens(optarg, &o->fit));
 	case 'S': return tool_bad_opt("--sel-tokens", optarg, tool_parse_tokens(optarg, &o->sel));
 	case 'w': return tool_bad_opt("--window", optarg, tool_parse_window(optarg, &o->window));
-	case 'n': return size_opt("--steps", optarg, 0, 1 << 20, &o->steps);
+	case 'n': o->has_steps = 1; return size_opt("--steps", optarg, 0, 1 << 20, &o->steps);
 	case 'B': o->has_batch = 1; return size_opt("--batch", optarg, 1, 1 << 16, &o->batch);
 	case 'e': return size_opt("--eval-every", optarg, 1, 1 << 20, &o->eval_every);
 	case 'l':
@@ -573,7 +573,7 @@ static int e2e_mode(const opts *o, const cmf_file *f, fw_model *m, fw_model *b,
 
 	if (rc != EXIT_OK || (rc = e2e_prepare(o, m, b, ids, &t, &w, &nw)) != EXIT_OK)
 		goto out;
-	tn_opts to = { o->steps, o->has_batch ? o->batch : 1, o->eval_every,
+	tn_opts to = { o->has_steps ? o->steps : 40, o->has_batch ? o->batch : 1, o->eval_every,
 		       o->has_lr ? o->lr : 0.002, (uint64_t)o->seed };
 	mt_data D = { ids, w, nw, t.ns, t.E, t.Es, o->progress ? e2e_progress : NULL };
 	e2e_t0 = t0;

@@ -6,12 +6,13 @@
 # defaults; plain: neither; transport; tune: any of them, in that order) and
 # dual-svid, each with the final-norm calibration when CALIBRATE is not 0
 # (its default): the conversion's time per stage (capture, contexts, encode,
-# tune: blr-tune --layer, advance, calib: blr-tune --final-norm; the summed
-# wall time of each tool's runs, from /usr/bin/time), its total time and the
-# peak RSS of any one step, then perplexity, KL divergence and top-1
-# agreement against the source on held-out TinyStories text, of the model
-# before the calibration (row LABEL) and after it (row LABEL+cal, its time
-# the whole conversion's).  Then, per budget, a plan from plan-alloc over
+# tune: blr-tune --layer, advance, calib: blr-tune --final-norm, e2e:
+# blr-tune --end-to-end; the summed wall time of each tool's runs, from
+# /usr/bin/time), its total time and the peak RSS of any one step, then
+# perplexity, KL divergence and top-1 agreement against the source on
+# held-out TinyStories text, of the model before the calibration (row
+# LABEL), after it (row LABEL+cal) and, with the end-to-end step (all),
+# after that (row LABEL+cal+e2e, its time the whole conversion's).  Then, per budget, a plan from plan-alloc over
 # the sweep's curves (every tensor encoded at each budget of BENCH_SWEEP on
 # the nvg conversion's Grams; the conversion's own budget is reused, not
 # encoded again), converted with every step at the same average budget and
@@ -42,10 +43,10 @@ steps=${BENCH_STEPS:-all}
 # the nvg variants of BENCH_STEPS: name, label, convert.mk variables
 variant() {
 	case $1 in
-	all) echo "nvg nvg+tr+tune TRANSPORT=1 TUNE=1" ;;
-	plain) echo "nvg-plain nvg TRANSPORT=0 TUNE=0" ;;
-	transport) echo "nvg-transport nvg+tr TRANSPORT=1 TUNE=0" ;;
-	tune) echo "nvg-tune nvg+tune TRANSPORT=0 TUNE=1" ;;
+	all) echo "nvg nvg+tr+tune $all" ;;
+	plain) echo "nvg-plain nvg TRANSPORT=0 TUNE=0 E2E=0" ;;
+	transport) echo "nvg-transport nvg+tr TRANSPORT=1 TUNE=0 E2E=0" ;;
+	tune) echo "nvg-tune nvg+tune TRANSPORT=0 TUNE=1 E2E=0" ;;
 	*) echo "bench-convert: BENCH_STEPS: unknown '$1' (all plain transport tune)" >&2; return 1 ;;
 	esac
 }
@@ -65,7 +66,10 @@ DEMO_OUT=$out/demo DEMO_MODEL=$model bash "$top/pipelines/demo.sh" --prepare-onl
 	true
 src=$(sed -n 's/^demo: source \(.*\)$/\1/p' "$out/prepare.log")
 calib=$(sed -n 's/^demo: calibration \(.*\)$/\1/p' "$out/prepare.log")
-[ -r "$src" ] && [ -r "$calib" ] || { cat "$out/prepare.log" >&2; exit 1; }
+e2e=$(sed -n 's/^demo: e2e tokens \(.*\)$/\1/p' "$out/prepare.log")
+[ -r "$src" ] && [ -r "$calib" ] && [ -r "$e2e" ] || { cat "$out/prepare.log" >&2; exit 1; }
+# convert.mk's defaults for nvg, spelled out: every step that follows the source
+all="TRANSPORT=1 TUNE=1 E2E=1 E2E_TOKENS=$e2e"
 
 # every tool run through /usr/bin/time: wall seconds and peak RSS per call
 wrap=$out/wrap
@@ -78,29 +82,32 @@ done
 
 echo "OpenBLAS core: $(OPENBLAS_VERBOSE=2 "$bin/cmf-patch" info "$src" 2>&1 >/dev/null | sed -n 's/.*Core: *//p' | head -n 1)"
 echo "model $src, $jobs jobs, FIT $fit SEL $sel window $window, eval $eval_tokens tokens"
-printf '%-16s %5s %8s %8s %8s %7s %8s %7s %8s %8s %9s %10s %8s %7s\n' method bpw capture contexts \
-	encode tune advance calib total rss_MiB body_bpw perplexity KL top1
+printf '%-20s %5s %8s %8s %8s %7s %8s %7s %7s %8s %8s %9s %10s %8s %7s\n' method bpw capture \
+	contexts encode tune advance calib e2e total rss_MiB body_bpw perplexity KL top1
 
-# row LABEL BPW DIR EVAL NOCAL: one table row from DIR's kept measurements
-# (NOCAL 1: the model before the final-norm calibration, its time not counted)
+# row LABEL BPW DIR EVAL DROP: one table row from DIR's kept measurements
+# (DROP: the last steps not yet run in the model measured, "calib e2e" or
+# "e2e"; their time is not counted)
 row() {
-	awk -v m="$1" -v b="$2" -v nocal="$5" '
+	awk -v m="$1" -v b="$2" -v drop="$5" '
 	FILENAME ~ /times$/ {
 		s = "other"
 		if ($3 == "gram-capture") s = ($0 ~ /--next-state/) ? "advance" : "capture"
 		else if ($3 == "hctx-build") s = "contexts"
 		else if ($3 == "nvg-encode") s = "encode"
-		else if ($3 == "blr-tune") s = ($0 ~ /--final-norm/) ? "calib" : "tune"
+		else if ($3 == "blr-tune")
+			s = ($0 ~ /--final-norm/) ? "calib" : ($0 ~ /--end-to-end/) ? "e2e" : "tune"
 		t[s] += $1; if ($2 > rss) rss = $2; next
 	}
 	FILENAME ~ /total$/ { total = $1; next }
 	FILENAME ~ /eval/ { v[$1] = $2; next }
 	/^# total blr body/ { body = $5 }
 	END {
-		if (nocal) { total -= t["calib"]; t["calib"] = 0 }
-		printf "%-16s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %8.1f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
+		n = split(drop, d, " ")
+		for (i = 1; i <= n; i++) { total -= t[d[i]]; t[d[i]] = 0 }
+		printf "%-20s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %7.1f %8.1f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
 			m, b, t["capture"], t["contexts"], t["encode"], t["tune"], t["advance"], t["calib"],
-			total, rss / 1024, body, v["ppl"], v["kl"], v["top1"]
+			t["e2e"], total, rss / 1024, body, v["ppl"], v["kl"], v["top1"]
 	}' "$3.times" "$3.total" "$4" "$3/model.cmf.blr.txt"
 }
 
@@ -114,7 +121,7 @@ convert() {
 	key="$key calibrate=${CALIBRATE-d} $*"
 	if ! [ -f "$dir/model.cmf" ] || ! [ -s "$dir.eval" ] || ! [ -s "$dir.total" ] ||
 		[ "$(cat "$dir.key" 2>/dev/null)" != "$key" ]; then
-		rm -rf "$dir" "$dir.total" "$dir.key" "$dir.eval" "$dir.eval-applied"
+		rm -rf "$dir" "$dir.total" "$dir.key" "$dir.eval" "$dir.eval-applied" "$dir.eval-calibrated"
 		export BENCH_TIMES=$dir.times
 		rm -f "$BENCH_TIMES"
 		t0=$(date +%s.%N)
@@ -122,18 +129,25 @@ convert() {
 			METHOD="$m" ${plan:+PLAN="$plan"} FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" \
 			BIN="$wrap" "$@" -j "$jobs" 2>"$dir.log"
 		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }' >"$dir.total"
-		# CALIBRATE=0 writes no applied.cmf
+		# CALIBRATE=0 E2E=0 writes no applied.cmf; E2E=1 after the calibration, calibrated.cmf
 		if [ -f "$dir/applied.cmf" ] && ! cmp -s "$dir/applied.cmf" "$dir/model.cmf"; then
 			evaluate "$dir/applied.cmf" "$dir.eval-applied"
+		fi
+		if [ -f "$dir/calibrated.cmf" ] && grep -q '^1' "$dir/e2e.set"; then
+			evaluate "$dir/calibrated.cmf" "$dir.eval-calibrated"
 		fi
 		evaluate "$dir/model.cmf" "$dir.eval"
 		echo "$key" >"$dir.key"
 	fi
-	if [ -s "$dir.eval-applied" ]; then
-		row "$label" "$b" "$dir" "$dir.eval-applied" 1
-		row "$label+cal" "$b" "$dir" "$dir.eval" 0
+	if [ -s "$dir.eval-calibrated" ]; then
+		row "$label" "$b" "$dir" "$dir.eval-applied" "calib e2e"
+		row "$label+cal" "$b" "$dir" "$dir.eval-calibrated" "e2e"
+		row "$label+cal+e2e" "$b" "$dir" "$dir.eval" ""
+	elif [ -s "$dir.eval-applied" ]; then
+		row "$label" "$b" "$dir" "$dir.eval-applied" "calib"
+		row "$label+cal" "$b" "$dir" "$dir.eval" ""
 	else
-		row "$label" "$b" "$dir" "$dir.eval" 0
+		row "$label" "$b" "$dir" "$dir.eval" ""
 	fi
 }
 
@@ -155,15 +169,15 @@ for b in $budgets; do
 		# the own budget spelled as convert.mk spells it (1.0 is 1), so that the sweep reuses it
 		[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", 0.7 * b, b, 1.25 * b }')
 		on=${BENCH_SWEEP_ON:-$b}
-		[ -f "$out/nvg-$on/model.cmf" ] || convert "$out/nvg-$on" nvg+tr+tune nvg "$on" "" TRANSPORT=1 TUNE=1 >/dev/null
+		[ -f "$out/nvg-$on/model.cmf" ] || convert "$out/nvg-$on" nvg+tr+tune nvg "$on" "" $all >/dev/null
 		t0=$(date +%s.%N)
 		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$out/nvg-$on" BPW="$on" \
 			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" SWEEP_BPW="$pts" \
-			-j "$jobs" sweep 2>"$out/sweep-$on.log"
+			$all -j "$jobs" sweep 2>"$out/sweep-$on.log"
 		echo "# sweep on nvg-$on at $pts bpw: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 		"$bin/plan-alloc" --bpw "$b" --plot "$out/plan-$b.svg" -o "$out/plan-$b.plan" \
 			"$out/nvg-$on/curves.txt" 2>"$out/plan-$b.summary"
 		sed -n 's/^plan-alloc: target/# plan-alloc: target/p' "$out/plan-$b.summary"
-		convert "$out/nvg-plan-$b" nvg+tr+tune+plan nvg "$b" "$out/plan-$b.plan" TRANSPORT=1 TUNE=1
+		convert "$out/nvg-plan-$b" nvg+tr+tune+plan nvg "$b" "$out/plan-$b.plan" $all
 	fi
 done

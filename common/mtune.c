@@ -61,9 +61,12 @@ static int tensors_init(mt_run *u, const tn_input *in, size_t nin)
 		tp_tensor *t = &u->t[u->nt];
 		int l, w;
 
-		if (locate(m, in[u->nt].name, &l, &w) < 0 || tp_init(t, w, in[u->nt].payload,
-								      in[u->nt].len) < 0)
+		if (locate(m, in[u->nt].name, &l, &w) < 0)
 			goto fail;
+		if (tp_init(t, w, in[u->nt].payload, in[u->nt].len) < 0) {
+			nv_preerr("the payload of '%s'", in[u->nt].name);
+			goto fail;
+		}
 		for (size_t j = 0; j < u->nt; j++)
 			if (u->layer[j] == l && u->t[j].which == w) {
 				nv_seterr("'%s' is given twice", in[u->nt].name);
@@ -391,6 +394,18 @@ out:
 	if (rc < 0)
 		tp_snapshot_free(out, k);
 	run_free(&u);
+	return rc;
+}
+
+int mt_check(fw_model *m, const tn_input *in, size_t nin)
+{
+	mt_run u = { .m = m };
+	int rc = tensors_init(&u, in, nin);
+
+	for (size_t i = 0; i < u.nt; i++)
+		tp_free(&u.t[i]);
+	free(u.t);
+	free(u.layer);
 	return rc;
 }
 

@@ -59,6 +59,13 @@ int mt_tune(fw_model *m, const tn_input *in, size_t nin, const mt_data *D, const
 	    uint8_t **out, mt_result *r);
 
 /*
+ * the checks of mt_tune on its payloads alone (each a projection of m,
+ * named once, a valid payload of the projection's shape): cheap, before
+ * the source is run
+ */
+int mt_check(fw_model *m, const tn_input *in, size_t nin);
+
+/*
  * the mean KL over the windows win[0..nb) of D at the payloads' own scales,
  * and its gradient with respect to every scale's log-multiplier: g[i]
  * (paths × (m + n + r), path by path, h | g | ℓ) for in[i] (the gradient

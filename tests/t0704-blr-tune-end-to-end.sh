@@ -101,6 +101,14 @@ test_expect_success 'bad input: one line, exit 1, nothing written' '
 		--patch model.layers.0.self_attn.q_proj.weight=c/L0/q.blr \
 		--patch model.layers.0.self_attn.q_proj.weight=c/L0/q.blr -o bad.cmf 2>err &&
 	test_grep "given twice" err && test_one_line_error err &&
+	head -c 100 c/L0/q.blr >trunc.blr &&
+	test_expect_code 1 blr-tune --end-to-end -m c/model.cmf --base s2.cmf $C \
+		--patch model.layers.0.self_attn.q_proj.weight=trunc.blr -o bad.cmf 2>err &&
+	test_grep "the payload of .model.layers.0.self_attn.q_proj.weight." err &&
+	test_one_line_error err &&
+	test_expect_code 1 blr-tune --end-to-end -m c/model.cmf --base s2.cmf $C \
+		--patch model.layers.0.self_attn.q_proj.weight=missing.blr -o bad.cmf 2>err &&
+	test_grep "cannot read patch .missing.blr." err && test_one_line_error err &&
 	test_expect_code 1 blr-tune --end-to-end -m c/model.cmf --base s2.cmf $C $(patches c) \
 		-o c/model.cmf 2>err &&
 	test_grep "refusing to overwrite the input" err &&

@@ -571,6 +571,8 @@ static int e2e_mode(const opts *o, const cmf_file *f, fw_model *m, fw_model *b,
 	double t0 = tool_now(), secs;
 	int rc = read_patches(o, &in);
 
+	if (rc == EXIT_OK && mt_check(m, in, o->npatch) < 0)
+		rc = tool_fail("cannot tune the payloads of", o->model);
 	if (rc != EXIT_OK || (rc = e2e_prepare(o, m, b, ids, &t, &w, &nw)) != EXIT_OK)
 		goto out;
 	tn_opts to = { o->has_steps ? o->steps : 40, o->has_batch ? o->batch : 1, o->eval_every,

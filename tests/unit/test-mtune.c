@@ -7,7 +7,7 @@
  * respect to the log-multipliers of h, g and ℓ agrees with central
  * differences of that route, the model's tensors rebuilt from perturbed
  * factors; mt_tune keeps its promises (SEL never worse, same bytes twice,
- * no steps the inputs back) and refuses bad input.
+ * no steps the inputs back) and refuses bad input, as mt_check does before.
  */
 #include "blr.h"
 #include "err.h"
@@ -254,6 +254,10 @@ static void check_refusals(fixture *f)
 	mt_result r;
 	int rc;
 
+	ok(mt_check(&f->mc, f->in, NT) == 0, "mt_check passes the six payloads");
+	rc = mt_check(&f->mc, bad, 2);
+	ok(rc < 0 && strstr(nv_err(), "twice"), "mt_check refuses a projection given twice: %s",
+	   nv_err());
 	rc = mt_tune(&f->mc, bad, 2, &f->D, &o, out, &r);
 	ok(rc < 0 && strstr(nv_err(), "twice"), "a projection given twice is refused: %s", nv_err());
 	bad[0].name = "model.layers.2.self_attn.q_proj.weight";

@@ -11,8 +11,8 @@
 # Environment: BPW (1.0), JOBS (the CPU count), FIT_TOKENS (16384),
 # SEL_TOKENS (4096), WINDOW (512), EVAL_TOKENS (16384), DEMO_MODEL
 # (smollm2 | stories260K), DEMO_OUT (build/demo), XDG_CACHE_HOME (the
-# download cache is ${XDG_CACHE_HOME:-~/.cache}/nvgkit); TRANSPORT, TUNE and
-# CALIBRATE reach convert.mk (all on by default for nvg; 0 turns one off).
+# download cache is ${XDG_CACHE_HOME:-~/.cache}/nvgkit); TRANSPORT, TUNE,
+# CALIBRATE and E2E reach convert.mk (all on by default for nvg; 0 turns one off).
 # Progress on stderr; the table and the total time on stdout.
 # --prepare-only: fetch, import and tokenize, print the paths, convert nothing.
 set -eo pipefail

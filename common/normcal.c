@@ -114,9 +114,12 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
 	return 0;
 }
 
-/* nc_kl with the caller's scratch: a fit allocates its 2·NC_CHUNK·vocab floats once */
+/*
+ * nc_kl with the caller's scratch (a fit allocates its 2·NC_CHUNK·vocab
+ * floats once), and with rowg (n × d) each row's (q − p)·E when given
+ */
 static int kl_rows(const nc_data *D, nc_scratch *s, const float *w, size_t r0, const size_t *idx,
-		   size_t n, double *kl, double *grad, double *flops)
+		   size_t n, double *kl, double *grad, float *rowg, double *flops)
 {
 	size_t rows[NC_CHUNK];
 	double sum = 0, fl = 0;
@@ -133,7 +136,7 @@ static int kl_rows(const nc_data *D, nc_scratch *s, const float *w, size_t r0, c
 
 		for (size_t b = 0; b < c; b++)
 			rows[b] = idx ? idx[b0 + b] : r0 + b0 + b;
-		rc = chunk_kl(D, s, w, rows, c, &sum, grad, NULL, &fl);
+		rc = chunk_kl(D, s, w, rows, c, &sum, grad, rowg ? rowg + b0 * D->d : NULL, &fl);
 	}
 	if (rc < 0)
 		return -1;
@@ -154,7 +157,7 @@ int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t
 
 	if (scratch_init(&s, D) < 0)
 		return -1;
-	rc = kl_rows(D, &s, w, r0, idx, n, kl, grad, flops);
+	rc = kl_rows(D, &s, w, r0, idx, n, kl, grad, NULL, flops);
 	scratch_free(&s);
 	return rc;
 }
@@ -163,28 +166,15 @@ int nc_kl_back(const nc_data *D, const float *w, size_t r0, size_t n, double *kl
 	       double *flops)
 {
 	nc_scratch s;
-	size_t rows[NC_CHUNK];
-	double sum = 0;
-	int rc = 0;
+	int rc;
 
-	if (n == 0) {
-		nv_seterr("no calibration rows to measure");
-		return -1;
-	}
 	if (scratch_init(&s, D) < 0)
 		return -1;
-	for (size_t b0 = 0; b0 < n && rc == 0; b0 += NC_CHUNK) {
-		size_t c = n - b0 < NC_CHUNK ? n - b0 : NC_CHUNK;
-
-		for (size_t b = 0; b < c; b++)
-			rows[b] = r0 + b0 + b;
-		rc = chunk_kl(D, &s, w, rows, c, &sum, NULL, gz + b0 * D->d, flops);
-	}
+	rc = kl_rows(D, &s, w, r0, NULL, n, kl, NULL, gz, flops);
 	scratch_free(&s);
-	if (rc < 0)
-		return -1;
-	*kl = sum;
-	return 0;
+	if (rc == 0)
+		*kl *= (double)n; /* the sum, as the header says */
+	return rc;
 }
 
 /* w = w_start ⊙ exp(s), rounded as stored; a value the dtype cannot hold is an error */
@@ -260,7 +250,7 @@ static const size_t *batch_rows(nc_state *t, const nc_data *D, size_t b, size_t 
 
 static int sel_kl(const nc_data *D, nc_state *t, const float *w, double *kl, double *flops)
 {
-	return kl_rows(D, &t->sc, w, D->fit, NULL, D->sel, kl, NULL, flops);
+	return kl_rows(D, &t->sc, w, D->fit, NULL, D->sel, kl, NULL, NULL, flops);
 }
 
 int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, nc_result *r)
@@ -279,7 +269,7 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 	if (state_init(&t, D) < 0)
 		return -1;
 	memcpy(w, w_start, D->d * sizeof *w);
-	if (kl_rows(D, &t.sc, w, 0, NULL, D->fit, &r->fit_before, NULL, &r->flops) < 0 ||
+	if (kl_rows(D, &t.sc, w, 0, NULL, D->fit, &r->fit_before, NULL, NULL, &r->flops) < 0 ||
 	    sel_kl(D, &t, w, &r->sel_before, &r->flops) < 0)
 		goto out;
 	best = r->sel_before;
@@ -287,7 +277,7 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 		const size_t *rows = batch_rows(&t, D, b, k, &st);
 
 		if (weights(w_start, t.s, D->d, NULL, t.w) < 0 ||
-		    kl_rows(D, &t.sc, t.w, 0, rows, b, &kl, t.g, &r->flops) < 0)
+		    kl_rows(D, &t.sc, t.w, 0, rows, b, &kl, t.g, NULL, &r->flops) < 0)
 			goto out;
 		adam(&t, w_start, D->d, o->lr, k);
 		if (k % o->eval_every && k != o->steps)
@@ -301,7 +291,7 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 		}
 	}
 	r->sel_after = best;
-	rc = kl_rows(D, &t.sc, w, 0, NULL, D->fit, &r->fit_after, NULL, &r->flops);
+	rc = kl_rows(D, &t.sc, w, 0, NULL, D->fit, &r->fit_after, NULL, NULL, &r->flops);
 out:
 	state_free(&t);
 	return rc;

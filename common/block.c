@@ -9,43 +9,90 @@
 #include <stdlib.h>
 #include <string.h>
 
-void bk_free(bk_cache *c)
-{
-	float **f[] = { &c->a, &c->q, &c->k, &c->v, &c->qr, &c->kr, &c->p, &c->o, &c->x1,
-			&c->f, &c->g, &c->u, &c->m, &c->y, &c->dm, &c->dg, &c->du, &c->df,
-			&c->dx1, &c->dout, &c->dq, &c->dk, &c->dv, &c->dp };
+/* the cache's arrays, the forward's intermediates first, and the columns of each */
+typedef struct {
+	float **p;
+	size_t cols;
+} bk_array;
 
-	for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
-		free(*f[i]);
-		*f[i] = NULL;
-	}
-	fw_scratch_free(&c->s);
-}
+#define BK_FORWARD 14 /* a … y: the intermediates a backward reads */
+#define BK_ARRAYS 24
 
-int bk_init(bk_cache *c, const fw_model *m, size_t tmax)
+static void bk_arrays(bk_cache *c, const fw_model *m, size_t tmax, bk_array b[BK_ARRAYS])
 {
 	size_t d = m->d, ff = m->ff, qd = m->qdim, kd = m->kvdim;
-	struct {
-		float **p;
-		size_t cols;
-	} b[] = { { &c->a, d },     { &c->q, qd },        { &c->k, kd },    { &c->v, kd },
-		  { &c->qr, qd },   { &c->kr, kd },
-		  { &c->p, m->nh * tmax }, { &c->o, qd }, { &c->x1, d },    { &c->f, d },
-		  { &c->g, ff },    { &c->u, ff },        { &c->m, ff },    { &c->y, d },
-		  { &c->dm, ff },   { &c->dg, ff },       { &c->du, ff },   { &c->df, d },
-		  { &c->dx1, d },   { &c->dout, qd },     { &c->dq, qd },   { &c->dk, kd },
-		  { &c->dv, kd },   { &c->dp, tmax } };
+	bk_array t[BK_ARRAYS] = {
+		{ &c->a, d },     { &c->q, qd },   { &c->k, kd },   { &c->v, kd },   { &c->qr, qd },
+		{ &c->kr, kd },   { &c->p, m->nh * tmax }, { &c->o, qd }, { &c->x1, d }, { &c->f, d },
+		{ &c->g, ff },    { &c->u, ff },   { &c->m, ff },   { &c->y, d },
+		/* the backward's scratch */
+		{ &c->dm, ff },   { &c->dg, ff },  { &c->du, ff },  { &c->df, d },   { &c->dx1, d },
+		{ &c->dout, qd }, { &c->dq, qd },  { &c->dk, kd },  { &c->dv, kd },  { &c->dp, tmax }
+	};
 
-	memset(c, 0, sizeof *c);
-	c->tmax = tmax;
-	if (fw_scratch_init(&c->s, m, tmax) < 0)
-		return -1;
-	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+	memcpy(b, t, sizeof t);
+}
+
+void bk_free(bk_cache *c)
+{
+	bk_array b[BK_ARRAYS];
+
+	/* a sharing cache's model is not needed: only the pointers are read */
+	bk_arrays(c, &(fw_model){ 0 }, 0, b);
+	for (size_t i = 0; i < BK_ARRAYS; i++) {
+		if (i < BK_FORWARD || !c->shares)
+			free(*b[i].p);
+		*b[i].p = NULL;
+	}
+	if (!c->shares)
+		fw_scratch_free(&c->s);
+}
+
+/* c's first n arrays allocated for windows of up to tmax positions */
+static int bk_alloc(bk_cache *c, const fw_model *m, size_t tmax, size_t n)
+{
+	bk_array b[BK_ARRAYS];
+
+	bk_arrays(c, m, tmax, b);
+	for (size_t i = 0; i < n; i++)
 		if (!(*b[i].p = nv_malloc(tmax, b[i].cols * sizeof(float)))) {
 			bk_free(c);
 			return -1;
 		}
 	return 0;
+}
+
+int bk_init(bk_cache *c, const fw_model *m, size_t tmax)
+{
+	memset(c, 0, sizeof *c);
+	c->tmax = tmax;
+	if (fw_scratch_init(&c->s, m, tmax) < 0)
+		return -1;
+	return bk_alloc(c, m, tmax, BK_ARRAYS);
+}
+
+int bk_init_sharing(bk_cache *c, const fw_model *m, const bk_cache *full)
+{
+	bk_array b[BK_ARRAYS];
+
+	*c = *full; /* the RoPE tables and the backward's scratch borrowed */
+	c->shares = 1;
+	bk_arrays(c, m, c->tmax, b);
+	for (size_t i = 0; i < BK_FORWARD; i++)
+		*b[i].p = NULL;
+	return bk_alloc(c, m, c->tmax, BK_FORWARD);
+}
+
+size_t bk_forward_bytes(const fw_model *m, size_t tmax)
+{
+	bk_cache c;
+	bk_array b[BK_ARRAYS];
+	size_t cols = 0;
+
+	bk_arrays(&c, m, tmax, b);
+	for (size_t i = 0; i < BK_FORWARD; i++)
+		cols += b[i].cols;
+	return tmax * cols * sizeof(float);
 }
 
 /* C (M × N) = alpha·op(A)·op(B) + beta·C, row-major with leading dimensions */

@@ -52,10 +52,20 @@ typedef struct {
 	float *y;              /* (T × d) the block's output */
 	/* backward scratch */
 	float *dm, *dg, *du, *df, *dx1, *dout, *dq, *dk, *dv, *dp;
+	int shares;            /* the RoPE tables and backward scratch are another cache's */
 } bk_cache;
 
 int bk_init(bk_cache *c, const fw_model *m, size_t tmax);
 void bk_free(bk_cache *c);
+
+/*
+ * c gets forward intermediates of its own (a … y, bk_forward_bytes of
+ * them) and shares the RoPE tables and the backward's scratch of full (from
+ * bk_init, freed after c): the caches of several layers kept from a
+ * forward for their backward (blr-tune --end-to-end)
+ */
+int bk_init_sharing(bk_cache *c, const fw_model *m, const bk_cache *full);
+size_t bk_forward_bytes(const fw_model *m, size_t tmax);
 
 /* the block of layer ly on x (T × d), intermediates into c, output c->y */
 int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *x, size_t T);

@@ -29,6 +29,10 @@ typedef struct {
 	float *dwx[FW_NMAT];  /* gradients of the projections that are not tuned */
 	fw_scratch s;
 	bk_cache c;
+	size_t kfrom, kb;     /* layers kfrom..L−1 kept from a step's forward, kb windows each */
+	fw_layer *kly;        /* (L) their weights, while held[l] */
+	int *held;            /* (L) */
+	bk_cache *kc;         /* ((L − kfrom) × kb) their windows' intermediates */
 	double flops, batch_kl; /* batch_kl: the last batch's mean KL */
 } mt_run;
 
@@ -86,8 +90,24 @@ fail:
 	return -1;
 }
 
+/* the weights held from a forward, given back */
+static void release(mt_run *u)
+{
+	for (size_t l = 0; u->held && l < u->L; l++)
+		if (u->held[l]) {
+			fw_layer_free(&u->kly[l]);
+			u->held[l] = 0;
+		}
+}
+
 static void run_free(mt_run *u)
 {
+	release(u);
+	for (size_t i = 0; u->kc && i < (u->L - u->kfrom) * u->kb; i++)
+		bk_free(&u->kc[i]);
+	free(u->kc);
+	free(u->kly);
+	free(u->held);
 	for (size_t i = 0; i < u->nt; i++)
 		tp_free(&u->t[i]);
 	free(u->t);
@@ -104,6 +124,35 @@ static void run_free(mt_run *u)
 	bk_free(&u->c);
 }
 
+/* a layer's projections' weights in f32 */
+static size_t layer_bytes(const fw_model *m)
+{
+	return (size_t)m->d * (2 * m->qdim + 2 * m->kvdim + 3 * m->ff) * sizeof(float);
+}
+
+/* the last layers (≥ lmin) whose weights and batch × intermediates fit in D->keep */
+static int keep_init(mt_run *u, size_t batch)
+{
+	size_t per = layer_bytes(u->m) + batch * bk_forward_bytes(u->m, u->tmax);
+	size_t nk = u->D->keep / per, n;
+
+	nk = nk < u->L - u->lmin ? nk : u->L - u->lmin;
+	u->kfrom = u->L - nk;
+	u->kb = batch;
+	if (nk == 0)
+		return 0;
+	n = nk * batch;
+	u->kly = nv_calloc(u->L, sizeof *u->kly);
+	u->held = nv_calloc(u->L, sizeof *u->held);
+	u->kc = nv_calloc(n, sizeof *u->kc);
+	if (!u->kly || !u->held || !u->kc)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (bk_init_sharing(&u->kc[i], u->m, &u->c) < 0)
+			return -1;
+	return 0;
+}
+
 static int run_init(mt_run *u, const tn_input *in, size_t nin, size_t batch)
 {
 	const fw_model *m = u->m;
@@ -116,7 +165,7 @@ static int run_init(mt_run *u, const tn_input *in, size_t nin, size_t batch)
 	u->cap = (batch > MT_GROUP ? batch : MT_GROUP) * u->tmax;
 	planes = (u->L + 1) * u->bt > u->cap ? (u->L + 1) * u->bt : u->cap;
 	if (tensors_init(u, in, nin) < 0 || fw_scratch_init(&u->s, m, u->tmax) < 0 ||
-	    bk_init(&u->c, m, u->tmax) < 0)
+	    bk_init(&u->c, m, u->tmax) < 0 || keep_init(u, batch) < 0)
 		return -1;
 	u->X = nv_malloc(planes, m->d * sizeof(float));
 	u->dy = nv_malloc(u->cap, m->d * sizeof(float));
@@ -185,34 +234,70 @@ static size_t wlen(const mt_run *u, size_t i)
 	return u->D->w[i].len - 1;
 }
 
+/* the multiply-adds ×2 of one block's forward on T positions, as fw_layer_run counts them */
+static double block_flops(const fw_model *m, size_t T)
+{
+	return 2.0 * (double)T * (double)(layer_bytes(m) / sizeof(float)) +
+	       4.0 * (double)T * (double)T * (double)m->hd * (double)m->nh;
+}
+
+/*
+ * the windows of the batch through kept layer l: its intermediates into
+ * its caches, its output into out (the states at in kept as the caches' input)
+ */
+static int kept_run(mt_run *u, size_t l, const fw_layer *ly, const size_t *win, size_t nb,
+		    const float *in, float *out)
+{
+	size_t d = u->m->d;
+
+	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++) {
+		bk_cache *c = &u->kc[(l - u->kfrom) * u->kb + b];
+		size_t T = wlen(u, win[b]);
+
+		if (bk_forward(u->m, ly, c, in + off * d, T) < 0)
+			return -1;
+		memcpy(out + off * d, c->y, T * d * sizeof(float));
+		u->flops += block_flops(u->m, T);
+	}
+	return 0;
+}
+
 /*
  * windows win[0..nb) through every layer: with keep, plane l of X holds
- * the states entering layer l and plane L the final ones; without, plane 0
- * is run in place.  The final states' plane is returned.
+ * the states entering layer l and plane L the final ones, and the layers
+ * from kfrom on are held with their intermediates (bk_forward gives
+ * fw_layer_run's bits); without, plane 0 is run in place.  The final
+ * states' plane is returned.
  */
 static float *forward(mt_run *u, const size_t *win, size_t nb, int stored, int keep)
 {
 	size_t d = u->m->d, plane = u->bt * d;
 
+	release(u);
 	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++)
 		if (fw_embed(u->m, u->D->tok + u->D->w[win[b]].start, wlen(u, win[b]),
 			     u->X + off * d) < 0)
 			return NULL;
 	for (size_t l = 0; l < u->L; l++) {
 		float *in = u->X + (keep ? l * plane : 0), *out = in + (keep ? plane : 0);
-		fw_layer ly;
-		int rc = 0;
+		int hold = keep && l >= u->kfrom, rc = 0;
+		fw_layer local, *ly = hold ? &u->kly[l] : &local;
 
-		if (layer_load(u, l, stored, &ly) < 0)
+		if (layer_load(u, l, stored, ly) < 0)
 			return NULL;
-		for (size_t b = 0, off = 0; b < nb && rc == 0; off += wlen(u, win[b]), b++) {
+		if (hold)
+			rc = kept_run(u, l, ly, win, nb, in, out);
+		for (size_t b = 0, off = 0; !hold && b < nb && rc == 0; off += wlen(u, win[b]), b++) {
 			if (keep)
 				memcpy(out + off * d, in + off * d, wlen(u, win[b]) * d * sizeof(float));
-			rc = fw_layer_run(u->m, &ly, &u->s, out + off * d, wlen(u, win[b]), NULL);
+			rc = fw_layer_run(u->m, ly, &u->s, out + off * d, wlen(u, win[b]), NULL);
 		}
 		if (!stored)
 			close_tensors(u, l);
-		fw_layer_free(&ly);
+		if (hold)
+			u->held[l] = 1;
+		else
+			fw_layer_free(ly);
 		if (rc < 0)
 			return NULL;
 	}
@@ -291,38 +376,49 @@ static int head_back(mt_run *u, const size_t *win, size_t nb, const float *h)
 	return 0;
 }
 
+/* layer l's tuned tensors opened again for the backward of a held layer */
+static int reopen(mt_run *u, size_t l)
+{
+	for (size_t i = 0; i < u->nt; i++)
+		if ((size_t)u->layer[i] == l && tp_open(&u->t[i]) < 0) {
+			close_tensors(u, l);
+			return -1;
+		}
+	return 0;
+}
+
 /* back through layer l: its tuned tensors' scale gradients, dy becomes the gradient of its input */
 static int layer_back(mt_run *u, size_t l, const size_t *win, size_t nb)
 {
 	const fw_model *m = u->m;
 	size_t d = m->d, plane = u->bt * d;
+	int held = u->held && u->held[l], rc = 0;
+	fw_layer local, *ly = held ? &u->kly[l] : &local;
 	float *dw[FW_NMAT];
-	fw_layer ly;
 
-	if (layer_load(u, l, 0, &ly) < 0)
+	if (held ? reopen(u, l) < 0 : layer_load(u, l, 0, ly) < 0)
 		return -1;
 	memcpy(dw, u->dwx, sizeof dw);
 	for (size_t i = 0; i < u->nt; i++)
 		if ((size_t)u->layer[i] == l)
 			dw[u->t[i].which] = u->t[i].dw;
-	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++) {
+	for (size_t b = 0, off = 0; b < nb && rc == 0; off += wlen(u, win[b]), b++) {
 		size_t T = wlen(u, win[b]);
+		bk_cache *c = held ? &u->kc[(l - u->kfrom) * u->kb + b] : &u->c;
 
-		if (bk_forward(m, &ly, &u->c, u->X + l * plane + off * d, T) < 0) {
-			close_tensors(u, l);
-			fw_layer_free(&ly);
-			return -1;
-		}
-		bk_backward(m, &ly, &u->c, u->dy + off * d, dw, l > u->lmin ? u->dy + off * d : NULL);
-		u->flops += 8.0 * (double)T * (double)d *
-			    (double)(m->qdim + 2 * m->kvdim + m->d + 3 * m->ff);
+		if (!held && (rc = bk_forward(m, ly, c, u->X + l * plane + off * d, T)) < 0)
+			break;
+		bk_backward(m, ly, c, u->dy + off * d, dw, l > u->lmin ? u->dy + off * d : NULL);
+		u->flops += (held ? 2 : 3) * block_flops(m, T);
 	}
-	for (size_t i = 0; i < u->nt; i++)
+	for (size_t i = 0; rc == 0 && i < u->nt; i++)
 		if ((size_t)u->layer[i] == l)
 			tp_chain(&u->t[i], &u->flops);
 	close_tensors(u, l);
-	fw_layer_free(&ly);
-	return 0;
+	fw_layer_free(ly);
+	if (held)
+		u->held[l] = 0;
+	return rc;
 }
 
 /* one step's gradient over a batch of FIT windows, into every tensor's gr */

@@ -15,7 +15,10 @@
  * scales' gradient (tparam.h).  Only one layer's weights, signs and dW are
  * in memory at a time: the model's tensors are converted per visit and the
  * tuned ones rebuilt from their scales, so the memory is one layer plus the
- * batch's states at every layer, never the whole model in f32.
+ * batch's states at every layer, never the whole model in f32 — save for
+ * the last layers that fit in D->keep bytes, which keep their rebuilt
+ * weights and the block's intermediates from the forward to the backward
+ * instead of building and running them again.
  *
  * As in tune.h: Adam on the log-multipliers, a fixed-seed order of the FIT
  * windows; every eval_every steps and after the last the scales are stored
@@ -40,6 +43,13 @@ typedef struct {
 	const float *E, *Es;  /* (vocab × d) the model's head and the source's (may be E) */
 	/* NULL, or called with each SEL measurement (the start as step 0): the step, its mean KL */
 	void (*progress)(size_t step, double sel);
+	/*
+	 * bytes that layers may keep from a step's forward for its backward:
+	 * the last layers that fit keep their weights and the batch's
+	 * intermediates, the others are loaded and run again (0: all are).
+	 * The bytes written do not depend on it.
+	 */
+	size_t keep;
 } mt_data;
 
 typedef struct {

@@ -72,10 +72,13 @@ assert \"final_norm_calibration\" in p and \"blr\" in p, sorted(p)
 "
 '
 
-test_expect_success 'same inputs, same bytes; no steps, the payloads back' '
+test_expect_success 'same inputs, same bytes, layers kept or run again; no steps, the payloads back' '
 	blr-tune --end-to-end -q -m c/model.cmf --base s2.cmf $C $(patches c) --steps 30 \
 		-o e2.cmf >rep2 &&
 	cmp e.cmf e2.cmf &&
+	blr-tune --end-to-end -q -m c/model.cmf --base s2.cmf $C $(patches c) --steps 30 \
+		--cache-mib 0 -o e3.cmf >rep3 &&
+	cmp e.cmf e3.cmf &&
 	blr-tune --end-to-end -q -m c/model.cmf --base s2.cmf $C $(patches c) --steps 0 \
 		-o e0.cmf >rep0 &&
 	test_grep "step 0 of 0" rep0 &&
@@ -119,6 +122,12 @@ test_expect_success 'bad input: one line, exit 1, nothing written' '
 	test_expect_code 2 blr-tune --end-to-end --final-norm -m c/model.cmf --base s2.cmf $C \
 		$(patches c) -o bad.cmf 2>err &&
 	test_grep "one of --final-norm, --layer L and --end-to-end" err &&
+	test_expect_code 2 blr-tune --final-norm -m c/model.cmf --base s2.cmf $C --cache-mib 1 \
+		-o bad.cmf 2>err &&
+	test_grep "cache-mib is for --end-to-end" err &&
+	test_expect_code 2 blr-tune --end-to-end -m c/model.cmf --base s2.cmf $C $(patches c) \
+		--cache-mib -1 -o bad.cmf 2>err &&
+	test_grep "bad --cache-mib" err &&
 	test_path_is_missing bad.cmf && test_no_tmp_files .
 '
 

@@ -34,8 +34,8 @@ static const char synopsis[] =
 	"blr-tune --end-to-end -m model.cmf --base source.cmf\n"
 	"         (--tokens file | --text file) --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
-	"         [--batch B] [--lr X] [--eval-every K] [--seed N] -o out.cmf\n"
-	"         [-q | -v]\n"
+	"         [--batch B] [--lr X] [--eval-every K] [--seed N] [--cache-mib M]\n"
+	"         -o out.cmf [-q | -v]\n"
 	"blr-tune -h | --version\n";
 
 /* payloads a run takes: every projection of a model of up to 4096 layers */
@@ -43,10 +43,10 @@ static const char synopsis[] =
 
 typedef struct {
 	const char *model, *base, *tokens, *text, *out, *state, *src_state;
-	size_t fit, sel, window, steps, batch, eval_every, npatch;
+	size_t fit, sel, window, steps, batch, eval_every, npatch, cache_mib;
 	long seed, layer;
 	double lr;
-	int final_norm, has_layer, e2e, progress, has_batch, has_lr, has_steps;
+	int final_norm, has_layer, e2e, progress, has_batch, has_lr, has_steps, has_cache;
 	const char **patch_name, **patch_file;
 	size_t patch_cap;
 } opts;
@@ -101,6 +101,7 @@ static int parse_opt(int c, opts *o)
 	case 'n': o->has_steps = 1; return size_opt("--steps", optarg, 0, 1 << 20, &o->steps);
 	case 'B': o->has_batch = 1; return size_opt("--batch", optarg, 1, 1 << 16, &o->batch);
 	case 'e': return size_opt("--eval-every", optarg, 1, 1 << 20, &o->eval_every);
+	case 'C': o->has_cache = 1; return size_opt("--cache-mib", optarg, 0, 1 << 30, &o->cache_mib);
 	case 'l':
 		o->has_lr = 1;
 		if (nv_parse_double(optarg, 1e-6, 1.0, &o->lr) < 0)
@@ -148,7 +149,8 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "batch", 1, 0, 'B' }, { "lr", 1, 0, 'l' }, { "eval-every", 1, 0, 'e' },
 		{ "seed", 1, 0, 's' }, { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
 		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
-		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { 0, 0, 0, 0 },
+		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { "cache-mib", 1, 0, 'C' },
+		{ 0, 0, 0, 0 },
 	};
 	int c, rc;
 
@@ -162,6 +164,8 @@ static int parse_args(int argc, char **argv, opts *o)
 					"--end-to-end");
 	if (!o->tokens == !o->text)
 		return tool_usage_error("give one of --tokens and --text");
+	if (o->has_cache && !o->e2e)
+		return tool_usage_error("--cache-mib is for --end-to-end");
 	if (o->has_layer)
 		return check_layer(o);
 	if (!o->model || !o->base || !o->out)
@@ -577,7 +581,8 @@ static int e2e_mode(const opts *o, const cmf_file *f, fw_model *m, fw_model *b,
 		goto out;
 	tn_opts to = { o->has_steps ? o->steps : 40, o->has_batch ? o->batch : 1, o->eval_every,
 		       o->has_lr ? o->lr : 0.002, (uint64_t)o->seed };
-	mt_data D = { ids, w, nw, t.ns, t.E, t.Es, o->progress ? e2e_progress : NULL };
+	mt_data D = { ids, w, nw, t.ns, t.E, t.Es, o->progress ? e2e_progress : NULL,
+		      o->cache_mib << 20 };
 	e2e_t0 = t0;
 	rc = EXIT_FAIL;
 	if (!(out = nv_calloc(o->npatch, sizeof *out)) || mt_tune(m, in, o->npatch, &D, &to, out,
@@ -612,7 +617,7 @@ static void free_patches(opts *o)
 int main(int argc, char **argv)
 {
 	opts o = { .fit = 8192, .sel = 2048, .window = 512, .progress = tool_progress_default(),
-		   .steps = 100, .eval_every = 10 };
+		   .steps = 100, .eval_every = 10, .cache_mib = 4096 };
 	cmf_file f, bf;
 	fw_model m, bm;
 	uint32_t *ids = NULL;

@@ -8,7 +8,10 @@
  * differences of that route, the model's tensors rebuilt from perturbed
  * factors; mt_tune keeps its promises (SEL never worse, same bytes twice,
  * no steps the inputs back) and refuses bad input, as mt_check does before.
+ * Layers kept from the forward for the backward (D.keep) give the same
+ * bits as layers run again, and save work.
  */
+#include "block.h"
 #include "blr.h"
 #include "err.h"
 #include "f16.h"
@@ -138,7 +141,7 @@ static void setup(fixture *f, tap_rng *r)
 	    !(f->E = fw_head_f32(&f->ms)))
 		abort();
 	fw_rmsnorm(f->ns, f->ms.final_w, f->ns, f->rows, d, f->ms.a.rms_eps);
-	f->D = (mt_data){ f->tok, f->w, f->nw, f->ns, f->E, f->E, NULL };
+	f->D = (mt_data){ f->tok, f->w, f->nw, f->ns, f->E, f->E, NULL, 0 };
 }
 
 static void teardown(fixture *f)
@@ -246,6 +249,64 @@ static void check_tune(fixture *f)
 	ok(back, "no steps: the inputs' bytes back");
 }
 
+/* the gradient with D.keep bytes, in g (freshly allocated); its KL */
+static double keep_gradient(fixture *f, size_t keep, double *g[NT])
+{
+	size_t win[FITW] = { 0, 1 };
+	mt_data D = f->D;
+	double kl = -1;
+
+	D.keep = keep;
+	for (int t = 0; t < NT; t++)
+		g[t] = calloc(f->np[t] * (f->m[t] + f->n[t] + R), sizeof(double));
+	if (mt_gradient(&f->mc, f->in, NT, &D, win, FITW, &kl, g) < 0)
+		kl = -1;
+	return kl;
+}
+
+/* kept layers (the last one, both) against none: the same gradient bits and tuned bytes */
+static void check_keep(fixture *f)
+{
+	const fw_model *m = &f->mc;
+	/* one layer's weights and FITW windows' intermediates, as mtune.h describes them */
+	size_t one = m->d * (2 * m->qdim + 2 * m->kvdim + 3 * m->ff) * sizeof(float) +
+		     FITW * bk_forward_bytes(m, WIN - 1);
+	size_t keeps[2] = { one, 4 * one };
+	double *g0[NT], *g1[NT], kl0 = keep_gradient(f, 0, g0);
+
+	for (int k = 0; k < 2; k++) {
+		double kl1 = keep_gradient(f, keeps[k], g1);
+		int same = kl0 >= 0 && kl1 == kl0;
+
+		for (int t = 0; t < NT; t++) {
+			same &= !memcmp(g0[t], g1[t],
+					f->np[t] * (f->m[t] + f->n[t] + R) * sizeof(double));
+			free(g1[t]);
+		}
+		ok(same, "%s layer%s kept: the same KL and gradient bits", k ? "both" : "the last",
+		   k ? "s" : "");
+	}
+	for (int t = 0; t < NT; t++)
+		free(g0[t]);
+
+	tn_opts o = { 6, 2, 3, 0.01, 5 };
+	uint8_t *a[NT] = { 0 }, *b[NT] = { 0 };
+	mt_result ra, rb;
+	mt_data D = f->D;
+	int same;
+
+	same = mt_tune(&f->mc, f->in, NT, &D, &o, a, &ra) == 0;
+	D.keep = 4 * one;
+	same &= mt_tune(&f->mc, f->in, NT, &D, &o, b, &rb) == 0;
+	for (int t = 0; t < NT; t++) {
+		same &= a[t] && b[t] && !memcmp(a[t], b[t], f->len[t]);
+		free(a[t]);
+		free(b[t]);
+	}
+	ok(same && rb.sel_after == ra.sel_after, "mt_tune with both layers kept: the same bytes");
+	ok(rb.flops < ra.flops, "and less work: %.4g against %.4g flops", rb.flops, ra.flops);
+}
+
 static void check_refusals(fixture *f)
 {
 	tn_opts o = { 2, 1, 1, 0.01, 5 };
@@ -280,6 +341,7 @@ int main(void)
 	setup(&f, &r);
 	check_gradient(&f);
 	check_tune(&f);
+	check_keep(&f);
 	check_refusals(&f);
 	teardown(&f);
 	return done_testing();

@@ -44,6 +44,12 @@ void bk_free(bk_cache *c)
 			free(*b[i].p);
 		*b[i].p = NULL;
 	}
+	for (int i = 0; i < FW_NMAT; i++) {
+		free(c->z[i][0]);
+		free(c->z[i][1]);
+		c->z[i][0] = c->z[i][1] = NULL;
+		c->zr[i] = 0;
+	}
 	if (!c->shares)
 		fw_scratch_free(&c->s);
 }
@@ -77,6 +83,8 @@ int bk_init_sharing(bk_cache *c, const fw_model *m, const bk_cache *full)
 
 	*c = *full; /* the RoPE tables and the backward's scratch borrowed */
 	c->shares = 1;
+	memset(c->z, 0, sizeof c->z);
+	memset(c->zr, 0, sizeof c->zr);
 	bk_arrays(c, m, c->tmax, b);
 	for (size_t i = 0; i < BK_FORWARD; i++)
 		*b[i].p = NULL;
@@ -102,6 +110,68 @@ static void mm(int ta, int tb, size_t M, size_t N, size_t K, const float *A, siz
 	nv_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* c's Z buffers of projection i for f's paths and rank, at the cache's tmax */
+static int zbuf(bk_cache *c, int i, const bk_factor *f)
+{
+	if (c->zr[i] == f->r && (f->np < 2 || c->z[i][1]))
+		return 0;
+	for (int p = 0; p < 2; p++) {
+		free(c->z[i][p]);
+		c->z[i][p] = NULL;
+	}
+	c->zr[i] = 0;
+	for (size_t p = 0; p < f->np; p++)
+		if (!(c->z[i][p] = nv_malloc(c->tmax, f->r * sizeof(float))))
+			return -1;
+	c->zr[i] = f->r;
+	return 0;
+}
+
+/* Y (T × out) = X (T × in)·W_iᵀ: W dense, or fac[i] through its rank (Z_p kept in c) */
+static int proj(bk_cache *c, const bk_factor *const *fac, int i, const float *W, const float *X,
+		size_t T, size_t out, size_t in, float *Y)
+{
+	const bk_factor *f = fac ? fac[i] : NULL;
+
+	if (!f) {
+		mm(0, 1, T, out, in, X, in, W, in, 0.0f, Y, out);
+		return 0;
+	}
+	if (zbuf(c, i, f) < 0)
+		return -1;
+	for (size_t p = 0; p < f->np; p++) {
+		mm(0, 0, T, f->r, in, X, in, f->b[p], f->r, 0.0f, c->z[i][p], f->r);
+		mm(0, 1, T, out, f->r, c->z[i][p], f->r, f->al[p], f->r, p ? 1.0f : 0.0f, Y, out);
+	}
+	return 0;
+}
+
+/*
+ * the backward of Y = X·W_iᵀ for dY: dW += dYᵀ X (dense, unless dW is NULL)
+ * or fac[i]'s P and Q; with dX, dX = dY·W_i + beta·dX
+ */
+static void proj_back(const bk_cache *c, const bk_factor *const *fac, int i, const float *W,
+		      float *dW, const float *X, const float *dY, size_t T, size_t out, size_t in,
+		      float *dX, float beta)
+{
+	const bk_factor *f = fac ? fac[i] : NULL;
+
+	if (!f) {
+		if (dW)
+			mm(1, 0, out, in, T, dY, out, X, in, 1.0f, dW, in);
+		if (dX)
+			mm(0, 0, T, in, out, dY, out, W, in, beta, dX, in);
+		return;
+	}
+	for (size_t p = 0; p < f->np; p++) {
+		mm(1, 0, out, f->r, T, dY, out, c->z[i][p], f->r, 1.0f, f->pg[p], f->r);
+		mm(0, 0, T, f->r, out, dY, out, f->a[p], f->r, 0.0f, f->f, f->r);
+		mm(1, 0, in, f->r, T, X, in, f->f, f->r, 1.0f, f->qg[p], f->r);
+		if (dX)
+			mm(0, 1, T, in, f->r, f->f, f->r, f->bl[p], f->r, p ? 1.0f : beta, dX, in);
+	}
+}
+
 static void add_bias(float *y, const float *b, size_t T, size_t n)
 {
 	for (size_t t = 0; b && t < T; t++)
@@ -125,7 +195,8 @@ static void attend(const fw_model *m, bk_cache *c, size_t T, size_t window)
 	}
 }
 
-int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *x, size_t T)
+int bk_forward(const fw_model *m, const fw_layer *ly, const bk_factor *const *fac, bk_cache *c,
+	       const float *x, size_t T)
 {
 	size_t d = m->d, ff = m->ff, qd = m->qdim, kd = m->kvdim;
 
@@ -136,9 +207,10 @@ int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *
 	c->T = T;
 	c->x = x;
 	fw_rmsnorm(x, ly->attn_norm, c->a, T, d, m->a.rms_eps);
-	mm(0, 1, T, qd, d, c->a, d, ly->w[FW_Q], d, 0.0f, c->q, qd);
-	mm(0, 1, T, kd, d, c->a, d, ly->w[FW_K], d, 0.0f, c->k, kd);
-	mm(0, 1, T, kd, d, c->a, d, ly->w[FW_V], d, 0.0f, c->v, kd);
+	if (proj(c, fac, FW_Q, ly->w[FW_Q], c->a, T, qd, d, c->q) < 0 ||
+	    proj(c, fac, FW_K, ly->w[FW_K], c->a, T, kd, d, c->k) < 0 ||
+	    proj(c, fac, FW_V, ly->w[FW_V], c->a, T, kd, d, c->v) < 0)
+		return -1;
 	add_bias(c->q, ly->bias[FW_Q], T, qd);
 	add_bias(c->k, ly->bias[FW_K], T, kd);
 	add_bias(c->v, ly->bias[FW_V], T, kd);
@@ -152,22 +224,39 @@ int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *
 	fw_rope(&c->s, c->k, T, m->nkv, m->hd, 0);
 	attend(m, c, T, fw_window_of(m, ly->index));
 	/* x1 = x + (o·Woᵀ + bo), the product first and then the sum, as fw_layer_run */
-	mm(0, 1, T, d, qd, c->o, qd, ly->w[FW_O], qd, 0.0f, c->x1, d);
+	if (proj(c, fac, FW_O, ly->w[FW_O], c->o, T, d, qd, c->x1) < 0)
+		return -1;
 	add_bias(c->x1, ly->bias[FW_O], T, d);
 	for (size_t i = 0; i < T * d; i++)
 		c->x1[i] = x[i] + c->x1[i];
 	fw_rmsnorm(c->x1, ly->ffn_norm, c->f, T, d, m->a.rms_eps);
-	mm(0, 1, T, ff, d, c->f, d, ly->w[FW_GATE], d, 0.0f, c->g, ff);
-	mm(0, 1, T, ff, d, c->f, d, ly->w[FW_UP], d, 0.0f, c->u, ff);
+	if (proj(c, fac, FW_GATE, ly->w[FW_GATE], c->f, T, ff, d, c->g) < 0 ||
+	    proj(c, fac, FW_UP, ly->w[FW_UP], c->f, T, ff, d, c->u) < 0)
+		return -1;
 	add_bias(c->g, ly->bias[FW_GATE], T, ff);
 	add_bias(c->u, ly->bias[FW_UP], T, ff);
 	for (size_t i = 0; i < T * ff; i++)
 		c->m[i] = fw_act(m->a.act, c->g[i]) * c->u[i];
-	mm(0, 1, T, d, ff, c->m, ff, ly->w[FW_DOWN], ff, 0.0f, c->y, d);
+	if (proj(c, fac, FW_DOWN, ly->w[FW_DOWN], c->m, T, d, ff, c->y) < 0)
+		return -1;
 	add_bias(c->y, ly->bias[FW_DOWN], T, d);
 	for (size_t i = 0; i < T * d; i++)
 		c->y[i] = c->x1[i] + c->y[i];
 	return 0;
+}
+
+double bk_flops(const fw_model *m, const bk_factor *const *fac, size_t T)
+{
+	double sum = 4.0 * (double)T * (double)T * (double)m->hd * (double)m->nh;
+
+	for (int i = 0; i < FW_NMAT; i++) {
+		const bk_factor *f = fac ? fac[i] : NULL;
+		double k = f ? (double)(f->np * f->r) * (double)(fw_rows(m, i) + fw_cols(m, i)) :
+			       (double)fw_rows(m, i) * (double)fw_cols(m, i);
+
+		sum += 2.0 * (double)T * k;
+	}
+	return sum;
 }
 
 /*
@@ -245,47 +334,42 @@ static void qk_norm_back(const fw_model *m, const fw_layer *ly, bk_cache *c, siz
 }
 
 /* the MLP's part: dWd, dWg, dWu, and dx1 = dy + the FFN norm's share */
-static void mlp_back(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
-		     float *dw[FW_NMAT])
+static void mlp_back(const fw_model *m, const fw_layer *ly, const bk_factor *const *fac,
+		     bk_cache *c, const float *dy, float *dw[FW_NMAT])
 {
 	size_t T = c->T, d = m->d, ff = m->ff;
 
-	mm(1, 0, d, ff, T, dy, d, c->m, ff, 1.0f, dw[FW_DOWN], ff);
-	mm(0, 0, T, ff, d, dy, d, ly->w[FW_DOWN], ff, 0.0f, c->dm, ff);
+	proj_back(c, fac, FW_DOWN, ly->w[FW_DOWN], dw[FW_DOWN], c->m, dy, T, d, ff, c->dm, 0.0f);
 	for (size_t i = 0; i < T * ff; i++) {
 		float g = c->g[i];
 
 		c->dg[i] = c->dm[i] * c->u[i] * fw_act_grad(m->a.act, g);
 		c->du[i] = c->dm[i] * fw_act(m->a.act, g);
 	}
-	mm(1, 0, ff, d, T, c->dg, ff, c->f, d, 1.0f, dw[FW_GATE], d);
-	mm(1, 0, ff, d, T, c->du, ff, c->f, d, 1.0f, dw[FW_UP], d);
-	mm(0, 0, T, d, ff, c->dg, ff, ly->w[FW_GATE], d, 0.0f, c->df, d);
-	mm(0, 0, T, d, ff, c->du, ff, ly->w[FW_UP], d, 1.0f, c->df, d);
+	proj_back(c, fac, FW_GATE, ly->w[FW_GATE], dw[FW_GATE], c->f, c->dg, T, ff, d, c->df, 0.0f);
+	proj_back(c, fac, FW_UP, ly->w[FW_UP], dw[FW_UP], c->f, c->du, T, ff, d, c->df, 1.0f);
 	memcpy(c->dx1, dy, T * d * sizeof(float));
 	bk_rmsnorm_back(c->x1, ly->ffn_norm, c->df, c->dx1, T, d, m->a.rms_eps);
 }
 
-void bk_backward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
-		 float *dw[FW_NMAT], float *dx)
+void bk_backward(const fw_model *m, const fw_layer *ly, const bk_factor *const *fac, bk_cache *c,
+		 const float *dy, float *dw[FW_NMAT], float *dx)
 {
 	size_t T = c->T, d = m->d, qd = m->qdim, kd = m->kvdim;
+	/* with dx, da (T × d, in df: spent) = dq Wq + dk Wk + dv Wv */
+	float *da = dx ? c->df : NULL;
 
-	mlp_back(m, ly, c, dy, dw);
-	mm(1, 0, d, qd, T, c->dx1, d, c->o, qd, 1.0f, dw[FW_O], qd);
-	mm(0, 0, T, qd, d, c->dx1, d, ly->w[FW_O], qd, 0.0f, c->dout, qd);
+	mlp_back(m, ly, fac, c, dy, dw);
+	proj_back(c, fac, FW_O, ly->w[FW_O], dw[FW_O], c->o, c->dx1, T, d, qd, c->dout, 0.0f);
 	attend_back(m, c, T);
 	if (ly->q_norm)
 		qk_norm_back(m, ly, c, T);
-	mm(1, 0, qd, d, T, c->dq, qd, c->a, d, 1.0f, dw[FW_Q], d);
-	mm(1, 0, kd, d, T, c->dk, kd, c->a, d, 1.0f, dw[FW_K], d);
-	mm(1, 0, kd, d, T, c->dv, kd, c->a, d, 1.0f, dw[FW_V], d);
+	proj_back(c, fac, FW_Q, ly->w[FW_Q], dw[FW_Q], c->a, c->dq, T, qd, d, da, 0.0f);
+	proj_back(c, fac, FW_K, ly->w[FW_K], dw[FW_K], c->a, c->dk, T, kd, d, da, 1.0f);
+	proj_back(c, fac, FW_V, ly->w[FW_V], dw[FW_V], c->a, c->dv, T, kd, d, da, 1.0f);
 	if (!dx)
 		return;
-	/* da (T × d, in df: spent) = dq Wq + dk Wk + dv Wv; dx = dx1 + the attention norm's share */
-	mm(0, 0, T, d, qd, c->dq, qd, ly->w[FW_Q], d, 0.0f, c->df, d);
-	mm(0, 0, T, d, kd, c->dk, kd, ly->w[FW_K], d, 1.0f, c->df, d);
-	mm(0, 0, T, d, kd, c->dv, kd, ly->w[FW_V], d, 1.0f, c->df, d);
+	/* dx = dx1 + the attention norm's share */
 	memcpy(dx, c->dx1, T * d * sizeof(float));
 	bk_rmsnorm_back(c->x, ly->attn_norm, c->df, dx, T, d, m->a.rms_eps);
 }

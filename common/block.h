@@ -40,6 +40,27 @@
 
 #include "forward.h"
 
+/*
+ * a projection in factored form, W = Σ_p A_p diag(ℓ_p) B_pᵀ with
+ * A_p = diag(h_p) S_U,p (m × r) and B_p = diag(g_p) S_V,p (n × r) (blr(5)):
+ * the block multiplies by it through its rank, never building W, and its
+ * backward gives the gradient's factors instead of dW (T positions):
+ *
+ *   forward   Z_p = X B_p (kept)          Y = Σ_p Z_p (A_p diag(ℓ_p))ᵀ
+ *   backward  P_p += dYᵀ Z_p  (= dW B_p)   F = dY A_p
+ *             Q_p += Xᵀ F     (= dWᵀ A_p)  dX += F (B_p diag(ℓ_p))ᵀ
+ *
+ * 2T·r(m + n) a path forward and twice that backward, against 2T·m·n and
+ * twice that with W dense, and no W to build from the scales.
+ */
+typedef struct {
+	size_t np, r;
+	const float *a[2], *al[2];  /* (m × r) A_p, A_p diag(ℓ_p) */
+	const float *b[2], *bl[2];  /* (n × r) B_p, B_p diag(ℓ_p) */
+	float *pg[2], *qg[2];       /* (m × r), (n × r): the backward adds P_p, Q_p */
+	float *f;                   /* (tmax × r) the backward's scratch */
+} bk_factor;
+
 typedef struct {
 	size_t tmax, T;
 	const float *x;        /* the input of the last forward (borrowed) */
@@ -52,6 +73,8 @@ typedef struct {
 	float *y;              /* (T × d) the block's output */
 	/* backward scratch */
 	float *dm, *dg, *du, *df, *dx1, *dout, *dq, *dk, *dv, *dp;
+	float *z[FW_NMAT][2];  /* (T × r) Z_p of each factored projection */
+	size_t zr[FW_NMAT];    /* the rank z[i] holds */
 	int shares;            /* the RoPE tables and backward scratch are another cache's */
 } bk_cache;
 
@@ -67,16 +90,27 @@ void bk_free(bk_cache *c);
 int bk_init_sharing(bk_cache *c, const fw_model *m, const bk_cache *full);
 size_t bk_forward_bytes(const fw_model *m, size_t tmax);
 
-/* the block of layer ly on x (T × d), intermediates into c, output c->y */
-int bk_forward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *x, size_t T);
+/*
+ * the block of layer ly on x (T × d), intermediates into c, output c->y;
+ * with fac (NULL, or FW_NMAT entries), projection i is fac[i] where that is
+ * not NULL (ly->w[i] is then not read), else ly->w[i].  -1 with reason
+ * (T beyond the cache, no memory for Z).
+ */
+int bk_forward(const fw_model *m, const fw_layer *ly, const bk_factor *const *fac, bk_cache *c,
+	       const float *x, size_t T);
+
+/* the flops of that forward on T positions (its backward's are twice as many) */
+double bk_flops(const fw_model *m, const bk_factor *const *fac, size_t T);
 
 /*
- * after bk_forward (its input still in place): dw[i] (out × in of
- * projection i) += ∂L/∂W_i for the output gradient dy (T × d) = ∂L/∂y, and
- * when dx is not NULL, dx (T × d) = ∂L/∂x (dx may be dy)
+ * after bk_forward with the same fac (its input still in place): for the
+ * output gradient dy (T × d) = ∂L/∂y, dw[i] (out × in of projection i) +=
+ * ∂L/∂W_i (none when dw[i] is NULL), or for a factored projection fac[i]'s
+ * P and Q (dw[i] is then not read); when dx is not NULL, dx (T × d) = ∂L/∂x
+ * (dx may be dy)
  */
-void bk_backward(const fw_model *m, const fw_layer *ly, bk_cache *c, const float *dy,
-		 float *dw[FW_NMAT], float *dx);
+void bk_backward(const fw_model *m, const fw_layer *ly, const bk_factor *const *fac, bk_cache *c,
+		 const float *dy, float *dw[FW_NMAT], float *dx);
 
 /*
  * dx (T × n) += the transpose of y = rmsnorm(x)·w at x applied to dy: the

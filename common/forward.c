@@ -78,16 +78,28 @@ static int arch_check(fw_model *m)
 	return 0;
 }
 
+size_t fw_rows(const fw_model *m, int which)
+{
+	size_t rows[FW_NMAT] = { m->qdim, m->kvdim, m->kvdim, m->d, m->ff, m->ff, m->d };
+
+	return rows[which];
+}
+
+size_t fw_cols(const fw_model *m, int which)
+{
+	size_t cols[FW_NMAT] = { m->d, m->d, m->d, m->qdim, m->d, m->d, m->ff };
+
+	return cols[which];
+}
+
 static int find_layer(fw_model *m, int l)
 {
 	fw_layer_src *s = &m->layer[l];
-	size_t rows[FW_NMAT] = { m->qdim, m->kvdim, m->kvdim, m->d, m->ff, m->ff, m->d };
-	size_t cols[FW_NMAT] = { m->d, m->d, m->d, m->qdim, m->d, m->d, m->ff };
 	char name[160];
 
 	for (int i = 0; i < FW_NMAT; i++) {
 		fw_tensor_name(name, sizeof name, l, i);
-		if (!(s->w[i] = need(m->f, name, rows[i], cols[i])))
+		if (!(s->w[i] = need(m->f, name, fw_rows(m, i), fw_cols(m, i))))
 			return -1;
 	}
 	for (int i = 0; i < FW_NMAT; i++) {
@@ -95,7 +107,7 @@ static int find_layer(fw_model *m, int l)
 
 		snprintf(name, sizeof name, "model.layers.%d.%s.bias", l, mat_part[i]);
 		s->bias[i] = NULL;
-		if (has && !(s->bias[i] = need(m->f, name, 0, rows[i])))
+		if (has && !(s->bias[i] = need(m->f, name, 0, fw_rows(m, i))))
 			return -1;
 	}
 	s->q_norm = s->k_norm = NULL;

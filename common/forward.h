@@ -96,11 +96,15 @@ void fw_close(fw_model *m);
 /* the canonical name of a layer's projection (FW_Q … FW_DOWN) into buf */
 int fw_tensor_name(char *buf, size_t cap, int layer, int which);
 
+/* the rows (outputs) and columns (inputs) of projection which (FW_Q … FW_DOWN) of m */
+size_t fw_rows(const fw_model *m, int which);
+size_t fw_cols(const fw_model *m, int which);
+
 /* a replacement for one projection of the layer: a BLR payload */
 typedef struct {
 	const char *name;        /* full tensor name */
 	const uint8_t *payload;  /* BLR bytes (blr.h), or NULL: the matrix is allocated, not
-				  * filled (the caller writes it: a tuner's own rebuild) */
+				  * filled (the caller writes it, or frees it) */
 	size_t len;
 } fw_override;
 

@@ -26,7 +26,6 @@ typedef struct {
 	size_t bt, cap;       /* rows of a batch's plane of X; rows of a group's */
 	float *X;             /* ((L + 1) planes × bt × d) the batch's states entering each layer */
 	float *dy, *hn, *gz;  /* (cap × d) */
-	float *dwx[FW_NMAT];  /* gradients of the projections that are not tuned */
 	fw_scratch s;
 	bk_cache c;
 	size_t kfrom, kb;     /* layers kfrom..L−1 kept from a step's forward, kb windows each */
@@ -55,8 +54,6 @@ static int locate(const fw_model *m, const char *name, int *layer, int *which)
 static int tensors_init(mt_run *u, const tn_input *in, size_t nin)
 {
 	const fw_model *m = u->m;
-	size_t rows[FW_NMAT] = { m->qdim, m->kvdim, m->kvdim, m->d, m->ff, m->ff, m->d };
-	size_t cols[FW_NMAT] = { m->d, m->d, m->d, m->qdim, m->d, m->d, m->ff };
 
 	u->lmin = (size_t)m->a.layers;
 	if (!(u->t = nv_calloc(nin, sizeof *u->t)) || !(u->layer = nv_calloc(nin, sizeof(int))))
@@ -76,9 +73,9 @@ static int tensors_init(mt_run *u, const tn_input *in, size_t nin)
 				nv_seterr("'%s' is given twice", in[u->nt].name);
 				goto fail;
 			}
-		if (t->m != rows[w] || t->n != cols[w]) {
+		if (t->m != fw_rows(m, w) || t->n != fw_cols(m, w)) {
 			nv_seterr("the payload of '%s' is %zux%zu, the model's tensor %zux%zu",
-				  in[u->nt].name, t->m, t->n, rows[w], cols[w]);
+				  in[u->nt].name, t->m, t->n, fw_rows(m, w), fw_cols(m, w));
 			goto fail;
 		}
 		u->layer[u->nt] = l;
@@ -118,25 +115,43 @@ static void run_free(mt_run *u)
 	free(u->dy);
 	free(u->hn);
 	free(u->gz);
-	for (int i = 0; i < FW_NMAT; i++)
-		free(u->dwx[i]);
 	fw_scratch_free(&u->s);
 	bk_free(&u->c);
 }
 
-/* a layer's projections' weights in f32 */
-static size_t layer_bytes(const fw_model *m)
+/*
+ * what layer l keeps from a forward for its backward: the projections not
+ * tuned in f32, and for each of batch windows the block's intermediates
+ * with the tuned ones' Z
+ */
+static size_t keep_bytes(const mt_run *u, size_t l, size_t batch)
 {
-	return (size_t)m->d * (2 * m->qdim + 2 * m->kvdim + 3 * m->ff) * sizeof(float);
+	size_t dense = 0, win = bk_forward_bytes(u->m, u->tmax);
+	int tuned[FW_NMAT] = { 0 };
+
+	for (size_t i = 0; i < u->nt; i++)
+		if ((size_t)u->layer[i] == l) {
+			tuned[u->t[i].which] = 1;
+			win += u->t[i].np * u->t[i].r * u->tmax * sizeof(float);
+		}
+	for (int i = 0; i < FW_NMAT; i++)
+		dense += tuned[i] ? 0 : fw_rows(u->m, i) * fw_cols(u->m, i) * sizeof(float);
+	return dense + batch * win;
 }
 
-/* the last layers (≥ lmin) whose weights and batch × intermediates fit in D->keep */
+/* the last layers (≥ lmin) whose keep_bytes fit in D->keep together */
 static int keep_init(mt_run *u, size_t batch)
 {
-	size_t per = layer_bytes(u->m) + batch * bk_forward_bytes(u->m, u->tmax);
-	size_t nk = u->D->keep / per, n;
+	size_t used = 0, nk = 0, n;
 
-	nk = nk < u->L - u->lmin ? nk : u->L - u->lmin;
+	while (nk < u->L - u->lmin) {
+		size_t b = keep_bytes(u, u->L - 1 - nk, batch);
+
+		if (b > u->D->keep - used)
+			break;
+		used += b;
+		nk++;
+	}
 	u->kfrom = u->L - nk;
 	u->kb = batch;
 	if (nk == 0)
@@ -156,8 +171,7 @@ static int keep_init(mt_run *u, size_t batch)
 static int run_init(mt_run *u, const tn_input *in, size_t nin, size_t batch)
 {
 	const fw_model *m = u->m;
-	size_t rows[FW_NMAT] = { m->qdim, m->kvdim, m->kvdim, m->d, m->ff, m->ff, m->d };
-	size_t cols[FW_NMAT] = { m->d, m->d, m->d, m->qdim, m->d, m->d, m->ff }, planes;
+	size_t planes;
 
 	u->L = (size_t)m->a.layers;
 	u->tmax = fw_windows_tmax(u->D->w, u->D->nw);
@@ -175,9 +189,6 @@ static int run_init(mt_run *u, const tn_input *in, size_t nin, size_t batch)
 	u->fit = nv_malloc(u->D->nw, sizeof(size_t));
 	if (!u->X || !u->dy || !u->hn || !u->gz || !u->row0 || !u->fit)
 		return -1;
-	for (int i = 0; i < FW_NMAT; i++)
-		if (!(u->dwx[i] = nv_malloc(rows[i], cols[i] * sizeof(float))))
-			return -1;
 	for (size_t i = 0, r = 0; i < u->D->nw; r += u->D->w[i].len - 1, i++) {
 		u->row0[i] = r;
 		if (!u->D->w[i].sel)
@@ -194,15 +205,18 @@ static void close_tensors(mt_run *u, size_t l)
 }
 
 /*
- * layer l of the model, its tuned projections from their stored bytes
- * (stored) or rebuilt from the current scales, which are then left open
+ * layer l of the model, its tuned projections dequantized from their stored
+ * bytes (stored), or left out of ly and opened, their factors at the
+ * current scales in fac (which is otherwise all NULL)
  */
-static int layer_load(mt_run *u, size_t l, int stored, fw_layer *ly)
+static int layer_load(mt_run *u, size_t l, int stored, fw_layer *ly,
+		      const bk_factor *fac[FW_NMAT])
 {
 	fw_override ov[FW_NMAT];
 	size_t nov = 0;
 	char name[FW_NMAT][160];
 
+	memset(fac, 0, FW_NMAT * sizeof *fac);
 	/* the tuned projections are not converted from the model: they are filled below */
 	for (size_t i = 0; i < u->nt; i++)
 		if ((size_t)u->layer[i] == l) {
@@ -217,13 +231,17 @@ static int layer_load(mt_run *u, size_t l, int stored, fw_layer *ly)
 
 		if ((size_t)u->layer[i] != l)
 			continue;
-		if (stored ? blr_dequantize(t->bytes, t->len, ly->w[t->which]) < 0 : tp_open(t) < 0) {
+		if (stored ? blr_dequantize(t->bytes, t->len, ly->w[t->which]) < 0 :
+			     tp_open(t, u->tmax) < 0) {
 			close_tensors(u, l);
 			fw_layer_free(ly);
 			return -1;
 		}
-		if (!stored)
-			tp_rebuild(t, ly->w[t->which], &u->flops);
+		if (!stored) {
+			free(ly->w[t->which]);
+			ly->w[t->which] = NULL;
+			fac[t->which] = tp_factor(t);
+		}
 	}
 	return 0;
 }
@@ -234,42 +252,37 @@ static size_t wlen(const mt_run *u, size_t i)
 	return u->D->w[i].len - 1;
 }
 
-/* the multiply-adds ×2 of one block's forward on T positions, as fw_layer_run counts them */
-static double block_flops(const fw_model *m, size_t T)
-{
-	return 2.0 * (double)T * (double)(layer_bytes(m) / sizeof(float)) +
-	       4.0 * (double)T * (double)T * (double)m->hd * (double)m->nh;
-}
-
 /*
- * the windows of the batch through kept layer l: its intermediates into
- * its caches, its output into out (the states at in kept as the caches' input)
+ * the windows of the batch through layer l, factored by fac: with hold,
+ * its intermediates into its kept caches, else through the run's own;
+ * the output into out (the states at in kept as a kept cache's input)
  */
-static int kept_run(mt_run *u, size_t l, const fw_layer *ly, const size_t *win, size_t nb,
-		    const float *in, float *out)
+static int block_run(mt_run *u, size_t l, const fw_layer *ly, const bk_factor *const *fac,
+		     int hold, const size_t *win, size_t nb, const float *in, float *out)
 {
 	size_t d = u->m->d;
 
 	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++) {
-		bk_cache *c = &u->kc[(l - u->kfrom) * u->kb + b];
+		bk_cache *c = hold ? &u->kc[(l - u->kfrom) * u->kb + b] : &u->c;
 		size_t T = wlen(u, win[b]);
 
-		if (bk_forward(u->m, ly, c, in + off * d, T) < 0)
+		if (bk_forward(u->m, ly, fac, c, in + off * d, T) < 0)
 			return -1;
 		memcpy(out + off * d, c->y, T * d * sizeof(float));
-		u->flops += block_flops(u->m, T);
+		u->flops += bk_flops(u->m, fac, T);
 	}
 	return 0;
 }
 
 /*
- * windows win[0..nb) through every layer: with keep, plane l of X holds
- * the states entering layer l and plane L the final ones, and the layers
- * from kfrom on are held with their intermediates (bk_forward gives
- * fw_layer_run's bits); without, plane 0 is run in place.  The final
- * states' plane is returned.
+ * windows win[0..nb) through every layer.  With keep (a step: the tuned
+ * projections factored at their current scales), plane l of X holds the
+ * states entering layer l and plane L the final ones, and the layers from
+ * kfrom on are held with their intermediates.  Without (an evaluation of
+ * the stored bytes: fw_layer_run, as cmf-eval runs them), plane 0 is run
+ * in place.  The final states' plane is returned.
  */
-static float *forward(mt_run *u, const size_t *win, size_t nb, int stored, int keep)
+static float *forward(mt_run *u, const size_t *win, size_t nb, int keep)
 {
 	size_t d = u->m->d, plane = u->bt * d;
 
@@ -282,18 +295,15 @@ static float *forward(mt_run *u, const size_t *win, size_t nb, int stored, int k
 		float *in = u->X + (keep ? l * plane : 0), *out = in + (keep ? plane : 0);
 		int hold = keep && l >= u->kfrom, rc = 0;
 		fw_layer local, *ly = hold ? &u->kly[l] : &local;
+		const bk_factor *fac[FW_NMAT];
 
-		if (layer_load(u, l, stored, ly) < 0)
+		if (layer_load(u, l, !keep, ly, fac) < 0)
 			return NULL;
-		if (hold)
-			rc = kept_run(u, l, ly, win, nb, in, out);
-		for (size_t b = 0, off = 0; !hold && b < nb && rc == 0; off += wlen(u, win[b]), b++) {
-			if (keep)
-				memcpy(out + off * d, in + off * d, wlen(u, win[b]) * d * sizeof(float));
+		if (keep)
+			rc = block_run(u, l, ly, fac, hold, win, nb, in, out);
+		for (size_t b = 0, off = 0; !keep && b < nb && rc == 0; off += wlen(u, win[b]), b++)
 			rc = fw_layer_run(u->m, ly, &u->s, out + off * d, wlen(u, win[b]), NULL);
-		}
-		if (!stored)
-			close_tensors(u, l);
+		close_tensors(u, l);
 		if (hold)
 			u->held[l] = 1;
 		else
@@ -329,7 +339,7 @@ static int part_kl(mt_run *u, int sel, double *out)
 			win[nb++] = i, taken++;
 		if (nb == 0 || (nb < MT_GROUP && i < u->D->nw))
 			continue;
-		float *h = forward(u, win, nb, 1, 0);
+		float *h = forward(u, win, nb, 0);
 
 		if (!h)
 			return -1;
@@ -376,44 +386,48 @@ static int head_back(mt_run *u, const size_t *win, size_t nb, const float *h)
 	return 0;
 }
 
-/* layer l's tuned tensors opened again for the backward of a held layer */
-static int reopen(mt_run *u, size_t l)
+/* layer l's tuned tensors opened again for the backward of a held layer, their factors in fac */
+static int reopen(mt_run *u, size_t l, const bk_factor *fac[FW_NMAT])
 {
+	memset(fac, 0, FW_NMAT * sizeof *fac);
 	for (size_t i = 0; i < u->nt; i++)
-		if ((size_t)u->layer[i] == l && tp_open(&u->t[i]) < 0) {
-			close_tensors(u, l);
-			return -1;
+		if ((size_t)u->layer[i] == l) {
+			if (tp_open(&u->t[i], u->tmax) < 0) {
+				close_tensors(u, l);
+				return -1;
+			}
+			fac[u->t[i].which] = tp_factor(&u->t[i]);
 		}
 	return 0;
 }
 
-/* back through layer l: its tuned tensors' scale gradients, dy becomes the gradient of its input */
+/*
+ * back through layer l: its tuned tensors' scale gradients, dy becomes the
+ * gradient of its input.  A layer not held is loaded and run forward again.
+ */
 static int layer_back(mt_run *u, size_t l, const size_t *win, size_t nb)
 {
 	const fw_model *m = u->m;
 	size_t d = m->d, plane = u->bt * d;
 	int held = u->held && u->held[l], rc = 0;
 	fw_layer local, *ly = held ? &u->kly[l] : &local;
-	float *dw[FW_NMAT];
+	const bk_factor *fac[FW_NMAT];
+	float *dw[FW_NMAT] = { 0 };
 
-	if (held ? reopen(u, l) < 0 : layer_load(u, l, 0, ly) < 0)
+	if (held ? reopen(u, l, fac) < 0 : layer_load(u, l, 0, ly, fac) < 0)
 		return -1;
-	memcpy(dw, u->dwx, sizeof dw);
-	for (size_t i = 0; i < u->nt; i++)
-		if ((size_t)u->layer[i] == l)
-			dw[u->t[i].which] = u->t[i].dw;
 	for (size_t b = 0, off = 0; b < nb && rc == 0; off += wlen(u, win[b]), b++) {
 		size_t T = wlen(u, win[b]);
 		bk_cache *c = held ? &u->kc[(l - u->kfrom) * u->kb + b] : &u->c;
 
-		if (!held && (rc = bk_forward(m, ly, c, u->X + l * plane + off * d, T)) < 0)
+		if (!held && (rc = bk_forward(m, ly, fac, c, u->X + l * plane + off * d, T)) < 0)
 			break;
-		bk_backward(m, ly, c, u->dy + off * d, dw, l > u->lmin ? u->dy + off * d : NULL);
-		u->flops += (held ? 2 : 3) * block_flops(m, T);
+		bk_backward(m, ly, fac, c, u->dy + off * d, dw, l > u->lmin ? u->dy + off * d : NULL);
+		u->flops += (held ? 2 : 3) * bk_flops(m, fac, T);
 	}
 	for (size_t i = 0; rc == 0 && i < u->nt; i++)
 		if ((size_t)u->layer[i] == l)
-			tp_chain(&u->t[i], &u->flops);
+			tp_chain(&u->t[i]);
 	close_tensors(u, l);
 	fw_layer_free(ly);
 	if (held)
@@ -424,7 +438,7 @@ static int layer_back(mt_run *u, size_t l, const size_t *win, size_t nb)
 /* one step's gradient over a batch of FIT windows, into every tensor's gr */
 static int batch_grad(mt_run *u, const size_t *win, size_t nb)
 {
-	float *h = forward(u, win, nb, 0, 1);
+	float *h = forward(u, win, nb, 1);
 
 	if (!h || head_back(u, win, nb, h) < 0)
 		return -1;

@@ -11,14 +11,14 @@
  * A step runs a batch of FIT windows forward through every layer, keeping
  * each layer's input, then back from the head's gradient (normcal.h's
  * nc_kl_back) through the final norm and every block in turn (block.h,
- * with the input's gradient), each tuned tensor's dW turned into its
- * scales' gradient (tparam.h).  Only one layer's weights, signs and dW are
- * in memory at a time: the model's tensors are converted per visit and the
- * tuned ones rebuilt from their scales, so the memory is one layer plus the
- * batch's states at every layer, never the whole model in f32 — save for
- * the last layers that fit in D->keep bytes, which keep their rebuilt
- * weights and the block's intermediates from the forward to the backward
- * instead of building and running them again.
+ * with the input's gradient), the tuned projections multiplied in factored
+ * form through their rank at their current scales (block.h's bk_factor,
+ * tparam.h), never built as f32 matrices.  Only one layer's signs and
+ * factors are in memory at a time, and the model's other tensors are
+ * converted per visit, so the memory is one layer plus the batch's states
+ * at every layer — save for the last layers that fit in D->keep bytes,
+ * which keep the block's intermediates from the forward to the backward
+ * instead of running it again.
  *
  * As in tune.h: Adam on the log-multipliers, a fixed-seed order of the FIT
  * windows; every eval_every steps and after the last the scales are stored

@@ -13,18 +13,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the arrays of a visit: (m × r) ones, (n × r) ones */
+#define TP_MR 4
+#define TP_NR 4
+
+static void visit_arrays(tp_tensor *t, size_t p, float **mr[TP_MR], float **nr[TP_NR])
+{
+	mr[0] = &t->su[p], mr[1] = &t->a[p], mr[2] = &t->al[p], mr[3] = &t->pg[p];
+	nr[0] = &t->sv[p], nr[1] = &t->b[p], nr[2] = &t->bl[p], nr[3] = &t->qg[p];
+}
+
 void tp_close(tp_tensor *t)
 {
-	for (int p = 0; p < 2; p++) {
-		free(t->su[p]);
-		free(t->sv[p]);
-		t->su[p] = t->sv[p] = NULL;
+	for (size_t p = 0; p < 2; p++) {
+		float **mr[TP_MR], **nr[TP_NR];
+
+		visit_arrays(t, p, mr, nr);
+		for (int k = 0; k < TP_MR; k++) {
+			free(*mr[k]);
+			*mr[k] = NULL;
+		}
+		for (int k = 0; k < TP_NR; k++) {
+			free(*nr[k]);
+			*nr[k] = NULL;
+		}
 	}
-	free(t->dw);
-	free(t->a);
-	free(t->b);
-	free(t->pq);
-	t->dw = t->a = t->b = t->pq = NULL;
+	free(t->f);
+	t->f = NULL;
+	memset(&t->fac, 0, sizeof t->fac);
 }
 
 void tp_free(tp_tensor *t)
@@ -76,31 +92,37 @@ int tp_init(tp_tensor *t, int which, const uint8_t *payload, size_t len)
 	return 0;
 }
 
-int tp_open(tp_tensor *t)
+/* path p's signs as ±1 floats */
+static void unpack(tp_tensor *t, size_t p, const blr_view *v)
 {
-	size_t big = t->m > t->n ? t->m : t->n;
+	for (size_t i = 0; i < t->m; i++)
+		for (size_t j = 0; j < t->r; j++)
+			t->su[p][i * t->r + j] = (float)blr_sign(v->su, i, j, t->r);
+	for (size_t i = 0; i < t->n; i++)
+		for (size_t j = 0; j < t->r; j++)
+			t->sv[p][i * t->r + j] = (float)blr_sign(v->sv, i, j, t->r);
+}
+
+int tp_open(tp_tensor *t, size_t tmax)
+{
 	blr_header hd;
 	blr_view v[2];
 
 	if (blr_parse(t->bytes, t->len, &hd, v) < 0)
 		return -1;
-	t->dw = nv_calloc(t->m * t->n, sizeof(float));
-	t->a = nv_malloc(t->m, t->r * sizeof(float));
-	t->b = nv_malloc(t->n, t->r * sizeof(float));
-	t->pq = nv_malloc(big, t->r * sizeof(float));
-	if (!t->dw || !t->a || !t->b || !t->pq)
+	if (!(t->f = nv_malloc(tmax ? tmax : 1, t->r * sizeof(float))))
 		goto fail;
 	for (size_t p = 0; p < t->np; p++) {
-		t->su[p] = nv_malloc(t->m, t->r * sizeof(float));
-		t->sv[p] = nv_malloc(t->n, t->r * sizeof(float));
-		if (!t->su[p] || !t->sv[p])
-			goto fail;
-		for (size_t i = 0; i < t->m; i++)
-			for (size_t j = 0; j < t->r; j++)
-				t->su[p][i * t->r + j] = (float)blr_sign(v[p].su, i, j, t->r);
-		for (size_t i = 0; i < t->n; i++)
-			for (size_t j = 0; j < t->r; j++)
-				t->sv[p][i * t->r + j] = (float)blr_sign(v[p].sv, i, j, t->r);
+		float **mr[TP_MR], **nr[TP_NR];
+
+		visit_arrays(t, p, mr, nr);
+		for (int k = 0; k < TP_MR; k++)
+			if (!(*mr[k] = nv_malloc(t->m, t->r * sizeof(float))))
+				goto fail;
+		for (int k = 0; k < TP_NR; k++)
+			if (!(*nr[k] = nv_malloc(t->n, t->r * sizeof(float))))
+				goto fail;
+		unpack(t, p, &v[p]);
 	}
 	return 0;
 fail:
@@ -108,56 +130,59 @@ fail:
 	return -1;
 }
 
-/* a (m × r) = diag(h) S_U diag(ℓ) with withl, else diag(h) S_U; b (n × r) = diag(g) S_V */
-static void factors(tp_tensor *t, size_t p, int withl)
+const bk_factor *tp_factor(tp_tensor *t)
 {
-	const float *h = t->v[p], *g = h + t->m, *lv = g + t->n;
+	size_t m = t->m, n = t->n, r = t->r;
 
-	for (size_t i = 0; i < t->m; i++)
-		for (size_t k = 0; k < t->r; k++)
-			t->a[i * t->r + k] = h[i] * t->su[p][i * t->r + k] * (withl ? lv[k] : 1.0f);
-	for (size_t j = 0; j < t->n; j++)
-		for (size_t k = 0; k < t->r; k++)
-			t->b[j * t->r + k] = g[j] * t->sv[p][j * t->r + k];
-}
-
-void tp_rebuild(tp_tensor *t, float *w, double *flops)
-{
+	t->fac = (bk_factor){ .np = t->np, .r = r, .f = t->f };
 	for (size_t p = 0; p < t->np; p++) {
-		factors(t, p, 1);
-		nv_sgemm(0, 1, t->m, t->n, t->r, 1.0f, t->a, t->r, t->b, t->r, p ? 1.0f : 0.0f, w,
-			 t->n);
-		*flops += 2.0 * (double)t->m * (double)t->n * (double)t->r;
+		const float *h = t->v[p], *g = h + m, *lv = g + n;
+
+		for (size_t i = 0; i < m; i++)
+			for (size_t k = 0; k < r; k++) {
+				t->a[p][i * r + k] = h[i] * t->su[p][i * r + k];
+				t->al[p][i * r + k] = t->a[p][i * r + k] * lv[k];
+			}
+		for (size_t j = 0; j < n; j++)
+			for (size_t k = 0; k < r; k++) {
+				t->b[p][j * r + k] = g[j] * t->sv[p][j * r + k];
+				t->bl[p][j * r + k] = t->b[p][j * r + k] * lv[k];
+			}
+		memset(t->pg[p], 0, m * r * sizeof(float));
+		memset(t->qg[p], 0, n * r * sizeof(float));
+		t->fac.a[p] = t->a[p], t->fac.al[p] = t->al[p];
+		t->fac.b[p] = t->b[p], t->fac.bl[p] = t->bl[p];
+		t->fac.pg[p] = t->pg[p], t->fac.qg[p] = t->qg[p];
 	}
+	return &t->fac;
 }
 
-void tp_chain(tp_tensor *t, double *flops)
+/*
+ * ∂/∂h_i = Σ_k S_U,ik ℓ_k P_ik, ∂/∂ℓ_k = Σ_i h_i S_U,ik P_ik,
+ * ∂/∂g_j = Σ_k S_V,jk ℓ_k Q_jk; then times the scale, for s
+ */
+void tp_chain(tp_tensor *t)
 {
 	size_t m = t->m, n = t->n, r = t->r;
 
 	for (size_t p = 0; p < t->np; p++) {
 		const float *h = t->v[p], *g = h + m, *lv = g + n;
+		const float *P = t->pg[p], *Q = t->qg[p];
 		double *gh = t->gr[p], *gg = gh + m, *gl = gg + n;
 
 		memset(gh, 0, t->nv * sizeof(double));
-		factors(t, p, 0);
-		/* P (m × r) = dW · diag(g) S_V */
-		nv_sgemm(0, 0, m, r, n, 1.0f, t->dw, n, t->b, r, 0.0f, t->pq, r);
 		for (size_t i = 0; i < m; i++)
 			for (size_t k = 0; k < r; k++) {
-				double su = t->su[p][i * r + k], pk = t->pq[i * r + k];
+				double su = t->su[p][i * r + k], pk = P[i * r + k];
 
 				gh[i] += su * lv[k] * pk;
 				gl[k] += h[i] * su * pk;
 			}
-		/* Q (n × r) = dWᵀ · diag(h) S_U */
-		nv_sgemm(1, 0, n, r, m, 1.0f, t->dw, n, t->a, r, 0.0f, t->pq, r);
 		for (size_t j = 0; j < n; j++)
 			for (size_t k = 0; k < r; k++)
-				gg[j] += t->sv[p][j * r + k] * lv[k] * t->pq[j * r + k];
+				gg[j] += t->sv[p][j * r + k] * lv[k] * Q[j * r + k];
 		for (size_t i = 0; i < t->nv; i++)
 			gh[i] *= t->v[p][i];
-		*flops += 4.0 * (double)m * (double)n * (double)r;
 	}
 }
 

@@ -2,9 +2,11 @@
  * tparam.h - the continuous scales of one BLR payload as parameters: what
  * the two scale tuners (tune.c, one block; mtune.c, the whole model) step.
  *
- * A path is Ŵ_p = diag(h) S_U diag(ℓ) S_Vᵀ diag(g) (blr(5)).  With dW the
- * gradient of a loss with respect to Ŵ, and P = dW·(diag(g) S_V) (m × r),
- * Q = dWᵀ·(diag(h) S_U) (n × r):
+ * A path is Ŵ_p = diag(h) S_U diag(ℓ) S_Vᵀ diag(g) (blr(5)).  The block
+ * multiplies by the payload in factored form (block.h's bk_factor, built
+ * by tp_factor from the current scales), and its backward gives, for dW
+ * the gradient of a loss with respect to Ŵ, P = dW·(diag(g) S_V) (m × r)
+ * and Q = dWᵀ·(diag(h) S_U) (n × r), from which:
  *
  *   ∂/∂h_i = Σ_k S_U,ik ℓ_k P_ik    ∂/∂ℓ_k = Σ_i h_i S_U,ik P_ik
  *   ∂/∂g_j = Σ_k S_V,jk ℓ_k Q_jk
@@ -14,15 +16,17 @@
  *
  * What a tensor holds between visits is its payload bytes and, per scale,
  * the start, the current value, s and Adam's two moments.  The signs as
- * ±1 floats, dW and the products' scratch (about 4(m + n)·r + m·n floats)
- * exist only between tp_open and tp_close, so that a whole model's tensors
- * can be tuned one layer in memory at a time.
+ * ±1 floats, the factors, P and Q (4(m + n)·r floats a path) and the
+ * backward's scratch exist only between tp_open and tp_close, so that a
+ * whole model's tensors can be tuned one layer in memory at a time.
  */
 #ifndef NV_TPARAM_H
 #define NV_TPARAM_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "block.h"
 
 typedef struct {
 	int which;                /* FW_Q … FW_DOWN */
@@ -33,23 +37,26 @@ typedef struct {
 	double *s[2], *am[2], *av[2], *gr[2]; /* (nv) log-multipliers, moments, gradient */
 	/* between tp_open and tp_close */
 	float *su[2], *sv[2];     /* (m × r), (n × r) ±1 */
-	float *dw;                /* (m × n) ∂L/∂Ŵ, zeroed by tp_open */
-	float *a, *b, *pq;        /* (m × r), (n × r), (max(m,n) × r) scratch */
+	float *a[2], *al[2];      /* (m × r) diag(h) S_U, and times diag(ℓ) */
+	float *b[2], *bl[2];      /* (n × r) diag(g) S_V, and times diag(ℓ) */
+	float *pg[2], *qg[2];     /* (m × r), (n × r) P and Q */
+	float *f;                 /* (tmax × r) */
+	bk_factor fac;            /* the block's view of them */
 } tp_tensor;
 
 /* the scales of a payload (a copy of its bytes is kept) as projection which */
 int tp_init(tp_tensor *t, int which, const uint8_t *payload, size_t len);
 void tp_free(tp_tensor *t);
 
-/* the signs and scratch of a visit; tp_close gives them back */
-int tp_open(tp_tensor *t);
+/* the signs, factors and scratch of a visit, for windows of up to tmax positions */
+int tp_open(tp_tensor *t, size_t tmax);
 void tp_close(tp_tensor *t);
 
-/* (open) w (m × n) = Σ_p diag(h) S_U diag(ℓ) S_Vᵀ diag(g) from the current scales */
-void tp_rebuild(tp_tensor *t, float *w, double *flops);
+/* (open) the factors at the current scales, P and Q zeroed: the block's view of the tensor */
+const bk_factor *tp_factor(tp_tensor *t);
 
-/* (open) gr ← ∂L/∂s of every scale, from dw */
-void tp_chain(tp_tensor *t, double *flops);
+/* (open) gr ← ∂L/∂s of every scale, from the P and Q the backward added up */
+void tp_chain(tp_tensor *t);
 
 /* one Adam step (1-based) of rate lr on s from gr; the scales follow */
 void tp_adam(tp_tensor *t, double lr, size_t step);

@@ -29,14 +29,14 @@ static int slot_of(int l, const char *name)
 }
 
 /* signs and scales of the payload, which must be m × n of its slot, open for the whole run */
-static int tensor_init(tp_tensor *t, int l, const tn_input *in)
+static int tensor_init(tp_tensor *t, int l, const tn_input *in, size_t tmax)
 {
 	int which;
 
 	memset(t, 0, sizeof *t);
 	if ((which = slot_of(l, in->name)) < 0 || tp_init(t, which, in->payload, in->len) < 0)
 		return -1;
-	return tp_open(t);
+	return tp_open(t, tmax);
 }
 
 /* what a run holds: the layer, its block, the tuned tensors, the windows' rows */
@@ -46,7 +46,6 @@ typedef struct {
 	bk_cache c;
 	tp_tensor *t;
 	size_t nt;
-	float *dwx[FW_NMAT];  /* gradients of the projections that are not tuned */
 	float *dy;            /* (window × d) */
 	size_t *row0, *fit;   /* each window's first row; the FIT windows' indices */
 	size_t nfit;
@@ -73,7 +72,7 @@ static int part_loss(tn_run *u, int sel, double *out, double *norm)
 
 		if (u->w[i].sel != sel)
 			continue;
-		if (bk_forward(u->m, &u->ly, &u->c, u->x + u->row0[i] * d, T) < 0)
+		if (bk_forward(u->m, &u->ly, NULL, &u->c, u->x + u->row0[i] * d, T) < 0)
 			return -1;
 		for (size_t k = 0; k < T * d; k++) {
 			sum += ((double)u->c.y[k] - ys[k]) * ((double)u->c.y[k] - ys[k]);
@@ -101,35 +100,35 @@ static int load_stored(tn_run *u)
 	return 0;
 }
 
-/* one step's gradient over a batch of FIT windows, into every tensor's dw */
+/*
+ * one step's gradient over a batch of FIT windows, into every tensor's gr:
+ * the tuned projections in factored form at their current scales, the
+ * others as the layer holds them
+ */
 static int batch_grad(tn_run *u, const size_t *win, size_t nb)
 {
 	size_t d = u->m->d, count = 0;
-	float *dw[FW_NMAT];
+	const bk_factor *fac[FW_NMAT] = { 0 };
+	float *dw[FW_NMAT] = { 0 };
 
-	memcpy(dw, u->dwx, sizeof dw);
-	for (size_t i = 0; i < u->nt; i++) {
-		dw[u->t[i].which] = u->t[i].dw;
-		tp_rebuild(&u->t[i], u->ly.w[u->t[i].which], &u->flops);
-		memset(u->t[i].dw, 0, u->t[i].m * u->t[i].n * sizeof(float));
-	}
+	for (size_t i = 0; i < u->nt; i++)
+		fac[u->t[i].which] = tp_factor(&u->t[i]);
 	for (size_t b = 0; b < nb; b++)
 		count += u->w[win[b]].len - 1;
 	for (size_t b = 0; b < nb; b++) {
 		size_t wi = win[b], T = u->w[wi].len - 1;
 		const float *ys = u->ysrc + u->row0[wi] * d;
 
-		if (bk_forward(u->m, &u->ly, &u->c, u->x + u->row0[wi] * d, T) < 0)
+		if (bk_forward(u->m, &u->ly, fac, &u->c, u->x + u->row0[wi] * d, T) < 0)
 			return -1;
 		/* ∂/∂y of the batch's mean over positions of ‖y − y_src‖² */
 		for (size_t k = 0; k < T * d; k++)
 			u->dy[k] = (float)(2.0 * ((double)u->c.y[k] - ys[k]) / (double)count);
-		bk_backward(u->m, &u->ly, &u->c, u->dy, dw, NULL);
-		u->flops += 6.0 * (double)T * (double)u->m->d *
-			    (double)(u->m->qdim + 2 * u->m->kvdim + u->m->d + 3 * u->m->ff);
+		bk_backward(u->m, &u->ly, fac, &u->c, u->dy, dw, NULL);
+		u->flops += 3.0 * bk_flops(u->m, fac, T);
 	}
 	for (size_t i = 0; i < u->nt; i++)
-		tp_chain(&u->t[i], &u->flops);
+		tp_chain(&u->t[i]);
 	return 0;
 }
 
@@ -138,8 +137,6 @@ static void run_free(tn_run *u)
 	for (size_t i = 0; i < u->nt; i++)
 		tp_free(&u->t[i]);
 	free(u->t);
-	for (int i = 0; i < FW_NMAT; i++)
-		free(u->dwx[i]);
 	free(u->dy);
 	free(u->row0);
 	free(u->fit);
@@ -151,8 +148,6 @@ static void run_free(tn_run *u)
 static int run_init(tn_run *u, int l, const tn_input *in, size_t nin, size_t tmax)
 {
 	const fw_model *m = u->m;
-	size_t rows[FW_NMAT] = { m->qdim, m->kvdim, m->kvdim, m->d, m->ff, m->ff, m->d };
-	size_t cols[FW_NMAT] = { m->d, m->d, m->d, m->qdim, m->d, m->d, m->ff };
 	fw_override ov[FW_NMAT];
 
 	if (nin == 0 || nin > FW_NMAT) {
@@ -165,13 +160,10 @@ static int run_init(tn_run *u, int l, const tn_input *in, size_t nin, size_t tma
 	    !(u->t = nv_calloc(nin, sizeof *u->t)) || !(u->dy = nv_malloc(tmax, m->d * sizeof(float))))
 		return -1;
 	for (; u->nt < nin; u->nt++)
-		if (tensor_init(&u->t[u->nt], l, &in[u->nt]) < 0) {
+		if (tensor_init(&u->t[u->nt], l, &in[u->nt], tmax) < 0) {
 			tp_free(&u->t[u->nt]);
 			return -1;
 		}
-	for (int i = 0; i < FW_NMAT; i++)
-		if (!(u->dwx[i] = nv_malloc(rows[i], cols[i] * sizeof(float))))
-			return -1;
 	u->row0 = nv_malloc(u->nw, sizeof(size_t));
 	u->fit = nv_malloc(u->nw, sizeof(size_t));
 	if (!u->row0 || !u->fit)

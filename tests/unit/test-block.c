@@ -6,7 +6,9 @@
  * the forward is fw_layer_run's, bit for bit, and agrees with a naive f64
  * block written here; the gradient of ½‖y − t‖² with respect to every
  * projection and to the block's input agrees with central differences of
- * that f64 block.
+ * that f64 block.  A projection in factored form (bk_factor, of one or
+ * two paths) gives the dense W's output, input gradient and, as P and Q,
+ * dW's products with its factors, where W is built from the factors here.
  */
 #include "block.h"
 #include "err.h"
@@ -168,12 +170,12 @@ static void check_input_gradient(fw_model *m, const fw_layer *ly, bk_cache *c, c
 
 	for (size_t i = 0; i < T * D; i++)
 		x[i] = xf[i];
-	bk_forward(m, ly, c, xf, T);
+	bk_forward(m, ly, NULL, c, xf, T);
 	for (size_t i = 0; i < T * D; i++)
 		dy[i] = c->y[i] - tgt[i];
 	for (int i = 0; i < FW_NMAT; i++)
 		dw[i] = calloc(rows[i] * cols[i], sizeof(float));
-	bk_backward(m, ly, c, dy, dw, dy); /* dx into dy itself */
+	bk_backward(m, ly, NULL, c, dy, dw, dy); /* dx into dy itself */
 	for (int i = 0; i < FW_NMAT; i++) {
 		same &= !memcmp(dw[i], dw0[i], rows[i] * cols[i] * sizeof(float));
 		free(dw[i]);
@@ -205,14 +207,14 @@ static void check_gradient(fw_model *m, const fw_layer *ly, bk_cache *c, const r
 
 	for (size_t i = 0; i < T * D; i++)
 		x[i] = xf[i];
-	bk_forward(m, ly, c, xf, T);
+	bk_forward(m, ly, NULL, c, xf, T);
 	for (size_t i = 0; i < T * D; i++)
 		dy[i] = c->y[i] - tgt[i];
 	for (int i = 0; i < FW_NMAT; i++) {
 		dw[i] = calloc(rows[i] * cols[i], sizeof(float));
 		w[i] = ly->w[i];
 	}
-	bk_backward(m, ly, c, dy, dw, NULL);
+	bk_backward(m, ly, NULL, c, dy, dw, NULL);
 	check_input_gradient(m, ly, c, rw, xf, tgt, dw);
 	for (int i = 0; i < FW_NMAT; i++) {
 		double worst = 0, big = 0;
@@ -239,6 +241,117 @@ static void check_gradient(fw_model *m, const fw_layer *ly, bk_cache *c, const r
 	(void)r;
 }
 
+/* one projection's random factors: np paths of rank R; W (out × in) built from them in f64 */
+enum { R = 3 };
+
+typedef struct {
+	bk_factor f;
+	float a[2][FF * R], al[2][FF * R], b[2][FF * R], bl[2][FF * R], l[2][R];
+	float pg[2][FF * R], qg[2][FF * R], z[T * R];
+	float *w;
+} fac_t;
+
+static void fac_make(fac_t *x, size_t np, size_t out, size_t in, tap_rng *r)
+{
+	memset(x, 0, sizeof *x);
+	x->f = (bk_factor){ .np = np, .r = R, .f = x->z };
+	x->w = calloc(out * in, sizeof(float));
+	for (size_t p = 0; p < np; p++) {
+		for (size_t k = 0; k < R; k++)
+			x->l[p][k] = (float)(0.5 + rng_unif(r));
+		for (size_t i = 0; i < out * R; i++) {
+			x->a[p][i] = (float)(0.3 * rng_normal(r));
+			x->al[p][i] = x->a[p][i] * x->l[p][i % R];
+		}
+		for (size_t j = 0; j < in * R; j++) {
+			x->b[p][j] = (float)(0.3 * rng_normal(r));
+			x->bl[p][j] = x->b[p][j] * x->l[p][j % R];
+		}
+		x->f.a[p] = x->a[p], x->f.al[p] = x->al[p], x->f.b[p] = x->b[p];
+		x->f.bl[p] = x->bl[p], x->f.pg[p] = x->pg[p], x->f.qg[p] = x->qg[p];
+	}
+	for (size_t i = 0; i < out; i++)
+		for (size_t j = 0; j < in; j++) {
+			double v = 0;
+
+			for (size_t p = 0; p < np; p++)
+				for (size_t k = 0; k < R; k++)
+					v += (double)x->a[p][i * R + k] * x->l[p][k] * x->b[p][j * R + k];
+			x->w[i * in + j] = (float)v;
+		}
+}
+
+/*
+ * every projection factored (q, o, up of two paths, the others one): the
+ * output, dx and P = dW·B, Q = dWᵀ·A agree with the dense block on the W the
+ * factors make, to f32's rounding of sums of ≤ 24 terms (1e-5 relative)
+ */
+static void check_factored(fw_model *m, const fw_layer *ly, bk_cache *c, const float *x,
+			   const float *tgt, tap_rng *r)
+{
+	size_t rows[FW_NMAT] = { QD, KD, KD, D, FF, FF, D }, cols[FW_NMAT] = { D, D, D, QD, D, D, FF };
+	static fac_t fx[FW_NMAT];
+	const bk_factor *fac[FW_NMAT];
+	fw_layer dense = *ly, none = *ly;
+	float y[T * D], dy[T * D], dxd[T * D], dxf[T * D], *dw[FW_NMAT];
+	double err = 0, big = 0, perr = 0, pbig = 0;
+
+	for (int i = 0; i < FW_NMAT; i++) {
+		fac_make(&fx[i], i == FW_Q || i == FW_O || i == FW_UP ? 2 : 1, rows[i], cols[i], r);
+		fac[i] = &fx[i].f;
+		dense.w[i] = fx[i].w;
+		none.w[i] = NULL; /* a factored projection's W is not read */
+		dw[i] = calloc(rows[i] * cols[i], sizeof(float));
+	}
+	bk_forward(m, &dense, NULL, c, x, T);
+	memcpy(y, c->y, sizeof y);
+	for (size_t i = 0; i < T * D; i++)
+		dy[i] = c->y[i] - tgt[i];
+	bk_backward(m, &dense, NULL, c, dy, dw, dxd);
+	ok(bk_forward(m, &none, fac, c, x, T) == 0, "%s: forward with every projection factored",
+	   A->arch);
+	for (size_t i = 0; i < T * D; i++) {
+		err = fmax(err, fabs(c->y[i] - y[i]));
+		big = fmax(big, fabs(y[i]));
+	}
+	ok(err <= 1e-5 * big, "%s: its output is the dense W's (|err| %.2g of %.2g)", A->arch, err,
+	   big);
+	bk_backward(m, &none, fac, c, dy, (float *[FW_NMAT]){ 0 }, dxf);
+	err = big = 0;
+	for (size_t i = 0; i < T * D; i++) {
+		err = fmax(err, fabs(dxf[i] - dxd[i]));
+		big = fmax(big, fabs(dxd[i]));
+	}
+	ok(err <= 1e-5 * big, "%s: so is ∂L/∂x (|err| %.2g of %.2g)", A->arch, err, big);
+	for (int i = 0; i < FW_NMAT; i++) {
+		const fac_t *f = &fx[i];
+
+		for (size_t p = 0; p < f->f.np; p++)
+			for (size_t k = 0; k < R; k++) {
+				for (size_t o = 0; o < rows[i]; o++) { /* P = dW·B */
+					double v = 0;
+
+					for (size_t j = 0; j < cols[i]; j++)
+						v += (double)dw[i][o * cols[i] + j] * f->b[p][j * R + k];
+					perr = fmax(perr, fabs(v - f->pg[p][o * R + k]));
+					pbig = fmax(pbig, fabs(v));
+				}
+				for (size_t j = 0; j < cols[i]; j++) { /* Q = dWᵀ·A */
+					double v = 0;
+
+					for (size_t o = 0; o < rows[i]; o++)
+						v += (double)dw[i][o * cols[i] + j] * f->a[p][o * R + k];
+					perr = fmax(perr, fabs(v - f->qg[p][j * R + k]));
+					pbig = fmax(pbig, fabs(v));
+				}
+			}
+		free(dw[i]);
+		free(fx[i].w);
+	}
+	ok(perr <= 1e-5 * pbig, "%s: P and Q are dW·B and dWᵀ·A (|err| %.2g of %.2g)", A->arch,
+	   perr, pbig);
+}
+
 /* every check on the tiny model with the features of a */
 static void variant(const cmf_arch *a, tap_rng *r)
 {
@@ -261,7 +374,7 @@ static void variant(const cmf_arch *a, tap_rng *r)
 	ok(fw_open(&m, &mm.f) == 0 && fw_layer_load(&m, 0, NULL, 0, &ly) == 0 &&
 	   fw_scratch_init(&s, &m, T) == 0 && bk_init(&c, &m, T) == 0, "%s: the tiny model, layer 0",
 	   a->arch);
-	ok(bk_forward(&m, &ly, &c, x, T) == 0, "%s: forward of %d positions", a->arch, T);
+	ok(bk_forward(&m, &ly, NULL, &c, x, T) == 0, "%s: forward of %d positions", a->arch, T);
 	memcpy(x2, x, sizeof x);
 	fw_layer_run(&m, &ly, &s, x2, T, NULL);
 	ok(!memcmp(x2, c.y, sizeof x2), "%s: the output is fw_layer_run's, bit for bit", a->arch);
@@ -270,9 +383,10 @@ static void variant(const cmf_arch *a, tap_rng *r)
 		err = fmax(err, fabs(y[i] - c.y[i]));
 	/* f32 sums of ≤ 24 terms of magnitude ~1 through two residual branches: 1e-5 */
 	ok(err <= 1e-5, "%s: and the naive f64 block's (|err| %.2g)", a->arch, err);
-	ok(bk_forward(&m, &ly, &c, x, T + 1) < 0, "%s: a window beyond the cache is refused: %s",
+	ok(bk_forward(&m, &ly, NULL, &c, x, T + 1) < 0, "%s: a window beyond the cache is refused: %s",
 	   a->arch, nv_err());
 	check_gradient(&m, &ly, &c, &rw, x, tgt, r);
+	check_factored(&m, &ly, &c, x, tgt, r);
 	bk_free(&c);
 	fw_scratch_free(&s);
 	fw_layer_free(&ly);

@@ -6,8 +6,10 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -389,6 +391,43 @@ void nv_set_threads(int n)
 int nv_get_threads(void)
 {
 	return openblas_get_num_threads();
+}
+
+/* cores of OpenBLAS 0.3 whose kernels use neither AVX2 nor FMA */
+static int generic_core(const char *core)
+{
+	static const char *const names[] = { "Prescott", "Core2", "Penryn", "Dunnington",
+					     "Nehalem", "Atom", "Sandybridge", "Katmai",
+					     "Coppermine", "Northwood", "Banias" };
+
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (!strcasecmp(core, names[i]))
+			return 1;
+	return 0;
+}
+
+const char *nv_blas_core(char *hint, size_t cap)
+{
+	const char *core = openblas_get_corename(), *set = getenv("OPENBLAS_CORETYPE");
+	const char *better = NULL;
+
+	core = core ? core : "unknown";
+	if (cap)
+		hint[0] = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
+		better = "SkylakeX";
+	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		better = "Haswell";
+#endif
+	if (better && (!set || !*set) && generic_core(core) && cap)
+		snprintf(hint, cap,
+			 "OpenBLAS runs its generic %s kernels on a CPU with %s: "
+			 "OPENBLAS_CORETYPE=%s runs its products several times faster",
+			 core, strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better);
+	return core;
 }
 
 /* OpenBLAS's count is global: the first of the threads in a serial section

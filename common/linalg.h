@@ -90,6 +90,15 @@ void nv_set_threads(int n);
 /* the thread count OpenBLAS uses now */
 int nv_get_threads(void);
 
+/*
+ * the core whose kernels OpenBLAS runs (its name for it), and into hint
+ * (cap bytes) one line when those kernels are generic ones that the CPU
+ * outruns and OPENBLAS_CORETYPE does not choose them: OpenBLAS takes an
+ * unknown CPU (a virtual one, say) for a Prescott, whose products ran 4x
+ * slower than SkylakeX's on an AVX-512 machine.  hint is "" otherwise.
+ */
+const char *nv_blas_core(char *hint, size_t cap);
+
 /* OpenBLAS's LAPACK factorizations (potrf, trtri, and what calls them)
  * split their work by the thread count, and their bits change with it:
  * every LAPACK call here and in cl/ runs on one thread, between

@@ -244,10 +244,12 @@ help:
 CALIB_ARG := $(if $(TOKENS),--tokens '$(TOKENS)',$(if $(TEXT),--text '$(TEXT)'))
 CAPTURE := --fit-tokens $(FIT_TOKENS) --sel-tokens $(SEL_TOKENS) --window $(WINDOW)
 
-# OUT/source.list: the source model's tensors (cmf-patch list); OUT/tensors.txt:
+# OUT/source.list: the source model's tensors (cmf-patch list), with a note
+# first when OpenBLAS runs slower kernels than the CPU allows; OUT/tensors.txt:
 # its body linears as "name layer bpw|keep m n short lead", the plan resolved
 $(OUT)/source.list: $(STAMP)
 	@$(call say,'listing $(MODEL)')
+	@$(T)cmf-patch --version | sed -n "s/^note: /convert: note: /p" >&2
 	$(Q)$(LIB) step $(LOG)/list.log -- $(T)cmf-patch list '$(MODEL)' >$@.tmp
 	$(Q)mv $@.tmp $@
 

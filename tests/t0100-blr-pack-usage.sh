@@ -21,6 +21,14 @@ test_expect_success '--version names the tool and the version' '
 	test_grep "^blr-pack \(nvgkit\) [0-9]+\.[0-9]+\.[0-9]+$" out
 '
 
+test_expect_success '--version names the OpenBLAS core; no note once OPENBLAS_CORETYPE names it' '
+	blr-pack --version >out &&
+	core=$(sed -n "s/^OpenBLAS core: //p" out) &&
+	test -n "$core" &&
+	OPENBLAS_CORETYPE=$core blr-pack --version >out2 &&
+	test_no_grep "^note:" out2
+'
+
 usage_error() {
 	test_expect_code 2 blr-pack "$@" >out 2>err &&
 	test ! -s out &&

@@ -19,6 +19,12 @@ test_expect_success 'nvg at 2.5 bpw converts all five layers' '
 	test_no_tmp_files nvg
 '
 
+test_expect_success 'the conversion passes on the note of cmf-patch --version, once' '
+	cmf-patch --version | sed -n "s/^note: /convert: note: /p" >expect &&
+	grep "^convert: note: " err >actual || true &&
+	test_cmp expect actual
+'
+
 # make -j starts a layer's encodes in ENC_L's order: the costliest first
 # (bpw·m·n·(m+n) + n³, from tensors.txt), so that none runs alone at the end
 test_expect_success 'a layer lists its tensors longest encode first' '

@@ -19,6 +19,7 @@
 #include "cmf.h"
 #include "err.h"
 #include "forward.h"
+#include "linalg.h"
 #include "parse.h"
 
 #ifndef NVGKIT_VERSION
@@ -135,9 +136,19 @@ static inline int tool_bad_opt(const char *name, const char *arg, int rc)
 	return rc < 0 ? tool_usage_error("bad %s '%s': %s", name, arg, nv_err()) : 0;
 }
 
+/*
+ * the version, then the OpenBLAS core the products run on, and a "note:"
+ * line when its kernels are slower than the CPU allows (nv_blas_core)
+ */
 static inline void tool_version(void)
 {
+	char hint[256];
+	const char *core = nv_blas_core(hint, sizeof hint);
+
 	printf("%s (nvgkit) %s\n", tool_name, NVGKIT_VERSION);
+	printf("OpenBLAS core: %s\n", core);
+	if (hint[0])
+		printf("note: %s\n", hint);
 }
 
 /* flush and close stdout, turning a failed write into exit status 1 (git.c) */

@@ -2,7 +2,9 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <lapacke.h>
 
@@ -377,9 +379,58 @@ static void test_sgemm(void)
 	nv_set_threads(1);
 }
 
+/* whether /proc/cpuinfo's flags list flag (an independent reading of the CPU's features) */
+static int cpu_flag(const char *flag)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[8192], pat[64];
+	int has = 0;
+
+	snprintf(pat, sizeof pat, " %s ", flag);
+	while (f && !has && fgets(line, sizeof line, f))
+		if (!strncmp(line, "flags", 5)) {
+			line[strcspn(line, "\n")] = ' ';
+			has = strstr(line, pat) != NULL;
+		}
+	if (f)
+		fclose(f);
+	return has;
+}
+
+/*
+ * nv_blas_core: OpenBLAS's core name; a hint exactly when the core is a
+ * generic one, the CPU has AVX2 and FMA, and OPENBLAS_CORETYPE is unset,
+ * naming SkylakeX where the CPU has AVX-512
+ */
+static void test_blas_core(void)
+{
+	char hint[256], again[256];
+	const char *set = getenv("OPENBLAS_CORETYPE");
+	const char *core = nv_blas_core(hint, sizeof hint);
+	int generic = !strcasecmp(core, "Prescott") || !strcasecmp(core, "Core2") ||
+		      !strcasecmp(core, "Nehalem") || !strcasecmp(core, "Sandybridge");
+	int avx512 = cpu_flag("avx512f") && cpu_flag("avx512vl") && cpu_flag("avx512bw") &&
+		     cpu_flag("avx512dq");
+	int want = generic && cpu_flag("avx2") && cpu_flag("fma") && !(set && *set);
+
+	ok(core[0] != 0, "nv_blas_core: OpenBLAS runs its %s kernels", core);
+	ok((hint[0] != 0) == want, "a hint %s: '%s'", want ? "is given" : "is not given", hint);
+	if (want)
+		ok(strstr(hint, avx512 ? "OPENBLAS_CORETYPE=SkylakeX" : "OPENBLAS_CORETYPE=Haswell") !=
+			   NULL, "it names the %s kernels", avx512 ? "SkylakeX" : "Haswell");
+	setenv("OPENBLAS_CORETYPE", core, 1);
+	nv_blas_core(again, sizeof again);
+	ok(again[0] == 0, "no hint once OPENBLAS_CORETYPE chooses the core");
+	if (set)
+		setenv("OPENBLAS_CORETYPE", set, 1);
+	else
+		unsetenv("OPENBLAS_CORETYPE");
+}
+
 int main(void)
 {
 	nv_set_threads(1);
+	test_blas_core();
 	test_posv_many();
 	test_gemm();
 	test_syrk();

@@ -16,7 +16,7 @@ typedef struct {
 } bk_array;
 
 #define BK_FORWARD 14 /* a … y: the intermediates a backward reads */
-#define BK_ARRAYS 24
+#define BK_ARRAYS 25
 
 static void bk_arrays(bk_cache *c, const fw_model *m, size_t tmax, bk_array b[BK_ARRAYS])
 {
@@ -27,7 +27,8 @@ static void bk_arrays(bk_cache *c, const fw_model *m, size_t tmax, bk_array b[BK
 		{ &c->g, ff },    { &c->u, ff },   { &c->m, ff },   { &c->y, d },
 		/* the backward's scratch */
 		{ &c->dm, ff },   { &c->dg, ff },  { &c->du, ff },  { &c->df, d },   { &c->dx1, d },
-		{ &c->dout, qd }, { &c->dq, qd },  { &c->dk, kd },  { &c->dv, kd },  { &c->dp, tmax }
+		{ &c->dout, qd }, { &c->dq, qd },  { &c->dk, kd },  { &c->dv, kd },  { &c->dp, tmax },
+		{ &c->fs, 2 * (ff > qd ? (ff > d ? ff : d) : (qd > d ? qd : d)) }
 	};
 
 	memcpy(b, t, sizeof t);
@@ -45,10 +46,9 @@ void bk_free(bk_cache *c)
 		*b[i].p = NULL;
 	}
 	for (int i = 0; i < FW_NMAT; i++) {
-		free(c->z[i][0]);
-		free(c->z[i][1]);
-		c->z[i][0] = c->z[i][1] = NULL;
-		c->zr[i] = 0;
+		free(c->z[i]);
+		c->z[i] = NULL;
+		c->zk[i] = 0;
 	}
 	if (!c->shares)
 		fw_scratch_free(&c->s);
@@ -84,7 +84,7 @@ int bk_init_sharing(bk_cache *c, const fw_model *m, const bk_cache *full)
 	*c = *full; /* the RoPE tables and the backward's scratch borrowed */
 	c->shares = 1;
 	memset(c->z, 0, sizeof c->z);
-	memset(c->zr, 0, sizeof c->zr);
+	memset(c->zk, 0, sizeof c->zk);
 	bk_arrays(c, m, c->tmax, b);
 	for (size_t i = 0; i < BK_FORWARD; i++)
 		*b[i].p = NULL;
@@ -110,24 +110,20 @@ static void mm(int ta, int tb, size_t M, size_t N, size_t K, const float *A, siz
 	nv_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* c's Z buffers of projection i for f's paths and rank, at the cache's tmax */
+/* c's Z buffer of projection i for f's k, at the cache's tmax */
 static int zbuf(bk_cache *c, int i, const bk_factor *f)
 {
-	if (c->zr[i] == f->r && (f->np < 2 || c->z[i][1]))
+	if (c->zk[i] == f->k)
 		return 0;
-	for (int p = 0; p < 2; p++) {
-		free(c->z[i][p]);
-		c->z[i][p] = NULL;
-	}
-	c->zr[i] = 0;
-	for (size_t p = 0; p < f->np; p++)
-		if (!(c->z[i][p] = nv_malloc(c->tmax, f->r * sizeof(float))))
-			return -1;
-	c->zr[i] = f->r;
+	free(c->z[i]);
+	c->zk[i] = 0;
+	if (!(c->z[i] = nv_malloc(c->tmax, f->k * sizeof(float))))
+		return -1;
+	c->zk[i] = f->k;
 	return 0;
 }
 
-/* Y (T × out) = X (T × in)·W_iᵀ: W dense, or fac[i] through its rank (Z_p kept in c) */
+/* Y (T × out) = X (T × in)·W_iᵀ: W dense, or fac[i] through its rank (Z kept in c) */
 static int proj(bk_cache *c, const bk_factor *const *fac, int i, const float *W, const float *X,
 		size_t T, size_t out, size_t in, float *Y)
 {
@@ -139,10 +135,8 @@ static int proj(bk_cache *c, const bk_factor *const *fac, int i, const float *W,
 	}
 	if (zbuf(c, i, f) < 0)
 		return -1;
-	for (size_t p = 0; p < f->np; p++) {
-		mm(0, 0, T, f->r, in, X, in, f->b[p], f->r, 0.0f, c->z[i][p], f->r);
-		mm(0, 1, T, out, f->r, c->z[i][p], f->r, f->al[p], f->r, p ? 1.0f : 0.0f, Y, out);
-	}
+	mm(0, 0, T, f->k, in, X, in, f->b, f->k, 0.0f, c->z[i], f->k);
+	mm(0, 1, T, out, f->k, c->z[i], f->k, f->al, f->k, 0.0f, Y, out);
 	return 0;
 }
 
@@ -163,13 +157,11 @@ static void proj_back(const bk_cache *c, const bk_factor *const *fac, int i, con
 			mm(0, 0, T, in, out, dY, out, W, in, beta, dX, in);
 		return;
 	}
-	for (size_t p = 0; p < f->np; p++) {
-		mm(1, 0, out, f->r, T, dY, out, c->z[i][p], f->r, 1.0f, f->pg[p], f->r);
-		mm(0, 0, T, f->r, out, dY, out, f->a[p], f->r, 0.0f, f->f, f->r);
-		mm(1, 0, in, f->r, T, X, in, f->f, f->r, 1.0f, f->qg[p], f->r);
-		if (dX)
-			mm(0, 1, T, in, f->r, f->f, f->r, f->bl[p], f->r, p ? 1.0f : beta, dX, in);
-	}
+	mm(1, 0, out, f->k, T, dY, out, c->z[i], f->k, 1.0f, f->pg, f->k);
+	mm(0, 0, T, f->k, out, dY, out, f->a, f->k, 0.0f, c->fs, f->k);
+	mm(1, 0, in, f->k, T, X, in, c->fs, f->k, 1.0f, f->qg, f->k);
+	if (dX)
+		mm(0, 1, T, in, f->k, c->fs, f->k, f->bl, f->k, beta, dX, in);
 }
 
 static void add_bias(float *y, const float *b, size_t T, size_t n)
@@ -251,7 +243,7 @@ double bk_flops(const fw_model *m, const bk_factor *const *fac, size_t T)
 
 	for (int i = 0; i < FW_NMAT; i++) {
 		const bk_factor *f = fac ? fac[i] : NULL;
-		double k = f ? (double)(f->np * f->r) * (double)(fw_rows(m, i) + fw_cols(m, i)) :
+		double k = f ? (double)f->k * (double)(fw_rows(m, i) + fw_cols(m, i)) :
 			       (double)fw_rows(m, i) * (double)fw_cols(m, i);
 
 		sum += 2.0 * (double)T * k;

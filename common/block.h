@@ -42,23 +42,24 @@
 
 /*
  * a projection in factored form, W = Σ_p A_p diag(ℓ_p) B_pᵀ with
- * A_p = diag(h_p) S_U,p (m × r) and B_p = diag(g_p) S_V,p (n × r) (blr(5)):
- * the block multiplies by it through its rank, never building W, and its
- * backward gives the gradient's factors instead of dW (T positions):
+ * A_p = diag(h_p) S_U,p (m × r) and B_p = diag(g_p) S_V,p (n × r) (blr(5)),
+ * the paths' factors side by side: A = [A_1 A_2] (m × k), B = [B_1 B_2]
+ * (n × k), L = diag(ℓ_1, ℓ_2), k = paths·r, so that W = A L Bᵀ.  The block
+ * multiplies by it through its rank, never building W, and its backward
+ * gives the gradient's factors instead of dW (T positions):
  *
- *   forward   Z_p = X B_p (kept)          Y = Σ_p Z_p (A_p diag(ℓ_p))ᵀ
- *   backward  P_p += dYᵀ Z_p  (= dW B_p)   F = dY A_p
- *             Q_p += Xᵀ F     (= dWᵀ A_p)  dX += F (B_p diag(ℓ_p))ᵀ
+ *   forward   Z = X B (kept)          Y = Z (A L)ᵀ
+ *   backward  P += dYᵀ Z  (= dW B)     F = dY A
+ *             Q += Xᵀ F   (= dWᵀ A)    dX = F (B L)ᵀ
  *
- * 2T·r(m + n) a path forward and twice that backward, against 2T·m·n and
- * twice that with W dense, and no W to build from the scales.
+ * 2T·k(m + n) forward and twice that backward, against 2T·m·n and twice
+ * that with W dense, and no W to build from the scales.
  */
 typedef struct {
-	size_t np, r;
-	const float *a[2], *al[2];  /* (m × r) A_p, A_p diag(ℓ_p) */
-	const float *b[2], *bl[2];  /* (n × r) B_p, B_p diag(ℓ_p) */
-	float *pg[2], *qg[2];       /* (m × r), (n × r): the backward adds P_p, Q_p */
-	float *f;                   /* (tmax × r) the backward's scratch */
+	size_t k;
+	const float *a, *al;  /* (m × k) A, A L */
+	const float *b, *bl;  /* (n × k) B, B L */
+	float *pg, *qg;       /* (m × k), (n × k): the backward adds P, Q */
 } bk_factor;
 
 typedef struct {
@@ -73,8 +74,10 @@ typedef struct {
 	float *y;              /* (T × d) the block's output */
 	/* backward scratch */
 	float *dm, *dg, *du, *df, *dx1, *dout, *dq, *dk, *dv, *dp;
-	float *z[FW_NMAT][2];  /* (T × r) Z_p of each factored projection */
-	size_t zr[FW_NMAT];    /* the rank z[i] holds */
+	float *z[FW_NMAT];     /* (T × k) Z of each factored projection */
+	size_t zk[FW_NMAT];    /* the k z[i] holds */
+	float *fs;             /* (tmax × 2·max(d, qdim, ff)) the backward's F (blr(5): a path's
+				* rank is at most min(m, n), so k ≤ 2·min(m, n)) */
 	int shares;            /* the RoPE tables and backward scratch are another cache's */
 } bk_cache;
 

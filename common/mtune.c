@@ -232,7 +232,7 @@ static int layer_load(mt_run *u, size_t l, int stored, fw_layer *ly,
 		if ((size_t)u->layer[i] != l)
 			continue;
 		if (stored ? blr_dequantize(t->bytes, t->len, ly->w[t->which]) < 0 :
-			     tp_open(t, u->tmax) < 0) {
+			     tp_open(t) < 0) {
 			close_tensors(u, l);
 			fw_layer_free(ly);
 			return -1;
@@ -392,7 +392,7 @@ static int reopen(mt_run *u, size_t l, const bk_factor *fac[FW_NMAT])
 	memset(fac, 0, FW_NMAT * sizeof *fac);
 	for (size_t i = 0; i < u->nt; i++)
 		if ((size_t)u->layer[i] == l) {
-			if (tp_open(&u->t[i], u->tmax) < 0) {
+			if (tp_open(&u->t[i]) < 0) {
 				close_tensors(u, l);
 				return -1;
 			}

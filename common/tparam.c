@@ -5,7 +5,6 @@
 #include "blr.h"
 #include "f16.h"
 #include "le.h"
-#include "linalg.h"
 #include "mem.h"
 #include "rng.h"
 
@@ -13,33 +12,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the arrays of a visit: (m × r) ones, (n × r) ones */
-#define TP_MR 4
-#define TP_NR 4
-
-static void visit_arrays(tp_tensor *t, size_t p, float **mr[TP_MR], float **nr[TP_NR])
+/* the arrays of a visit: the signs per path, the factors of every path together */
+static void visit_arrays(tp_tensor *t, float **mr[4], float **nr[4])
 {
-	mr[0] = &t->su[p], mr[1] = &t->a[p], mr[2] = &t->al[p], mr[3] = &t->pg[p];
-	nr[0] = &t->sv[p], nr[1] = &t->b[p], nr[2] = &t->bl[p], nr[3] = &t->qg[p];
+	mr[0] = &t->su[0], mr[1] = &t->su[1], mr[2] = &t->a, mr[3] = &t->al;
+	nr[0] = &t->sv[0], nr[1] = &t->sv[1], nr[2] = &t->b, nr[3] = &t->bl;
 }
 
 void tp_close(tp_tensor *t)
 {
-	for (size_t p = 0; p < 2; p++) {
-		float **mr[TP_MR], **nr[TP_NR];
+	float **mr[4], **nr[4];
 
-		visit_arrays(t, p, mr, nr);
-		for (int k = 0; k < TP_MR; k++) {
-			free(*mr[k]);
-			*mr[k] = NULL;
-		}
-		for (int k = 0; k < TP_NR; k++) {
-			free(*nr[k]);
-			*nr[k] = NULL;
-		}
+	visit_arrays(t, mr, nr);
+	for (int k = 0; k < 4; k++) {
+		free(*mr[k]);
+		free(*nr[k]);
+		*mr[k] = *nr[k] = NULL;
 	}
-	free(t->f);
-	t->f = NULL;
+	free(t->pg);
+	free(t->qg);
+	t->pg = t->qg = NULL;
 	memset(&t->fac, 0, sizeof t->fac);
 }
 
@@ -103,27 +95,30 @@ static void unpack(tp_tensor *t, size_t p, const blr_view *v)
 			t->sv[p][i * t->r + j] = (float)blr_sign(v->sv, i, j, t->r);
 }
 
-int tp_open(tp_tensor *t, size_t tmax)
+int tp_open(tp_tensor *t)
 {
+	size_t k = t->np * t->r;
+	float **mr[4], **nr[4];
 	blr_header hd;
 	blr_view v[2];
 
 	if (blr_parse(t->bytes, t->len, &hd, v) < 0)
 		return -1;
-	if (!(t->f = nv_malloc(tmax ? tmax : 1, t->r * sizeof(float))))
-		goto fail;
-	for (size_t p = 0; p < t->np; p++) {
-		float **mr[TP_MR], **nr[TP_NR];
+	visit_arrays(t, mr, nr);
+	for (int j = 0; j < 4; j++) {
+		size_t cols = j < 2 ? t->r : k; /* the signs per path, the factors together */
 
-		visit_arrays(t, p, mr, nr);
-		for (int k = 0; k < TP_MR; k++)
-			if (!(*mr[k] = nv_malloc(t->m, t->r * sizeof(float))))
-				goto fail;
-		for (int k = 0; k < TP_NR; k++)
-			if (!(*nr[k] = nv_malloc(t->n, t->r * sizeof(float))))
-				goto fail;
-		unpack(t, p, &v[p]);
+		if ((j == 1 && t->np < 2))
+			continue;
+		if (!(*mr[j] = nv_malloc(t->m, cols * sizeof(float))) ||
+		    !(*nr[j] = nv_malloc(t->n, cols * sizeof(float))))
+			goto fail;
 	}
+	if (!(t->pg = nv_malloc(t->m, k * sizeof(float))) ||
+	    !(t->qg = nv_malloc(t->n, k * sizeof(float))))
+		goto fail;
+	for (size_t p = 0; p < t->np; p++)
+		unpack(t, p, &v[p]);
 	return 0;
 fail:
 	tp_close(t);
@@ -132,28 +127,29 @@ fail:
 
 const bk_factor *tp_factor(tp_tensor *t)
 {
-	size_t m = t->m, n = t->n, r = t->r;
+	size_t m = t->m, n = t->n, r = t->r, k = t->np * r;
 
-	t->fac = (bk_factor){ .np = t->np, .r = r, .f = t->f };
 	for (size_t p = 0; p < t->np; p++) {
 		const float *h = t->v[p], *g = h + m, *lv = g + n;
 
 		for (size_t i = 0; i < m; i++)
-			for (size_t k = 0; k < r; k++) {
-				t->a[p][i * r + k] = h[i] * t->su[p][i * r + k];
-				t->al[p][i * r + k] = t->a[p][i * r + k] * lv[k];
+			for (size_t c = 0; c < r; c++) {
+				size_t at = i * k + p * r + c;
+
+				t->a[at] = h[i] * t->su[p][i * r + c];
+				t->al[at] = t->a[at] * lv[c];
 			}
 		for (size_t j = 0; j < n; j++)
-			for (size_t k = 0; k < r; k++) {
-				t->b[p][j * r + k] = g[j] * t->sv[p][j * r + k];
-				t->bl[p][j * r + k] = t->b[p][j * r + k] * lv[k];
+			for (size_t c = 0; c < r; c++) {
+				size_t at = j * k + p * r + c;
+
+				t->b[at] = g[j] * t->sv[p][j * r + c];
+				t->bl[at] = t->b[at] * lv[c];
 			}
-		memset(t->pg[p], 0, m * r * sizeof(float));
-		memset(t->qg[p], 0, n * r * sizeof(float));
-		t->fac.a[p] = t->a[p], t->fac.al[p] = t->al[p];
-		t->fac.b[p] = t->b[p], t->fac.bl[p] = t->bl[p];
-		t->fac.pg[p] = t->pg[p], t->fac.qg[p] = t->qg[p];
 	}
+	memset(t->pg, 0, m * k * sizeof(float));
+	memset(t->qg, 0, n * k * sizeof(float));
+	t->fac = (bk_factor){ k, t->a, t->al, t->b, t->bl, t->pg, t->qg };
 	return &t->fac;
 }
 
@@ -163,24 +159,24 @@ const bk_factor *tp_factor(tp_tensor *t)
  */
 void tp_chain(tp_tensor *t)
 {
-	size_t m = t->m, n = t->n, r = t->r;
+	size_t m = t->m, n = t->n, r = t->r, kk = t->np * r;
 
 	for (size_t p = 0; p < t->np; p++) {
 		const float *h = t->v[p], *g = h + m, *lv = g + n;
-		const float *P = t->pg[p], *Q = t->qg[p];
+		const float *P = t->pg + p * r, *Q = t->qg + p * r; /* path p's columns */
 		double *gh = t->gr[p], *gg = gh + m, *gl = gg + n;
 
 		memset(gh, 0, t->nv * sizeof(double));
 		for (size_t i = 0; i < m; i++)
 			for (size_t k = 0; k < r; k++) {
-				double su = t->su[p][i * r + k], pk = P[i * r + k];
+				double su = t->su[p][i * r + k], pk = P[i * kk + k];
 
 				gh[i] += su * lv[k] * pk;
 				gl[k] += h[i] * su * pk;
 			}
 		for (size_t j = 0; j < n; j++)
 			for (size_t k = 0; k < r; k++)
-				gg[j] += t->sv[p][j * r + k] * lv[k] * Q[j * r + k];
+				gg[j] += t->sv[p][j * r + k] * lv[k] * Q[j * kk + k];
 		for (size_t i = 0; i < t->nv; i++)
 			gh[i] *= t->v[p][i];
 	}

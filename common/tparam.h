@@ -37,10 +37,10 @@ typedef struct {
 	double *s[2], *am[2], *av[2], *gr[2]; /* (nv) log-multipliers, moments, gradient */
 	/* between tp_open and tp_close */
 	float *su[2], *sv[2];     /* (m × r), (n × r) ±1 */
-	float *a[2], *al[2];      /* (m × r) diag(h) S_U, and times diag(ℓ) */
-	float *b[2], *bl[2];      /* (n × r) diag(g) S_V, and times diag(ℓ) */
-	float *pg[2], *qg[2];     /* (m × r), (n × r) P and Q */
-	float *f;                 /* (tmax × r) */
+	/* the paths side by side, k = np·r columns (block.h) */
+	float *a, *al;            /* (m × k) diag(h) S_U, and times diag(ℓ) */
+	float *b, *bl;            /* (n × k) diag(g) S_V, and times diag(ℓ) */
+	float *pg, *qg;           /* (m × k), (n × k) P and Q */
 	bk_factor fac;            /* the block's view of them */
 } tp_tensor;
 
@@ -48,8 +48,8 @@ typedef struct {
 int tp_init(tp_tensor *t, int which, const uint8_t *payload, size_t len);
 void tp_free(tp_tensor *t);
 
-/* the signs, factors and scratch of a visit, for windows of up to tmax positions */
-int tp_open(tp_tensor *t, size_t tmax);
+/* the signs and factors of a visit */
+int tp_open(tp_tensor *t);
 void tp_close(tp_tensor *t);
 
 /* (open) the factors at the current scales, P and Q zeroed: the block's view of the tensor */

@@ -29,14 +29,14 @@ static int slot_of(int l, const char *name)
 }
 
 /* signs and scales of the payload, which must be m × n of its slot, open for the whole run */
-static int tensor_init(tp_tensor *t, int l, const tn_input *in, size_t tmax)
+static int tensor_init(tp_tensor *t, int l, const tn_input *in)
 {
 	int which;
 
 	memset(t, 0, sizeof *t);
 	if ((which = slot_of(l, in->name)) < 0 || tp_init(t, which, in->payload, in->len) < 0)
 		return -1;
-	return tp_open(t, tmax);
+	return tp_open(t);
 }
 
 /* what a run holds: the layer, its block, the tuned tensors, the windows' rows */
@@ -160,7 +160,7 @@ static int run_init(tn_run *u, int l, const tn_input *in, size_t nin, size_t tma
 	    !(u->t = nv_calloc(nin, sizeof *u->t)) || !(u->dy = nv_malloc(tmax, m->d * sizeof(float))))
 		return -1;
 	for (; u->nt < nin; u->nt++)
-		if (tensor_init(&u->t[u->nt], l, &in[u->nt], tmax) < 0) {
+		if (tensor_init(&u->t[u->nt], l, &in[u->nt]) < 0) {
 			tp_free(&u->t[u->nt]);
 			return -1;
 		}

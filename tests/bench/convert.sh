@@ -3,7 +3,9 @@
 #
 # For each budget of BENCH_BPW (0.55 0.8 1.0): nvg with the steps of
 # BENCH_STEPS (all: transport and block reconstruction, convert.mk's
-# defaults; plain: neither; transport; tune: any of them, in that order) and
+# defaults; plain: neither; transport; tune: any of them, in that order;
+# each with the end-to-end step after the calibration, as convert.mk's
+# default is) and
 # dual-svid, each with the final-norm calibration when CALIBRATE is not 0
 # (its default): the conversion's time per stage (capture, contexts, encode,
 # tune: blr-tune --layer, advance, calib: blr-tune --final-norm, e2e:
@@ -11,8 +13,8 @@
 # /usr/bin/time), its total time and the peak RSS of any one step, then
 # perplexity, KL divergence and top-1 agreement against the source on
 # held-out TinyStories text, of the model before the calibration (row
-# LABEL), after it (row LABEL+cal) and, with the end-to-end step (all),
-# after that (row LABEL+cal+e2e, its time the whole conversion's).  Then, per budget, a plan from plan-alloc over
+# LABEL), after it (row LABEL+cal) and after the end-to-end step (row
+# LABEL+cal+e2e, its time the whole conversion's).  Then, per budget, a plan from plan-alloc over
 # the sweep's curves (every tensor encoded at each budget of BENCH_SWEEP on
 # the nvg conversion's Grams; the conversion's own budget is reused, not
 # encoded again), converted with every step at the same average budget and
@@ -44,9 +46,9 @@ steps=${BENCH_STEPS:-all}
 variant() {
 	case $1 in
 	all) echo "nvg nvg+tr+tune $all" ;;
-	plain) echo "nvg-plain nvg TRANSPORT=0 TUNE=0 E2E=0" ;;
-	transport) echo "nvg-transport nvg+tr TRANSPORT=1 TUNE=0 E2E=0" ;;
-	tune) echo "nvg-tune nvg+tune TRANSPORT=0 TUNE=1 E2E=0" ;;
+	plain) echo "nvg-plain nvg TRANSPORT=0 TUNE=0 $e2e_on" ;;
+	transport) echo "nvg-transport nvg+tr TRANSPORT=1 TUNE=0 $e2e_on" ;;
+	tune) echo "nvg-tune nvg+tune TRANSPORT=0 TUNE=1 $e2e_on" ;;
 	*) echo "bench-convert: BENCH_STEPS: unknown '$1' (all plain transport tune)" >&2; return 1 ;;
 	esac
 }
@@ -69,7 +71,8 @@ calib=$(sed -n 's/^demo: calibration \(.*\)$/\1/p' "$out/prepare.log")
 e2e=$(sed -n 's/^demo: e2e tokens \(.*\)$/\1/p' "$out/prepare.log")
 [ -r "$src" ] && [ -r "$calib" ] && [ -r "$e2e" ] || { cat "$out/prepare.log" >&2; exit 1; }
 # convert.mk's defaults for nvg, spelled out: every step that follows the source
-all="TRANSPORT=1 TUNE=1 E2E=1 E2E_TOKENS=$e2e"
+e2e_on="E2E=1 E2E_TOKENS=$e2e"
+all="TRANSPORT=1 TUNE=1 $e2e_on"
 
 # every tool run through /usr/bin/time: wall seconds and peak RSS per call
 wrap=$out/wrap

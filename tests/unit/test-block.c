@@ -241,42 +241,41 @@ static void check_gradient(fw_model *m, const fw_layer *ly, bk_cache *c, const r
 	(void)r;
 }
 
-/* one projection's random factors: np paths of rank R; W (out × in) built from them in f64 */
+/* one projection's random factors: np paths of rank R side by side; W (out × in) built from them in f64 */
 enum { R = 3 };
 
 typedef struct {
 	bk_factor f;
-	float a[2][FF * R], al[2][FF * R], b[2][FF * R], bl[2][FF * R], l[2][R];
-	float pg[2][FF * R], qg[2][FF * R], z[T * R];
+	size_t k;
+	float a[FF * 2 * R], al[FF * 2 * R], b[FF * 2 * R], bl[FF * 2 * R], l[2 * R];
+	float pg[FF * 2 * R], qg[FF * 2 * R];
 	float *w;
 } fac_t;
 
 static void fac_make(fac_t *x, size_t np, size_t out, size_t in, tap_rng *r)
 {
+	size_t k = np * R;
+
 	memset(x, 0, sizeof *x);
-	x->f = (bk_factor){ .np = np, .r = R, .f = x->z };
+	x->k = k;
 	x->w = calloc(out * in, sizeof(float));
-	for (size_t p = 0; p < np; p++) {
-		for (size_t k = 0; k < R; k++)
-			x->l[p][k] = (float)(0.5 + rng_unif(r));
-		for (size_t i = 0; i < out * R; i++) {
-			x->a[p][i] = (float)(0.3 * rng_normal(r));
-			x->al[p][i] = x->a[p][i] * x->l[p][i % R];
-		}
-		for (size_t j = 0; j < in * R; j++) {
-			x->b[p][j] = (float)(0.3 * rng_normal(r));
-			x->bl[p][j] = x->b[p][j] * x->l[p][j % R];
-		}
-		x->f.a[p] = x->a[p], x->f.al[p] = x->al[p], x->f.b[p] = x->b[p];
-		x->f.bl[p] = x->bl[p], x->f.pg[p] = x->pg[p], x->f.qg[p] = x->qg[p];
+	for (size_t c = 0; c < k; c++)
+		x->l[c] = (float)(0.5 + rng_unif(r));
+	for (size_t i = 0; i < out * k; i++) {
+		x->a[i] = (float)(0.3 * rng_normal(r));
+		x->al[i] = x->a[i] * x->l[i % k];
 	}
+	for (size_t j = 0; j < in * k; j++) {
+		x->b[j] = (float)(0.3 * rng_normal(r));
+		x->bl[j] = x->b[j] * x->l[j % k];
+	}
+	x->f = (bk_factor){ k, x->a, x->al, x->b, x->bl, x->pg, x->qg };
 	for (size_t i = 0; i < out; i++)
 		for (size_t j = 0; j < in; j++) {
 			double v = 0;
 
-			for (size_t p = 0; p < np; p++)
-				for (size_t k = 0; k < R; k++)
-					v += (double)x->a[p][i * R + k] * x->l[p][k] * x->b[p][j * R + k];
+			for (size_t c = 0; c < k; c++)
+				v += (double)x->a[i * k + c] * x->l[c] * x->b[j * k + c];
 			x->w[i * in + j] = (float)v;
 		}
 }
@@ -326,25 +325,24 @@ static void check_factored(fw_model *m, const fw_layer *ly, bk_cache *c, const f
 	for (int i = 0; i < FW_NMAT; i++) {
 		const fac_t *f = &fx[i];
 
-		for (size_t p = 0; p < f->f.np; p++)
-			for (size_t k = 0; k < R; k++) {
-				for (size_t o = 0; o < rows[i]; o++) { /* P = dW·B */
-					double v = 0;
+		for (size_t k = 0; k < f->k; k++) {
+			for (size_t o = 0; o < rows[i]; o++) { /* P = dW·B */
+				double v = 0;
 
-					for (size_t j = 0; j < cols[i]; j++)
-						v += (double)dw[i][o * cols[i] + j] * f->b[p][j * R + k];
-					perr = fmax(perr, fabs(v - f->pg[p][o * R + k]));
-					pbig = fmax(pbig, fabs(v));
-				}
-				for (size_t j = 0; j < cols[i]; j++) { /* Q = dWᵀ·A */
-					double v = 0;
-
-					for (size_t o = 0; o < rows[i]; o++)
-						v += (double)dw[i][o * cols[i] + j] * f->a[p][o * R + k];
-					perr = fmax(perr, fabs(v - f->qg[p][j * R + k]));
-					pbig = fmax(pbig, fabs(v));
-				}
+				for (size_t j = 0; j < cols[i]; j++)
+					v += (double)dw[i][o * cols[i] + j] * f->b[j * f->k + k];
+				perr = fmax(perr, fabs(v - f->pg[o * f->k + k]));
+				pbig = fmax(pbig, fabs(v));
 			}
+			for (size_t j = 0; j < cols[i]; j++) { /* Q = dWᵀ·A */
+				double v = 0;
+
+				for (size_t o = 0; o < rows[i]; o++)
+					v += (double)dw[i][o * cols[i] + j] * f->a[o * f->k + k];
+				perr = fmax(perr, fabs(v - f->qg[j * f->k + k]));
+				pbig = fmax(pbig, fabs(v));
+			}
+		}
 		free(dw[i]);
 		free(fx[i].w);
 	}

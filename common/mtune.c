@@ -204,6 +204,21 @@ static void close_tensors(mt_run *u, size_t l)
 			tp_close(&u->t[i]);
 }
 
+/* layer l's tuned tensors opened, their factors at the current scales in fac (else NULL) */
+static int open_factors(mt_run *u, size_t l, const bk_factor *fac[FW_NMAT])
+{
+	memset(fac, 0, FW_NMAT * sizeof *fac);
+	for (size_t i = 0; i < u->nt; i++)
+		if ((size_t)u->layer[i] == l) {
+			if (tp_open(&u->t[i]) < 0) {
+				close_tensors(u, l);
+				return -1;
+			}
+			fac[u->t[i].which] = tp_factor(&u->t[i]);
+		}
+	return 0;
+}
+
 /*
  * layer l of the model, its tuned projections dequantized from their stored
  * bytes (stored), or left out of ly and opened, their factors at the
@@ -231,17 +246,18 @@ static int layer_load(mt_run *u, size_t l, int stored, fw_layer *ly,
 
 		if ((size_t)u->layer[i] != l)
 			continue;
-		if (stored ? blr_dequantize(t->bytes, t->len, ly->w[t->which]) < 0 :
-			     tp_open(t) < 0) {
-			close_tensors(u, l);
+		if (stored && blr_dequantize(t->bytes, t->len, ly->w[t->which]) < 0) {
 			fw_layer_free(ly);
 			return -1;
 		}
-		if (!stored) {
+		if (!stored) { /* multiplied in factored form: no matrix */
 			free(ly->w[t->which]);
 			ly->w[t->which] = NULL;
-			fac[t->which] = tp_factor(t);
 		}
+	}
+	if (!stored && open_factors(u, l, fac) < 0) {
+		fw_layer_free(ly);
+		return -1;
 	}
 	return 0;
 }
@@ -386,21 +402,6 @@ static int head_back(mt_run *u, const size_t *win, size_t nb, const float *h)
 	return 0;
 }
 
-/* layer l's tuned tensors opened again for the backward of a held layer, their factors in fac */
-static int reopen(mt_run *u, size_t l, const bk_factor *fac[FW_NMAT])
-{
-	memset(fac, 0, FW_NMAT * sizeof *fac);
-	for (size_t i = 0; i < u->nt; i++)
-		if ((size_t)u->layer[i] == l) {
-			if (tp_open(&u->t[i]) < 0) {
-				close_tensors(u, l);
-				return -1;
-			}
-			fac[u->t[i].which] = tp_factor(&u->t[i]);
-		}
-	return 0;
-}
-
 /*
  * back through layer l: its tuned tensors' scale gradients, dy becomes the
  * gradient of its input.  A layer not held is loaded and run forward again.
@@ -414,7 +415,7 @@ static int layer_back(mt_run *u, size_t l, const size_t *win, size_t nb)
 	const bk_factor *fac[FW_NMAT];
 	float *dw[FW_NMAT] = { 0 };
 
-	if (held ? reopen(u, l, fac) < 0 : layer_load(u, l, 0, ly, fac) < 0)
+	if (held ? open_factors(u, l, fac) < 0 : layer_load(u, l, 0, ly, fac) < 0)
 		return -1;
 	for (size_t b = 0, off = 0; b < nb && rc == 0; off += wlen(u, win[b]), b++) {
 		size_t T = wlen(u, win[b]);

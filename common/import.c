@@ -97,14 +97,64 @@ static int sniff(const char *path)
 	return NV_FROM_LLAMA2C;
 }
 
-static char *provenance(const char *kind, const char *path)
+/* a --vocab file: NV_FROM_GGUF, NV_FROM_SAFETENSORS (a tokenizer.json) or NV_FROM_LLAMA2C; -1 unreadable */
+static int vocab_kind(const char *path)
+{
+	uint8_t b[64];
+	size_t n, i = 0;
+	FILE *f = fopen(path, "rb");
+
+	if (!f)
+		return nv_seterr("cannot open '%s'", path), -1;
+	n = fread(b, 1, sizeof(b), f);
+	fclose(f);
+	if (n >= 4 && memcmp(b, "GGUF", 4) == 0)
+		return NV_FROM_GGUF;
+	while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+		i++;
+	return i < n && b[i] == '{' ? NV_FROM_SAFETENSORS : NV_FROM_LLAMA2C;
+}
+
+/* the tokenizer of a GGUF or tokenizer.json (kind) in place of the one m has */
+static int vocab_replace(const char *path, int kind, imp_model *m)
+{
+	nv_vocab v;
+	char *json;
+
+	if ((kind == NV_FROM_GGUF ? nv_gguf_vocab(path, &v) : nv_hf_vocab(path, &m->arch, &v)) < 0)
+		return nv_preerr("--vocab"), -1;
+	if (v.n > (size_t)m->arch.vocab) {
+		nv_seterr("--vocab: '%s' has %zu tokens, more than the model's vocab_size %d", path,
+			  v.n, m->arch.vocab);
+		return nv_vocab_free(&v), -1;
+	}
+	json = nv_vocab_to_json(&v);
+	m->arch.bos = v.bos;
+	m->arch.eos = v.eos;
+	nv_vocab_free(&v);
+	if (!json)
+		return -1;
+	free(m->tokenizer);
+	m->tokenizer = json;
+	return 0;
+}
+
+static const char *basename_of(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return base ? base + 1 : path;
+}
+
+static char *provenance(const char *kind, const char *path, const char *vocab)
 {
 	cJSON *o = cJSON_CreateObject(), *imp = cJSON_AddObjectToObject(o, "import");
-	const char *base = strrchr(path, '/');
 	char *s;
 
 	cJSON_AddStringToObject(imp, "from", kind);
-	cJSON_AddStringToObject(imp, "file", base ? base + 1 : path);
+	cJSON_AddStringToObject(imp, "file", basename_of(path));
+	if (vocab)
+		cJSON_AddStringToObject(imp, "vocab", basename_of(vocab));
 	s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	if (!s)
@@ -115,7 +165,7 @@ static char *provenance(const char *kind, const char *path)
 int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, imp_model *m)
 {
 	static const char *const kinds[] = { "", "safetensors", "gguf", "llama2c" };
-	int from = o->from;
+	int from = o->from, vk = 0;
 	int rc;
 
 	imp_model_init(m);
@@ -125,18 +175,24 @@ int nv_import(size_t nsrc, char *const *src, const nv_import_opts *o, imp_model 
 		return -1;
 	if (from != NV_FROM_SAFETENSORS && nsrc != 1)
 		return nv_seterr("%s takes one source file, %zu given", kinds[from], nsrc), -1;
-	if (o->vocab && from != NV_FROM_LLAMA2C)
-		return nv_seterr("--vocab is for llama2c sources; '%s' is %s", src[0], kinds[from]), -1;
+	if (o->vocab && (vk = vocab_kind(o->vocab)) < 0)
+		return -1;
+	if (vk == NV_FROM_LLAMA2C && from != NV_FROM_LLAMA2C)
+		return nv_seterr("--vocab '%s' is neither a GGUF nor a tokenizer.json (a llama2.c "
+				 "tokenizer is for llama2c sources; '%s' is %s)", o->vocab, src[0],
+				 kinds[from]), -1;
 	if (from == NV_FROM_GGUF)
 		rc = nv_import_gguf(src[0], o->dtype, m);
 	else if (from == NV_FROM_LLAMA2C)
-		rc = nv_import_llama2c(src[0], o->vocab, o->dtype, m);
+		rc = nv_import_llama2c(src[0], vk == NV_FROM_LLAMA2C ? o->vocab : NULL, o->dtype, m);
 	else
 		rc = nv_import_safetensors(nsrc, src, o->dtype, m);
+	if (rc == 0 && vk > 0 && vk != NV_FROM_LLAMA2C)
+		rc = vocab_replace(o->vocab, vk, m);
 	imp_model_sort(m);
 	if (rc == 0)
 		rc = imp_model_check(m);
-	if (rc == 0 && !(m->provenance = provenance(kinds[from], src[0])))
+	if (rc == 0 && !(m->provenance = provenance(kinds[from], src[0], o->vocab)))
 		rc = -1;
 	if (rc < 0)
 		imp_model_free(m);

@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "cmf.h"
+#include "vocab.h"
 
 /* a lazy tensor's values as f32 (the product of its shape), or -1 with reason set */
 typedef int (*imp_f32_fn)(const void *ctx, float *out);
@@ -55,7 +56,13 @@ typedef enum { NV_FROM_AUTO = 0, NV_FROM_SAFETENSORS, NV_FROM_GGUF, NV_FROM_LLAM
 typedef struct {
 	nv_from from;
 	int dtype;          /* -1: keep the source's float dtype (F32 for quantized); else CMF_F32/CMF_F16 */
-	const char *vocab;  /* llama2.c tokenizer file (tok512.bin), or NULL */
+	/*
+	 * the tokenizer in place of the source's, or NULL: a GGUF's
+	 * tokenizer.ggml.* (its tensors unread; a vocab-only file will do), a
+	 * tokenizer.json (with the tokenizer_config.json beside it), or for a
+	 * llama2c source its tokenizer file (tok512.bin)
+	 */
+	const char *vocab;
 } nv_import_opts;
 
 /* import nsrc source files into m; -1 with reason naming file, field and value */
@@ -100,5 +107,14 @@ int nv_unpermute_rope(void *w, size_t rows, size_t row_bytes, size_t heads);
 int nv_import_llama2c(const char *path, const char *vocab, int dtype, imp_model *m);
 int nv_import_gguf(const char *path, int dtype, imp_model *m);
 int nv_import_safetensors(size_t nsrc, char *const *src, int dtype, imp_model *m);
+
+/* the tokenizer of a GGUF (tokenizer.ggml.*) into v (fresh); -1 when it has none */
+int nv_gguf_vocab(const char *path, nv_vocab *v);
+/*
+ * the tokenizer.json at path and the tokenizer_config.json beside it into v
+ * (fresh), for a model of arch a (no more tokens than a->vocab; bos/eos
+ * from a when the files name none)
+ */
+int nv_hf_vocab(const char *path, const cmf_arch *a, nv_vocab *v);
 
 #endif

@@ -535,6 +535,9 @@ static int gguf_open(const char *path, gguf *g)
 		if (read_tensor_info(&c, g, &g->t[g->nt++]) < 0)
 			return -1;
 	g->data = (c.at + g->align - 1) / g->align * g->align;
+	/* no tensors: an empty data section, its padding to the alignment may be left out */
+	if (nt == 0 && g->data > g->map.len)
+		g->data = g->map.len;
 	if (g->data > g->map.len)
 		return nv_seterr("'%s': the data section (byte %zu) starts beyond the file", path,
 				 g->data), -1;
@@ -761,23 +764,32 @@ static int vocab_fill(const gguf *g, nv_vocab *v)
 		return -1;
 	if (!llama && kv_strings(g, "tokenizer.ggml.merges", &v->merges, &v->nmerges) < 0)
 		return -1;
+	if (kv_string(g, "tokenizer.ggml.pre", v->pre, sizeof(v->pre)) < 0)
+		return -1;
+	/*
+	 * The file says neither ignore_merges nor, often, add_bos_token for
+	 * Llama 3's pre-tokenizer: llama.cpp implies both from its name, as
+	 * Llama 3's tokenizer.json has them (a chunk that is a piece is that
+	 * piece; <|begin_of_text|> first).  Its names for it are one here.
+	 */
+	if (!strcmp(v->pre, "llama3") || !strcmp(v->pre, "llama-v3"))
+		strcpy(v->pre, "llama-bpe");
+	v->ignore_merges = !llama && !strcmp(v->pre, "llama-bpe");
 	if (token_id(g, "tokenizer.ggml.bos_token_id", v->n, &v->bos) < 0 ||
 	    token_id(g, "tokenizer.ggml.eos_token_id", v->n, &v->eos) < 0 ||
 	    token_id(g, "tokenizer.ggml.unknown_token_id", v->n, &v->unk) < 0 ||
 	    token_id(g, "tokenizer.ggml.padding_token_id", v->n, &v->pad) < 0 ||
-	    token_flag(g, "tokenizer.ggml.add_bos_token", llama, &v->add_bos) < 0 ||
+	    token_flag(g, "tokenizer.ggml.add_bos_token", llama || v->ignore_merges, &v->add_bos) < 0 ||
 	    token_flag(g, "tokenizer.ggml.add_eos_token", 0, &v->add_eos) < 0 ||
-	    token_flag(g, "tokenizer.ggml.add_space_prefix", llama, &v->add_space_prefix) < 0 ||
-	    kv_string(g, "tokenizer.ggml.pre", v->pre, sizeof(v->pre)) < 0)
+	    token_flag(g, "tokenizer.ggml.add_space_prefix", llama, &v->add_space_prefix) < 0)
 		return -1;
 	return 0;
 }
 
-/* cmf.tokenizer from tokenizer.ggml.*; none when the file has no tokenizer.ggml.model */
-static int gguf_vocab(const gguf *g, imp_model *m)
+/* v from tokenizer.ggml.*: 1, or 0 (v untouched) when the file has no tokenizer.ggml.model */
+static int gguf_vocab_read(const gguf *g, nv_vocab *v)
 {
 	char model[32];
-	nv_vocab v;
 	int r = kv_string(g, "tokenizer.ggml.model", model, sizeof(model));
 
 	if (r <= 0)
@@ -785,15 +797,38 @@ static int gguf_vocab(const gguf *g, imp_model *m)
 	if (strcmp(model, "llama") != 0 && strcmp(model, "gpt2") != 0)
 		return nv_seterr("'%s': tokenizer.ggml.model = '%s' is not supported (llama, gpt2)",
 				 g->path, model), -1;
-	nv_vocab_init(&v, strcmp(model, "gpt2") == 0 ? NV_VOCAB_GPT2 : NV_VOCAB_LLAMA);
-	if (vocab_fill(g, &v) < 0 || !(m->tokenizer = nv_vocab_to_json(&v))) {
-		nv_vocab_free(&v);
+	nv_vocab_init(v, strcmp(model, "gpt2") == 0 ? NV_VOCAB_GPT2 : NV_VOCAB_LLAMA);
+	if (vocab_fill(g, v) < 0) {
+		nv_vocab_free(v);
 		return nv_preerr("'%s': tokenizer", g->path), -1;
 	}
+	return 1;
+}
+
+/* cmf.tokenizer from tokenizer.ggml.*; none when the file has no tokenizer.ggml.model */
+static int gguf_vocab(const gguf *g, imp_model *m)
+{
+	nv_vocab v;
+	int r = gguf_vocab_read(g, &v);
+
+	if (r <= 0)
+		return r;
+	m->tokenizer = nv_vocab_to_json(&v);
 	m->arch.bos = v.bos;
 	m->arch.eos = v.eos;
 	nv_vocab_free(&v);
-	return 0;
+	return m->tokenizer ? 0 : -1;
+}
+
+int nv_gguf_vocab(const char *path, nv_vocab *v)
+{
+	gguf g;
+	int r = gguf_open(path, &g) < 0 ? -1 : gguf_vocab_read(&g, v);
+
+	gguf_close(&g);
+	if (r == 0)
+		nv_seterr("'%s' has no tokenizer (no tokenizer.ggml.model)", path);
+	return r > 0 ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- tensors */

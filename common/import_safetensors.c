@@ -59,38 +59,47 @@ static int read_config(const char *src0, cmf_arch *a, int *untied)
 	return rc;
 }
 
-/* name beside src0, read: 1, absent: 0 (*text NULL), unreadable: -1 */
-static int read_beside(const char *src0, const char *name, char **path, char **text)
+/* path read: 1, absent: 0 (*text NULL), unreadable: -1 */
+static int read_opt(const char *path, char **text)
 {
 	struct stat st;
 
 	*text = NULL;
-	if (!(*path = beside(src0, name)))
-		return -1;
-	if (stat(*path, &st) != 0 && errno == ENOENT)
+	if (stat(path, &st) != 0 && errno == ENOENT)
 		return 0;
-	return (*text = read_text(*path)) ? 1 : -1;
+	return (*text = read_text(path)) ? 1 : -1;
 }
 
-/* the vocabulary of tokenizer.json and tokenizer_config.json; bos/eos from config.json when they say none */
-static int hf_vocab(const char *src0, const cmf_arch *a, nv_vocab *v)
+/* name beside src0 (*path, fresh), read: 1, absent: 0 (*text NULL), unreadable: -1 */
+static int read_beside(const char *src0, const char *name, char **path, char **text)
+{
+	*text = NULL;
+	if (!(*path = beside(src0, name)))
+		return -1;
+	return read_opt(*path, text);
+}
+
+/*
+ * the vocabulary of tokenizer.json (tok, read: 1, absent: 0) and the
+ * tokenizer_config.json beside it; bos/eos from config.json when they say none
+ */
+static int hf_vocab_at(const char *tok, const cmf_arch *a, nv_vocab *v)
 {
 	char *path, *text;
-	int rc = read_beside(src0, "tokenizer.json", &path, &text);
+	int rc = read_opt(tok, &text);
 
 	if (rc > 0)
-		rc = hf_tokenizer_parse(text, path, v) < 0 ? -1 : 1;
+		rc = hf_tokenizer_parse(text, tok, v) < 0 ? -1 : 1;
 	if (rc > 0 && (size_t)a->vocab < v->n) {
-		nv_seterr("'%s' has %zu tokens, more than config.json's vocab_size %d", path, v->n,
+		nv_seterr("'%s' has %zu tokens, more than the model's vocab_size %d", tok, v->n,
 			  a->vocab);
 		nv_vocab_free(v);
 		rc = -1;
 	}
-	free(path);
 	free(text);
 	if (rc <= 0)
 		return rc;
-	if ((rc = read_beside(src0, "tokenizer_config.json", &path, &text)) > 0)
+	if ((rc = read_beside(tok, "tokenizer_config.json", &path, &text)) > 0)
 		rc = hf_tokenizer_config(text, path, v);
 	free(path);
 	free(text);
@@ -101,6 +110,24 @@ static int hf_vocab(const char *src0, const cmf_arch *a, nv_vocab *v)
 	if (v->eos < 0 && a->eos >= 0 && (size_t)a->eos < v->n)
 		v->eos = a->eos;
 	return 1;
+}
+
+static int hf_vocab(const char *src0, const cmf_arch *a, nv_vocab *v)
+{
+	char *tok = beside(src0, "tokenizer.json");
+	int rc = tok ? hf_vocab_at(tok, a, v) : -1;
+
+	free(tok);
+	return rc;
+}
+
+int nv_hf_vocab(const char *path, const cmf_arch *a, nv_vocab *v)
+{
+	int rc = hf_vocab_at(path, a, v);
+
+	if (rc == 0)
+		nv_seterr("cannot open '%s'", path);
+	return rc > 0 ? 0 : -1;
 }
 
 /* cmf.tokenizer from the Hugging Face tokenizer files beside src0, when there are */

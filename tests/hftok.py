@@ -18,9 +18,12 @@ the tokenizers library (PyPI) gives, nothing of nvgkit:
       normalizers, or a Metaspace pre-tokenizer with that prepend_scheme;
       byte fallback; a template that adds <s>)
   hftok.py fromcmf DIR MODEL.cmf
-      the tokenizer.json of a GPT-2 vocabulary that a CMF file carries
-      (cmf.tokenizer, from a GGUF import): vocab, merges, Digits when its
-      pre-tokenizer is smollm, control tokens as special added tokens
+      the tokenizer.json of the vocabulary a CMF file carries (cmf.tokenizer,
+      from a GGUF): a GPT-2 one with vocab, merges, Digits when its
+      pre-tokenizer is smollm, Llama 3's Split and ignore_merges for
+      llama-bpe, Qwen2's Split and NFC for qwen2, <bos> first when it adds
+      it; a sentencepiece one as llama2c does; control and user-defined
+      tokens as special added tokens
   hftok.py encode DIR TEXT OUT.u32
       the ids of TEXT by DIR/tokenizer.json, as u32 little-endian
   hftok.py torture OUT.txt
@@ -105,10 +108,14 @@ def llama2c_pieces(path):
 def llama2c(d, path, scheme=None):
     pieces = llama2c_pieces(path)
     names = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)]
+    spm(d, [(names[i] if i < len(names) else p, sc) for i, (p, sc) in enumerate(pieces)],
+        ["<unk>", "<s>", "</s>"], scheme)
+
+
+def spm(d, pieces, specials, scheme=None):
+    """a sentencepiece BPE vocabulary of (piece, score), U+2581 for spaces, the
+    first 259 <unk> <s> </s> and the bytes, as LlamaConverter makes it"""
     vocab = {p: i for i, (p, _) in enumerate(pieces)}
-    for i, p in enumerate(names):
-        del vocab[pieces[i][0]]
-        vocab[p] = i
     assert len(vocab) == len(pieces)
     merges = []
     for i, (p, score) in enumerate(pieces[259:], 259):
@@ -124,7 +131,7 @@ def llama2c(d, path, scheme=None):
     else:
         tok.normalizer = normalizers.Sequence(
             [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
-    tok.add_special_tokens([AddedToken(t, normalized=False) for t in ["<unk>", "<s>", "</s>"]])
+    tok.add_special_tokens([AddedToken(t, normalized=False) for t in specials])
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
@@ -137,19 +144,33 @@ def fromcmf(d, path):
     from safetensors import safe_open
     with safe_open(path, "np") as f:
         t = json.loads(f.metadata()["cmf.tokenizer"])
+    specials = [p for p, ty in zip(t["tokens"], t["types"]) if ty in (2, 3, 4)]
+    if t["model"] == "llama":
+        assert t["tokens"][:3] == ["<unk>", "<s>", "</s>"] and t["bos"] == 1
+        return spm(d, list(zip(t["tokens"], t["scores"])), specials)
     assert t["model"] == "gpt2"
     vocab = {p: i for i, p in enumerate(t["tokens"])}
     assert len(vocab) == len(t["tokens"])
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in t["merges"]]))
-    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    split = {"llama-bpe": LLAMA3, "qwen2": QWEN2}.get(t["pre"])
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in t["merges"]],
+                               ignore_merges=t["pre"] == "llama-bpe"))
+    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not split)
     digits = t["pre"] in ("smollm", "starcoder", "refact")
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), bl]) if digits else bl
-    tok.add_special_tokens([AddedToken(p, normalized=False) for p, ty in
-                            zip(t["tokens"], t["types"]) if ty == 3])
+    if split:
+        bl = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(split), "isolated"), bl])
+    elif digits:
+        bl = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), bl])
+    tok.pre_tokenizer = bl
+    if t["pre"] == "qwen2":
+        tok.normalizer = normalizers.NFC()
+    tok.add_special_tokens([AddedToken(p, normalized=False) for p in specials])
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    tok.decoder = decoders.ByteLevel()
     name = lambda i: t["tokens"][i] if i >= 0 else None
+    if t.get("add_bos"):
+        tok.post_processor = processors.Sequence([tok.post_processor,
+            processors.TemplateProcessing(single="%s $A" % name(t["bos"]),
+                                          special_tokens=[(name(t["bos"]), t["bos"])])])
+    tok.decoder = decoders.ByteLevel()
     save(tok, d, {"bos_token": name(t["bos"]), "eos_token": name(t["eos"]),
                   "pad_token": name(t["pad"]), "add_prefix_space": False})
 

@@ -140,7 +140,7 @@ test_expect_success 'import stories260K.bin with tok512.bin' '
 	test_grep "^tied: yes$" info &&
 	test_grep "^parameters: 260032$" info &&
 	test_grep "^tokenizer: llama, 512 tokens$" info &&
-	test_grep "^provenance: \\{\"import\":\\{\"from\":\"llama2c\",\"file\":\"stories260K.bin\"\\}\\}$" info
+	test_grep "^provenance: \\{\"import\":\\{\"from\":\"llama2c\",\"file\":\"stories260K.bin\",\"vocab\":\"tok512.bin\"\\}\\}$" info
 '
 
 test_expect_success 'import stories260K.gguf' '

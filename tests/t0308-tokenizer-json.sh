@@ -182,7 +182,7 @@ id|sp|hole|del t["model"]["vocab"]["e"]|= 511 is not a token id below 511
 id|sp|aid|t["added_tokens"][1]["id"] = 7|added_tokens\[1\]: .<s>. has id 7, but the tokenizers library gives it 1
 id|bl|anew|t["added_tokens"][-1]["id"] = 600|added_tokens\[3\]: .once upon. has id 600, but the tokenizers library gives it 511
 id|sp|atwice|t["added_tokens"].append(dict(t["added_tokens"][1]))|added_tokens\[3\]: id 1 is there twice
-id|sp|many|t["model"]["vocab"]["zz"] = 512|has 513 tokens, more than config.json.s vocab_size 512
+id|sp|many|t["model"]["vocab"]["zz"] = 512|has 513 tokens, more than the model.s vocab_size 512
 id|sp|cbos|c:t["bos_token"] = "<bos>"|tokenizer_config.json.: bos_token .<bos>. is not a token
 merge|sp|munk|t["model"]["merges"].append(["zzz", "q"])|model.merges\[[0-9]+\]: .zzz. is not in the vocabulary
 merge|sp|mcat|t["model"]["merges"].append(["<0x41>", "<0x42>"])|model.merges\[[0-9]+\]: .<0x41><0x42>. is not in the vocabulary

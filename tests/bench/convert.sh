@@ -31,7 +31,8 @@
 # budget of BENCH_BPW: one sweep, on that conversion's Grams, for every
 # plan; by default each budget sweeps its own conversion), JOBS, FIT_TOKENS
 # (8192), SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
-# (build/bench-convert), BENCH_PLAN (1: also the plans), CALIBRATE.
+# (build/bench-convert), BENCH_PLAN (1: also the plans), BENCH_DUAL (1: also
+# dual-svid), CALIBRATE.
 set -eo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -166,7 +167,7 @@ for b in $budgets; do
 		set -- $(variant "$v")
 		convert "$out/$1-$b" "$2" nvg "$b" "" "${@:3}"
 	done
-	convert "$out/dual-svid-$b" dual-svid dual-svid "$b" ""
+	[ "${BENCH_DUAL:-1}" = 0 ] || convert "$out/dual-svid-$b" dual-svid dual-svid "$b" ""
 	if [ "${BENCH_PLAN:-1}" = 1 ]; then
 		pts=$sweep
 		# the own budget spelled as convert.mk spells it (1.0 is 1), so that the sweep reuses it

@@ -775,6 +775,8 @@ static int vocab_fill(const gguf *g, nv_vocab *v)
 	if (!strcmp(v->pre, "llama3") || !strcmp(v->pre, "llama-v3"))
 		strcpy(v->pre, "llama-bpe");
 	v->ignore_merges = !llama && !strcmp(v->pre, "llama-bpe");
+	/* Qwen2's tokenizer.json normalizes to NFC first; the file cannot say so */
+	v->nfc = !llama && !strcmp(v->pre, "qwen2");
 	if (token_id(g, "tokenizer.ggml.bos_token_id", v->n, &v->bos) < 0 ||
 	    token_id(g, "tokenizer.ggml.eos_token_id", v->n, &v->eos) < 0 ||
 	    token_id(g, "tokenizer.ggml.unknown_token_id", v->n, &v->unk) < 0 ||

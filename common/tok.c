@@ -897,12 +897,35 @@ static int find_added(const tok_vocab *v, const tok_added *a, const char *t, siz
 }
 
 /* text at byte off: split on the added tokens of pass k, the rest to pass k + 1 or the BPE */
+static int enc_pass(const tok_vocab *v, int k, const char *t, size_t len, size_t off, enc *e);
+
+/*
+ * a segment between the first list's pieces, normalized to NFC first when
+ * the tokenizer does so (as the tokenizers library does: those pieces are
+ * found in the text as it is, the second list's in the normalized text);
+ * offsets in errors are then the segment's start
+ */
+static int enc_segment(const tok_vocab *v, const char *t, size_t len, size_t off, enc *e)
+{
+	char *nfc;
+	size_t n;
+	int rc;
+
+	if (!v->nfc)
+		return enc_pass(v, 1, t, len, off, e);
+	if (nv_nfc(t, len, &nfc, &n) < 0)
+		return -1;
+	rc = enc_pass(v, 1, nfc ? nfc : t, n, off, e);
+	free(nfc);
+	return rc;
+}
+
 static int enc_pass(const tok_vocab *v, int k, const char *t, size_t len, size_t off, enc *e)
 {
 	for (size_t i = 0;;) {
 		size_t at, pl;
 		int id = find_added(v, &v->added[k], t, len, i, &at, &pl);
-		int rc = k == 0 ? enc_pass(v, 1, t + i, at - i, off + i, e)
+		int rc = k == 0 ? enc_segment(v, t + i, at - i, off + i, e)
 				: enc_bpe(v, t + i, at - i, off + i, e);
 
 		if (rc < 0)
@@ -914,38 +937,19 @@ static int enc_pass(const tok_vocab *v, int k, const char *t, size_t len, size_t
 	}
 }
 
-/* UAX #15's NFC quick check: -1 naming the first code point that NFC may change */
-static int nfc_check(const char *t, size_t len)
-{
-	int last = 0;
-
-	for (size_t i = 0, k; i < len; i += k) {
-		uint32_t c = get_utf8((const uint8_t *)t + i, len - i, &k);
-		int ccc, qc = nv_uninfc(c, &ccc);
-
-		if (qc != NV_NFC_YES || (ccc && last > ccc)) {
-			nv_seterr("U+%04X at byte offset %zu may change under the tokenizer's NFC "
-				  "normalizer, which is not implemented", (unsigned)c, i);
-			return -1;
-		}
-		last = ccc;
-	}
-	return 0;
-}
-
 int tok_encode(const tok_vocab *v, const char *text, size_t len, uint32_t **ids, size_t *n)
 {
 	enc e = { NULL, 0 };
 
+	size_t grow = v->nfc ? 3 : 1; /* NFC makes a text at most three times as long */
+
 	*ids = NULL;
 	*n = 0;
-	if (len > (SIZE_MAX - 3) / 8) {
+	if (len > (SIZE_MAX - 3) / (8 * grow)) {
 		nv_seterr("a text of %zu bytes is too long", len);
 		return -1;
 	}
-	if (v->nfc && nfc_check(text, len) < 0)
-		return -1;
-	if (!(e.out = nv_malloc(2 * len + 3, sizeof *e.out)))
+	if (!(e.out = nv_malloc(2 * grow * len + 3, sizeof *e.out)))
 		return -1;
 	if (v->add_bos && v->bos >= 0)
 		e.out[e.n++] = (uint32_t)v->bos;

@@ -28,9 +28,9 @@
  * eos) and add_space_prefix (a space before the non-empty segment at the
  * start of the text, or before every non-empty segment with prefix_each).
  * A byte with no token and no byte fallback is an error naming its offset.
- * With nfc (Hugging Face's NFC normalizer, Qwen2), a text that NFC might
- * change (UAX #15's quick check is not Yes) is an error naming the code
- * point: NFC itself is not implemented, and all other text it leaves alone.
+ * With nfc (Hugging Face's NFC normalizer, Qwen2), each segment between
+ * the first list's pieces is normalized to NFC (unicat.h) before the second
+ * list's pieces are found in it.
  */
 #ifndef NV_TOK_H
 #define NV_TOK_H
@@ -67,7 +67,7 @@ typedef struct {
 	int missing;         /* TOK_GPT2: a byte with no piece: NV_MISSING_* (vocab.h) */
 	int pattern;         /* TOK_GPT2: TOK_PAT_* */
 	int ignore_merges;   /* TOK_GPT2: a chunk that is a piece is that piece, unmerged */
-	int nfc;             /* the text must pass the NFC quick check (NFC leaves it as it is) */
+	int nfc;             /* the text is normalized to NFC first */
 	int add_bos, add_eos, add_space_prefix, split_digits;
 	int prefix_each;     /* the space prefix before every segment between added tokens */
 	int prefix_unless_space; /* but not before one that starts with a space (Metaspace) */

@@ -43,7 +43,6 @@
  *                                       that starts with a space or U+2581
  *                                       (Hugging Face's Metaspace pre-tokenizer)
  *     "nfc": true,                      optional: the text is normalized to NFC first
- *                                       (an encoder refuses text that NFC may change)
  *     "missing": "drop"                 optional, "gpt2": a byte whose piece is not
  *                                       in the vocabulary is dropped, or is "unk",
  *                                       or "fuse_unk" (one unk for a run of them);

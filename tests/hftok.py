@@ -26,6 +26,11 @@ the tokenizers library (PyPI) gives, nothing of nvgkit:
       tokens as special added tokens
   hftok.py encode DIR TEXT OUT.u32
       the ids of TEXT by DIR/tokenizer.json, as u32 little-endian
+  hftok.py nfctext OUT.txt
+      a text for NFC: every canonically decomposable code point as it is and
+      decomposed, and random starters with marks of mixed classes
+  hftok.py decode DIR IDS.u32 OUT.txt
+      the text DIR/tokenizer.json's decoder makes of IDS.u32
   hftok.py torture OUT.txt
       a text of many scripts, emoji, runs of white space, digits and
       contractions, with added tokens in it
@@ -207,6 +212,37 @@ TORTURE = (
 )
 
 
+def nfctext(out):
+    """every code point with a canonical decomposition, as it is and decomposed
+    (NFD), Hangul syllables decomposed, and 4000 starters each followed by
+    marks of mixed classes in a random order (seed 1)"""
+    import random
+    import unicodedata
+    dec = [c for c in range(0x110000) if unicodedata.decomposition(chr(c))[:1] not in ("", "<")]
+    marks = [c for c in range(0x300, 0x10000) if unicodedata.combining(chr(c))]
+    bases = [ord(x) for x in "aeiouAEIOUnNcCsSyYwWzZ"] + [0x391, 0x3B1, 0x3B7, 0x3C9, 0x41E, 0x928,
+                                                          0x915, 0x1100, 0x1161, 0x11A8, 0xAC00]
+    rnd = random.Random(1)
+    parts = ["".join(chr(c) for c in dec), " ",
+             " ".join(unicodedata.normalize("NFD", chr(c)) for c in dec), " ",
+             " ".join(unicodedata.normalize("NFD", chr(c)) for c in range(0xAC00, 0xD7A4, 7)), "\n"]
+    for _ in range(4000):
+        parts.append(chr(rnd.choice(bases)) + "".join(
+            chr(rnd.choice(marks + [0x301, 0x308, 0x323, 0x327, 0x93C, 0x1161, 0x11A8]))
+            for _ in range(rnd.randint(0, 4))) + rnd.choice(" x\n"))
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        f.write("".join(parts))
+
+
+def decode(d, ids, out):
+    """the text of IDS.u32 by DIR/tokenizer.json's decoder, written as UTF-8"""
+    tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    b = open(ids, "rb").read()
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        f.write(tok.decode(list(struct.unpack("<%dI" % (len(b) // 4), b)),
+                           skip_special_tokens=False))
+
+
 def main():
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "bytelevel":
@@ -217,6 +253,10 @@ def main():
         fromcmf(a[0], a[1])
     elif cmd == "encode":
         encode(a[0], a[1], a[2])
+    elif cmd == "nfctext":
+        nfctext(a[0])
+    elif cmd == "decode":
+        decode(a[0], a[1], a[2])
     elif cmd == "torture":
         with open(a[0], "w", encoding="utf-8", newline="") as f:
             f.write(TORTURE)

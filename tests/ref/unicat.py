@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """unicat.py - writes common/unicat_tab.h, the Unicode properties the tokenizers need.
 
-  python3 tests/ref/unicat.py >common/unicat_tab.h
+  build/venv/bin/python tests/ref/unicat.py >common/unicat_tab.h
 
 For every code point from 0x80: the class (letters are the general
 categories Lu Ll Lt Lm Lo, the regex class \\p{L}; numbers Nd Nl No, \\p{N},
@@ -9,9 +9,42 @@ Rust's char::is_numeric), the canonical combining class, and the NFC quick
 check of UAX #15: No when NFC changes the code point alone, Maybe when it
 is the second of a canonical pair that composes (Hangul vowels and
 trailing consonants included), else Yes; from Python's unicodedata.
+Then what NFC itself needs beyond the combining classes: every canonical
+decomposition mapping of one step (one or two code points; Hangul
+syllables are algorithmic and not listed), and every primary composite:
+the pairs (a, b) that NFC composes into c.
+
+NFC is the tokenizers library's (the reference that tokenization must
+equal), whose tables are older than Python's: a mark it has no class for
+(51 encoded since Unicode 9.0) has class 0 here, and a decomposition it
+does not make (U+11938, Unicode 13.0) is left out; both found by asking the
+library's NFC, so run this in the test environment (tokenizers 0.22.1).
 """
 import sys
 import unicodedata
+
+from tokenizers import normalizers
+
+LIB_NFC = normalizers.NFC().normalize_str
+
+
+def nfc(s):
+    return unicodedata.normalize("NFC", s)
+
+
+def lib_ccc(c):
+    """c's class as the library's NFC orders it: a probe that Python's class
+    reorders (before U+0345, class 240; after U+0334, class 1, for 240)"""
+    k = unicodedata.combining(chr(c))
+    if not k:
+        return 0
+    probe = "a\u0345" + chr(c) if k < 240 else "a" + chr(c) + "\u0334"
+    return k if LIB_NFC(probe) == nfc(probe) else 0
+
+
+def lib_decomposes(c):
+    ch = chr(c)
+    return LIB_NFC(ch) == nfc(ch) and LIB_NFC(unicodedata.normalize("NFD", ch)) == nfc(ch)
 
 
 def seconds():
@@ -30,7 +63,7 @@ def props(c, second):
     ch = chr(c)
     cat = {"L": 1, "N": 2}.get(unicodedata.category(ch)[0], 0)
     qc = 1 if unicodedata.normalize("NFC", ch) != ch else 2 if c in second else 0
-    return cat, unicodedata.combining(ch), qc
+    return cat, lib_ccc(c), qc
 
 
 def ranges():
@@ -48,6 +81,34 @@ def ranges():
     return out
 
 
+def decompositions():
+    out = []
+    for c in range(0x110000):
+        d = unicodedata.decomposition(chr(c))
+        if d and not d.startswith("<") and lib_decomposes(c):
+            p = [int(x, 16) for x in d.split()]
+            assert len(p) in (1, 2)
+            out.append((c, p[0], p[1] if len(p) == 2 else 0))
+    return out
+
+
+def composites(decomp):
+    return sorted((a, b, c) for c, a, b in decomp
+                  if b and unicodedata.normalize("NFC", chr(a) + chr(b)) == chr(c))
+
+
+def table(w, decl, rows, fmt):
+    w(decl % len(rows))
+    line = "\t"
+    for row in rows:
+        item = fmt % row
+        if len(line) + len(item) + 1 > 96:
+            w(line.rstrip() + "\n")
+            line = "\t"
+        line += item + " "
+    w(line.rstrip() + "\n};\n")
+
+
 def main():
     r = ranges()
     w = sys.stdout.write
@@ -56,15 +117,15 @@ def main():
       % unicodedata.unidata_version)
     w("/* (first, last, class, canonical combining class, NFC quick check): sorted, disjoint;\n"
       "   class 1 letter, 2 number; quick check 1 No, 2 Maybe; what is not here is 0, 0, Yes */\n")
-    w("static const struct { uint32_t lo, hi; uint8_t cl, ccc, qc; } cat[%d] = {\n" % len(r))
-    line = "\t"
-    for lo, hi, (k, ccc, qc) in r:
-        item = "{ 0x%X, 0x%X, %d, %d, %d }," % (lo, hi, k, ccc, qc)
-        if len(line) + len(item) + 1 > 96:
-            w(line.rstrip() + "\n")
-            line = "\t"
-        line += item + " "
-    w(line.rstrip() + "\n};\n")
+    table(w, "static const struct { uint32_t lo, hi; uint8_t cl, ccc, qc; } cat[%d] = {\n",
+          [(lo, hi, k, ccc, qc) for lo, hi, (k, ccc, qc) in r], "{ 0x%X, 0x%X, %d, %d, %d },")
+    d = decompositions()
+    w("/* canonical decompositions of one step (code point, first, second or 0): sorted */\n")
+    table(w, "static const struct { uint32_t c, a, b; } decomp[%d] = {\n", d,
+          "{ 0x%X, 0x%X, 0x%X },")
+    w("/* primary composites (first, second, composite): sorted by the pair */\n")
+    table(w, "static const struct { uint32_t a, b, c; } comp[%d] = {\n", composites(d),
+          "{ 0x%X, 0x%X, 0x%X },")
 
 
 main()

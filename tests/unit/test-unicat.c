@@ -4,10 +4,61 @@
  * punctuation, white space, unassigned and out-of-range code points), the
  * ends of ranges included; the canonical combining class and NFC quick
  * check of marks, singletons, composing jamo and the rest; the
- * expectations are Unicode 14.0's.
+ * expectations are Unicode 14.0's.  NFC on UAX #15's cases (composition,
+ * Hangul, singletons, canonical order, exclusions, blocking, a long run of
+ * marks, bytes outside UTF-8), each worked out by hand from the algorithm
+ * and Unicode's data (and equal to Python's unicodedata); t0308 compares
+ * it with the tokenizers library on every decomposable code point.
  */
 #include "tap.h"
 #include "unicat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* nv_nfc of in is want (NULL: left as it is) */
+static void nfc_is(const char *in, const char *want, const char *what)
+{
+	char *out;
+	size_t n;
+	int rc = nv_nfc(in, strlen(in), &out, &n);
+
+	if (!want)
+		ok(rc == 0 && !out && n == strlen(in), "NFC leaves %s alone", what);
+	else
+		ok(rc == 0 && out && n == strlen(want) && memcmp(out, want, n) == 0, "NFC of %s",
+		   what);
+	free(out);
+}
+
+static void nfc_cases(void)
+{
+	char in[64] = "a", want[64] = "\xc3\xa1"; /* á */
+
+	nfc_is("plain ASCII", NULL, "ASCII");
+	nfc_is("\xc3\xa9t\xc3\xa9", NULL, "precomposed e-acute");
+	nfc_is("e\xcc\x81", "\xc3\xa9", "e + U+0301 (composes)");
+	nfc_is("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81", "Hangul L V T");
+	nfc_is("\xea\xb0\x80\xe1\x86\xa8", "\xea\xb0\x81", "Hangul LV + T");
+	nfc_is("\xe2\x84\xab", "\xc3\x85", "Angstrom sign (a singleton)");
+	nfc_is("\xe1\xb8\x8b\xcc\xa3", "\xe1\xb8\x8d\xcc\x87",
+	       "d-dot-above + dot below (decomposed, reordered, recomposed)");
+	nfc_is("q\xcc\x87\xcc\xa3", "q\xcc\xa3\xcc\x87", "q + marks out of order");
+	nfc_is("\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc", "U+0958 (a composition exclusion)");
+	nfc_is("\xcc\x81" "e", "\xcc\x81" "e", "a mark before any starter");
+	nfc_is("\xff" "e\xcc\x81", "\xff\xc3\xa9", "a stray byte, then e + U+0301");
+	nfc_is("e\xff" "e\xcc\x81\xcc", "e\xff\xc3\xa9\xcc", "stray and truncated bytes kept");
+	/* a + (U+0316 class 220, U+0301 class 230) × 10: sorted by count, then the first
+	 * U+0301 composes with a past the 220s, the others are blocked */
+	for (int i = 0; i < 10; i++)
+		memcpy(in + 1 + 4 * i, "\xcc\x96\xcc\x81", 4);
+	for (int i = 0; i < 10; i++)
+		memcpy(want + 2 + 2 * i, "\xcc\x96", 2);
+	for (int i = 0; i < 9; i++)
+		memcpy(want + 22 + 2 * i, "\xcc\x81", 2);
+	in[41] = want[40] = 0;
+	nfc_is(in, want, "a long run of marks of two classes");
+}
 
 int main(void)
 {
@@ -58,5 +109,6 @@ int main(void)
 		if (qc != q[i].qc || ccc != q[i].ccc)
 			diag("got %d, %d", qc, ccc);
 	}
+	nfc_cases();
 	return done_testing();
 }

@@ -383,6 +383,111 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 	return info;
 }
 
+int nv_chol_factor(const nv_mat *a, double shift, nv_mat *f)
+{
+	size_t n = a->r;
+	int info;
+
+	assert(a->c == n);
+	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "matrix entry") < 0)
+		return -1;
+	if (!isfinite(shift))
+		return nv_seterr("the diagonal shift %g is not finite", shift), -1;
+	if (nv_mat_zeros(f, n, n) < 0)
+		return -1;
+	/* row-major A's lower triangle is column-major's upper: transpose into the lower */
+	cblas_domatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a->d, (blasint)n,
+			f->d, (blasint)n);
+	for (size_t i = 0; i < n; i++)
+		f->d[i * n + i] += shift;
+	nv_flops_add((uint64_t)n * n * n / 3);
+	nv_serial();
+	info = nv_lapack_info(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, f->d,
+					     (lapack_int)n));
+	nv_unserial();
+	if (info != 0)
+		nv_mat_free(f);
+	if (info > 0)
+		nv_seterr("system not positive definite (leading minor %d of %zu)", info, n);
+	return info;
+}
+
+void nv_chol_apply(const nv_mat *f, double *x)
+{
+	blasint n = (blasint)f->r;
+
+	nv_serial();
+	cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, n, f->d, n, x, 1);
+	cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, n, f->d, n, x, 1);
+	nv_unserial();
+	nv_flops_add(2ull * f->r * f->r);
+}
+
+/* q = (A + shift·I)·p from A's lower triangle */
+static void spd_times(const nv_mat *a, double shift, const double *p, double *q)
+{
+	blasint n = (blasint)a->r;
+
+	nv_serial();
+	cblas_dsymv(CblasRowMajor, CblasLower, n, 1.0, a->d, n, p, 1, 0.0, q, 1);
+	nv_unserial();
+	cblas_daxpy(n, shift, p, 1, q, 1);
+	nv_flops_add(2ull * a->r * a->r);
+}
+
+int nv_pcg_spd(const nv_mat *a, double shift, const nv_mat *f, const double *b, double *x,
+	       double tol, int maxit, int *its)
+{
+	size_t n = a->r;
+	double *r = nv_malloc(4 * n, sizeof(double)), *z, *p, *q, bmb, rz;
+	int rc = 1;
+
+	*its = 0;
+	if (!r)
+		return -1;
+	z = r + n;
+	p = z + n;
+	q = p + n;
+	nv_serial(); /* level-1 BLAS splits long sums over threads too */
+	memcpy(z, b, n * sizeof(double));
+	nv_chol_apply(f, z);
+	bmb = cblas_ddot((blasint)n, b, 1, z, 1);
+	spd_times(a, shift, x, q);
+	for (size_t i = 0; i < n; i++)
+		r[i] = b[i] - q[i];
+	memcpy(z, r, n * sizeof(double));
+	nv_chol_apply(f, z);
+	memcpy(p, z, n * sizeof(double));
+	rz = cblas_ddot((blasint)n, r, 1, z, 1);
+	for (int k = 0;; k++) {
+		double pq, alpha, rz1;
+
+		if (rz <= tol * tol * bmb) {
+			rc = 0;
+			break;
+		}
+		if (k == maxit || !(rz > 0.0))
+			break;
+		spd_times(a, shift, p, q);
+		pq = cblas_ddot((blasint)n, p, 1, q, 1);
+		if (!(pq > 0.0))
+			break;
+		alpha = rz / pq;
+		cblas_daxpy((blasint)n, alpha, p, 1, x, 1);
+		cblas_daxpy((blasint)n, -alpha, q, 1, r, 1);
+		memcpy(z, r, n * sizeof(double));
+		nv_chol_apply(f, z);
+		rz1 = cblas_ddot((blasint)n, r, 1, z, 1);
+		for (size_t i = 0; i < n; i++)
+			p[i] = z[i] + rz1 / rz * p[i];
+		rz = rz1;
+		*its = k + 1;
+	}
+	nv_unserial();
+	free(r);
+	return rc;
+}
+
 void nv_set_threads(int n)
 {
 	openblas_set_num_threads(n < 1 ? 1 : n);

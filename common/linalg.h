@@ -81,6 +81,27 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge);
  * not finite. */
 int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x);
 
+/* A + shift·I = L·Lᵀ for the lower triangle of symmetric row-major A (n ×
+ * n): *f (fresh) holds L, column-major lower, for nv_chol_apply and
+ * nv_pcg_spd.  0; 1 when not positive definite (reason set); -1 with reason
+ * when an entry read or the shift is not finite, or on exhaustion. */
+int nv_chol_factor(const nv_mat *a, double shift, nv_mat *f);
+
+/* x ← (L·Lᵀ)⁻¹·x, L from nv_chol_factor */
+void nv_chol_apply(const nv_mat *f, double *x);
+
+/* (A + shift·I)·x = b, A's lower triangle read, by conjugate gradients
+ * preconditioned with M = L·Lᵀ, the factor f of a nearby matrix (of the same
+ * one: one step), from the x given.  It stops when the residual r's energy
+ * rᵀM⁻¹r is at most tol² · bᵀM⁻¹b: with M near A, that is the excess of the
+ * quadratic xᵀAx − 2bᵀx over its minimum, relative to the minimum's size.
+ * 0 when that happens within maxit steps (*its: how many); 1 when not, or
+ * when a direction shows the matrix not positive definite (x is then the
+ * last iterate: solve directly); -1 with reason on exhaustion.  One OpenBLAS
+ * thread: the same bits at any thread count. */
+int nv_pcg_spd(const nv_mat *a, double shift, const nv_mat *f, const double *b, double *x,
+	       double tol, int maxit, int *its);
+
 /* X (n × k) ← (A + shift·I)⁻¹·X for symmetric A (n × n), every column at once
  * (dposv); a matrix that is not positive definite is an error with reason */
 int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);

@@ -652,16 +652,76 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *
 	return 0;
 }
 
-/* g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p) */
-static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
+/* PCG's stop (relative excess of the g step's objective: tol²) and its most steps */
+#define G_PCG_TOL 1e-6
+#define G_PCG_STEPS 30
+
+/*
+ * a·g = rhs with nv_solve_spd's ridge: by conjugate gradients from the
+ * current g, preconditioned with pc, the factor of this path's matrix from
+ * an earlier sweep (ALS moves it little), when there is one and they
+ * converge; else directly, keeping the new factor in pc.  pc NULL: directly
+ * by nv_solve_spd.  A matrix that is not positive definite keeps the old g
+ * (0), as nv_solve_spd's callers do.
+ */
+static int g_solve(const nv_mat *a, const double *rhs, double *g, nv_mat *pc, nv_prof *prof)
+{
+	size_t n = a->r;
+	double tr = 0.0, shift, *x = nv_malloc(n, sizeof(double));
+	int rc = 0, its;
+
+	if (!x)
+		return -1;
+	if (!pc) {
+		rc = nv_solve_spd(a, rhs, x, 1e-10);
+		if (rc == 0)
+			memcpy(g, x, n * sizeof(double));
+		free(x);
+		return rc < 0 ? -1 : 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		tr += a->d[i * n + i];
+	shift = 1e-10 * (tr / (double)n);
+	if (pc->d) {
+		memcpy(x, g, n * sizeof(double));
+		rc = nv_pcg_spd(a, shift, pc, rhs, x, G_PCG_TOL, G_PCG_STEPS, &its);
+		nv_prof_add(prof, "als.g.pcg", 0.0, (uint64_t)its);
+		if (rc == 0 && nv_check_finite(x, 1, n, 0, "solution entry") == 0)
+			goto done;
+		nv_mat_free(pc);
+		if (rc < 0)
+			goto out;
+	}
+	nv_prof_add(prof, "als.g.chol", 0.0, 1);
+	if ((rc = nv_chol_factor(a, shift, pc)) != 0) {
+		rc = rc < 0 ? -1 : 0;
+		goto out;
+	}
+	memcpy(x, rhs, n * sizeof(double));
+	nv_chol_apply(pc, x);
+	if ((rc = nv_check_finite(x, 1, n, 0, "solution entry")) < 0)
+		goto out;
+done:
+	memcpy(g, x, n * sizeof(double));
+	rc = 0;
+out:
+	free(x);
+	return rc;
+}
+
+/*
+ * g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p);
+ * pc: path p's factor from an earlier sweep (g_solve)
+ */
+static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_mat *pc)
 {
 	size_t n = md->n, r = md->r;
 	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
 	const nv_mat *sv = &md->p[p].sv;
-	double *rhs = nv_malloc(n, sizeof(double)), *g = nv_malloc(n, sizeof(double));
+	double *rhs = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
-	if (!rhs || !g || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
+	if (!rhs || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
 	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_new(&svk, 0, sv, 1, &ctc) < 0 ||
 	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
 		goto out;
@@ -669,13 +729,9 @@ static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p)
 		ctc.d[i] *= c->hc->hf.d[i];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
-	rc = nv_solve_spd(&ctc, rhs, g, 1e-10);
-	if (rc == 0)
-		memcpy(md->p[p].g, g, n * sizeof(double));
-	rc = rc < 0 ? -1 : 0;
+	rc = g_solve(&ctc, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
 out:
 	free(rhs);
-	free(g);
 	nv_mat_free(&mm);
 	nv_mat_free(&k);
 	nv_mat_free(&svk);
@@ -686,10 +742,14 @@ out:
 
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 {
-	for (int s = 0; s < sweeps; s++) {
+	nv_mat pc[2] = {{0}, {0}}; /* each path's g-step factor, from its last direct solve */
+	int rc = 0;
+
+	for (int s = 0; s < sweeps && rc == 0; s++) {
 		als_state st = {{0}, {0}, {0}};
 		double t = nv_now();
-		int rc = als_l(md, c, &st);
+
+		rc = als_l(md, c, &st);
 		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
 		t = nv_now();
 		if (rc == 0)
@@ -697,15 +757,15 @@ int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
 		t = nv_now();
 		for (size_t p = 0; p < md->np && rc == 0; p++)
-			rc = als_g(md, c, &st, p);
+			rc = als_g(md, c, &st, p, &pc[p]);
 		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
 		nv_mat_free(&st.hb);
 		nv_mat_free(&st.bhb);
 		nv_mat_free(&st.whb);
-		if (rc < 0)
-			return -1;
 	}
-	return 0;
+	nv_mat_free(&pc[0]);
+	nv_mat_free(&pc[1]);
+	return rc < 0 ? -1 : 0;
 }
 
 /* ----------------------------------------------------------------- flip_u */

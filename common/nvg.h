@@ -108,6 +108,7 @@ typedef struct {
 	nv_prof *prof;       /* NULL: no profile */
 	int threads;         /* workers of the row-parallel stages (≥ 1) */
 	nv_lat_basis *wlat;  /* whitened basis of W, filled by the first init that needs it */
+	int g_pcg;           /* the ALS g step by preconditioned CG after a sweep's direct solve */
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
@@ -131,7 +132,11 @@ void nv_lat_basis_free(nv_lat_basis *b);
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo);
 /* exact block least squares: ℓ (joint over paths), h (per row, joint over
- * paths), g (per path), `sweeps` times; never raises the fit error */
+ * paths), g (per path), `sweeps` times; never raises the fit error.  With
+ * c->g_pcg, a path's g step after its first in the call is solved by
+ * conjugate gradients from the current g, preconditioned with the factor of
+ * its last direct solve, to a relative excess of 1e-12 in its objective
+ * (directly when that takes more than 30 steps) */
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
@@ -159,6 +164,7 @@ typedef struct {
 	size_t rank;      /* 0: the rank rule from bpw; else this rank for P (auto: P=2) */
 	int paths;        /* 0 auto, 1, 2 */
 	int sweeps;       /* refinement sweeps of each candidate (nvg), 1 to NV_SWEEPS_MAX */
+	int g_pcg;        /* 1: the ALS g step by PCG (nv_als), 0: by a factorization each sweep */
 	nv_method method;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
 	nv_prof *prof;    /* NULL: no profile */

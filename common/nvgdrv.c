@@ -174,6 +174,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 	if (check_nvg_inputs(w, hc, hfit, hsel) < 0 ||
 	    nv_tctx_init(&c, w, hc, o->prof, o->threads) < 0)
 		return -1;
+	c.g_pcg = o->g_pcg;
 	t = nv_now();
 	if (nv_metric_init(&sel, w, hsel) < 0)
 		goto out;

@@ -1,7 +1,8 @@
 # convert.mk - the sequential BLR conversion of a whole model, driven by make.
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
-#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [RHO=0.03] [KV_FACTOR=K] \
+#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=direct|pcg] \
+#        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
 #        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] \
 #        [E2E_TOKENS=IDS] -j N
@@ -65,6 +66,8 @@ PIPE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 METHOD     ?= nvg
 PATHS      ?= auto
 REFINE     ?= 2
+# the ALS g step: a factorization each sweep, or PCG (nvg-encode --g-solve)
+G_SOLVE    ?= direct
 RHO        ?= 0.03
 KV_FACTOR  ?= 1
 FIT_TOKENS ?= 8192
@@ -123,6 +126,15 @@ $(error convert.mk: TUNE=1 is nvg's)
 endif
 ifeq ($(if $(filter 2,$(REFINE)),,x)$(METHOD),xdual-svid)
 $(error convert.mk: REFINE is nvg's: dual-svid refines nothing)
+endif
+ifeq ($(filter direct pcg,$(G_SOLVE)),)
+$(error convert.mk: G_SOLVE '$(G_SOLVE)' is not direct or pcg)
+endif
+ifeq ($(G_SOLVE)$(METHOD),pcgdual-svid)
+$(error convert.mk: G_SOLVE is nvg's: dual-svid has no g step)
+endif
+ifeq ($(G_SOLVE)$(filter cpu,$(DEVICE)),pcg)
+$(error convert.mk: G_SOLVE=pcg is the CPU encoder's: DEVICE=cpu)
 endif
 ifeq ($(filter 0 1,$(E2E)),)
 $(error convert.mk: E2E '$(E2E)' is not 0 or 1)
@@ -195,7 +207,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter pcg,$(G_SOLVE)), g_solve=pcg)
 STAMP := $(OUT)/params
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
@@ -302,7 +314,7 @@ XP_ARGS = $(if $(call xport,$(1)),--cross $(OUT)/L$(1)/g.$(2).fit.cross \
 	--cross-sel $(OUT)/L$(1)/g.$(2).sel.cross --src-sel $(OUT)/L$(1)/src.$(2).sel.gram)
 SEL_GRAM = $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
 SVID_OPTS = --method dual-svid
-ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
+ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(if $(filter pcg,$(G_SOLVE)),--g-solve pcg) $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
 	$(if $(CAPTURE_GRAMS),--sel $(SEL_GRAM)))
 DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
@@ -401,7 +413,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or the input of the last steps

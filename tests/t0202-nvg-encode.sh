@@ -121,6 +121,38 @@ test_expect_success 'row gauge: encoded scaled, undone on the bytes' '
 	test_grep "row gauge \(shuffled\) over 12 blocks" err
 '
 
+# PCG for the g step: the answer of the direct solve to rounding (SEL within
+# 0.5%, the bar of issue #12), its steps counted, deterministic
+test_expect_success '--g-solve pcg: the direct SEL error within 0.5%, the same bytes twice and at 2 threads' '
+	mkdir big &&
+	"$NVG_PY" "$REF/synth-layer.py" layer 192 384 2 big &&
+	enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; } &&
+	enc -o gd.blr >ld &&
+	enc --g-solve direct -o gd2.blr >/dev/null &&
+	cmp gd.blr gd2.blr &&
+	enc --g-solve pcg --profile -o gp.blr >lp 2>err &&
+	test_grep "\| als.g.pcg [0-9.]+s/[1-9][0-9]* " err &&
+	test_grep "\| als.g.chol [0-9.]+s/[1-9][0-9]* " err &&
+	awk -v a="$(sel_of ld)" -v b="$(sel_of lp)" "BEGIN { exit !(b <= a * 1.005) }" &&
+	enc --g-solve pcg -o gp2.blr >/dev/null &&
+	OPENBLAS_NUM_THREADS=2 enc --g-solve pcg -o gp3.blr >/dev/null &&
+	cmp gp.blr gp2.blr && cmp gp.blr gp3.blr ||
+	{ cat ld lp err; false; }
+'
+
+test_expect_success '--g-solve: an unknown solver, dual-svid and the device are refused' '
+	test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
+		--g-solve lu -o x.blr 2>err &&
+	test_grep "invalid --g-solve .lu.: expected direct or pcg" err &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--g-solve pcg -o x.blr 2>err &&
+	test_grep "dual-svid has no g step" err &&
+	test_expect_code 2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
+		--g-solve pcg --device opencl -o x.blr 2>err &&
+	test_grep "the CPU encoder.s: give --device cpu" err &&
+	test_path_is_missing x.blr
+'
+
 test_expect_success 'a small budget clips to the floor rank 8' '
 	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 0.01 --paths 2 -o f.blr >lf &&
 	test_grep "^pick P2 r8 " lf

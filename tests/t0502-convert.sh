@@ -121,6 +121,8 @@ test_expect_success 'the report names the encoder, budget and rank of each tenso
 	test "$(prov_value svid/model.cmf method)" = dual-svid &&
 	test "$(prov_value nvg/model.cmf refine_sweeps)" = 2 &&
 	test "$(prov_value svid/model.cmf refine_sweeps)" = null &&
+	test "$(prov_value nvg/model.cmf g_solve)" = direct &&
+	test "$(prov_value svid/model.cmf g_solve)" = null &&
 	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto, refinement sweeps 2, kv factor 1$" \
 		nvg/model.cmf.blr.txt &&
 	test "$(prov_value nvg/model.cmf clipped_tensors)" = 0
@@ -188,6 +190,26 @@ test_expect_success 'a tensor the encoder refuses stays in its source dtype and 
 	all=$(sed -n "s/^# total.*all layer projections \([0-9.]*\) bpw over 90624 weights; 0 kept, 1 refused$/\1/p" refuse/model.cmf.blr.txt) &&
 	test_grep "^all layer projections: $(printf %.4f $all) bpw over 90624 weights" rep &&
 	test "$(prov_value refuse/model.cmf refused_tensors)" = "[\"model.layers.1.mlp.up_proj.weight\"]"
+'
+
+test_expect_success 'G_SOLVE=pcg: its own stamp, recorded, the layer-0 SEL errors within 0.5% of direct; nvg on the CPU only' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gp BPW=2.5 G_SOLVE=pcg -j2 2>err &&
+	test_grep " g_solve=pcg$" gp/params &&
+	test "$(prov_value gp/model.cmf g_solve)" = pcg &&
+	test_grep "^# nvgkit BLR conversion: method nvg, .*, g steps by PCG, kv factor" gp/model.cmf.blr.txt &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gp BPW=2.5 2>err &&
+	test_grep "holds another conversion" err &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gd BPW=2.5 -j2 2>err &&
+	awk "\$2 == 0 { print \$1, \$9 }" gd/model.cmf.blr.txt >sel.direct &&
+	awk "\$2 == 0 { print \$1, \$9 }" gp/model.cmf.blr.txt >sel.pcg &&
+	test "$(wc -l <sel.direct)" = 7 &&
+	join sel.direct sel.pcg | awk "{ if (\$3 > \$2 * 1.005) bad++ } END { exit bad > 0 }" &&
+	for bad in "G_SOLVE=lu:is not direct or pcg" "G_SOLVE=pcg METHOD=dual-svid:G_SOLVE is nvg.s" \
+		"G_SOLVE=pcg DEVICE=opencl:the CPU encoder.s"; do
+		test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gbad BPW=2.5 ${bad%%:*} 2>err &&
+		test_grep "${bad#*:}" err &&
+		test_path_is_missing gbad || return 1
+	done
 '
 
 test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg only' '

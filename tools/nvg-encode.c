@@ -22,8 +22,9 @@
 static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
-	"[--paths auto|1|2] [--refine N] [--threads N] [--profile]\n"
-	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
+	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
+	"[--threads N] [--profile] [--target-raw M.raw]\n"
+	"[--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
 	"[--device cpu|opencl|auto|both] [--cl-platform P]\n"
@@ -43,7 +44,7 @@ typedef struct {
 	nv_encin_spec s; /* what to read */
 	const char *shape, *out;
 	double kv_factor;
-	int paths, profile, have_rho, have_damp;
+	int paths, profile, have_rho, have_damp, g_pcg;
 	long sweeps;
 	nv_method method;
 	long threads;
@@ -58,7 +59,7 @@ enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
-	O_REFINE
+	O_REFINE, O_GSOLVE
 };
 
 static const struct option longopts[] = {
@@ -68,6 +69,7 @@ static const struct option longopts[] = {
 	{"kv-factor", required_argument, NULL, O_KVF}, {"paths", required_argument, NULL, O_PATHS},
 	{"method", required_argument, NULL, O_METHOD},
 	{"refine", required_argument, NULL, O_REFINE},
+	{"g-solve", required_argument, NULL, O_GSOLVE},
 	{"threads", required_argument, NULL, O_THREADS},
 	{"profile", no_argument, NULL, O_PROFILE}, {"rho", required_argument, NULL, O_RHO},
 	{"target-raw", required_argument, NULL, O_TARGET},
@@ -124,6 +126,13 @@ static int value_opt(int c, const char *a, opts *o)
 		if (tool_parse_refine(a, &o->sweeps) < 0)
 			return tool_fail("invalid --refine", a), -1;
 		return 0;
+	case O_GSOLVE:
+		if (!strcmp(a, "direct") || !strcmp(a, "pcg")) {
+			o->g_pcg = a[0] == 'p';
+			return 0;
+		}
+		nv_seterr("expected direct or pcg");
+		return tool_fail("invalid --g-solve", a), -1;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
 			o->paths = a[0] == 'a' ? 0 : a[0] - '0';
@@ -247,6 +256,10 @@ static int check_usage(const opts *o)
 		return tool_usage_error("dual-svid reads no context");
 	if (o->method == NV_METHOD_DUAL_SVID && o->sweeps)
 		return tool_usage_error("--refine is nvg's: dual-svid refines nothing");
+	if (o->method == NV_METHOD_DUAL_SVID && o->g_pcg)
+		return tool_usage_error("--g-solve is nvg's: dual-svid has no g step");
+	if (o->g_pcg && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--g-solve pcg is the CPU encoder's: give --device cpu");
 	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
 					"(--gauge-shuffle with them)");
@@ -437,6 +450,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	eo.paths = o->paths;
 	if (o->sweeps)
 		eo.sweeps = (int)o->sweeps;
+	eo.g_pcg = o->g_pcg;
 	eo.method = o->method;
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;

@@ -427,6 +427,105 @@ static void test_blas_core(void)
 		unsetenv("OPENBLAS_CORETYPE");
 }
 
+/* A = Q·diag(λ)·Qᵀ, λ from 1 down to 1/cond log-spaced (a Gram as ill-conditioned as the encoders see) */
+static void graded_spd(nv_mat *a, size_t n, double cond)
+{
+	nv_mat q, qd;
+
+	orthogonal(&q, n);
+	nv_mat_copy(&qd, &q);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			qd.d[i * n + j] *= pow(cond, -(double)j / (double)(n - 1));
+	nv_gemm_new(&qd, 0, &q, 1, a);
+	nv_mat_free(&q);
+	nv_mat_free(&qd);
+}
+
+/* (x − y)ᵀ A (x − y) / yᵀ A y: x's excess of the quadratic over its minimum y, relative */
+static double energy_gap(const nv_mat *a, const double *x, const double *y)
+{
+	size_t n = a->r;
+	double num = 0, den = 0;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++) {
+			num += (x[i] - y[i]) * a->d[i * n + j] * (x[j] - y[j]);
+			den += y[i] * a->d[i * n + j] * y[j];
+		}
+	return num / den;
+}
+
+/*
+ * nv_pcg_spd on a Gram of condition 1e8: preconditioned with its own
+ * factor it is the direct solve in one step; with the factor of a nearby
+ * matrix (a rank-8 change of 1%, as an ALS sweep makes) it stops within
+ * its bound, its excess of the quadratic at most tol² (the exact solve as
+ * the reference); never after more steps than allowed; a system that is not
+ * positive definite is reported (1); the same bits at 1 and 2 threads.
+ */
+static void test_pcg(void)
+{
+	size_t n = 120;
+	nv_mat a, a2, f, u;
+	double *b = malloc(n * sizeof(double)), *y = malloc(n * sizeof(double));
+	double *x = malloc(n * sizeof(double)), *x2 = malloc(n * sizeof(double));
+	int its, its2;
+
+	graded_spd(&a, n, 1e8);
+	fill(&u, n, 8);
+	nv_syrk_new(0.01 / 8, &u, 0, &a2); /* a2 = a + 1% · U Uᵀ / 8 */
+	for (size_t i = 0; i < n * n; i++)
+		a2.d[i] += a.d[i];
+	for (size_t i = 0; i < n; i++)
+		b[i] = rng_normal(&rng);
+	/* the exact solutions, by LAPACK */
+	is_int(nv_solve_spd(&a2, b, y, 0.0), 0, "pcg: the direct solve of the changed Gram");
+	is_int(nv_chol_factor(&a2, 0.0, &f), 0, "pcg: the changed Gram's own factor");
+	memset(x, 0, n * sizeof(double));
+	is_int(nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 30, &its), 0, "pcg with its own factor: converges");
+	ok(its <= 2, "pcg with its own factor: %d step(s)", its);
+	ok(energy_gap(&a2, x, y) <= 1e-12, "pcg with its own factor: the exact solve (%.2g)",
+	   energy_gap(&a2, x, y));
+	nv_mat_free(&f);
+	is_int(nv_chol_factor(&a, 0.0, &f), 0, "pcg: the factor of the Gram before the change");
+	memset(x, 0, n * sizeof(double));
+	is_int(nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 30, &its), 0,
+	       "pcg with a nearby factor: converges within 30 steps");
+	ok(its >= 2 && its <= 30, "pcg with a nearby factor: %d steps", its);
+	ok(energy_gap(&a2, x, y) <= 1e-12 * 1.5, "pcg: excess %.2g of the quadratic, at most tol^2 (1e-12) with M near A",
+	   energy_gap(&a2, x, y));
+	memset(x, 0, n * sizeof(double));
+	is_int(nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 1, &its), 1, "pcg: not converged within 1 step: 1");
+	is_int(its, 1, "pcg: no more steps than allowed");
+	/* same bits at two threads */
+	memset(x, 0, n * sizeof(double));
+	memset(x2, 0, n * sizeof(double));
+	nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 30, &its);
+	nv_set_threads(2);
+	nv_pcg_spd(&a2, 0.0, &f, b, x2, 1e-6, 30, &its2);
+	nv_set_threads(1);
+	ok(its == its2 && memcmp(x, x2, n * sizeof(double)) == 0, "pcg: the same bits at 1 and 2 threads");
+	/* an indefinite system: a direction of negative curvature */
+	for (size_t i = 0; i < n; i++)
+		a2.d[i * n + i] -= 2.0;
+	memset(x, 0, n * sizeof(double));
+	is_int(nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 30, &its), 1, "pcg: an indefinite system is 1");
+	nv_mat_free(&f);
+	for (size_t i = 0; i < n; i++)
+		a2.d[i * n + i] -= 1e3;
+	is_int(nv_chol_factor(&a2, 0.0, &f), 1, "chol_factor of a negative definite matrix: 1 (%s)",
+	       nv_err());
+	ok(f.d == NULL, "chol_factor: no factor left after a failure");
+	nv_mat_free(&a);
+	nv_mat_free(&a2);
+	nv_mat_free(&u);
+	free(b);
+	free(y);
+	free(x);
+	free(x2);
+}
+
 int main(void)
 {
 	nv_set_threads(1);
@@ -438,6 +537,7 @@ int main(void)
 	test_eig();
 	test_polar();
 	test_solve();
+	test_pcg();
 	test_nonfinite();
 	test_sgemm();
 	return done_testing();

@@ -4,7 +4,7 @@
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=direct|pcg] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
-#        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] \
+#        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] [E2E_STEPS=120] \
 #        [E2E_TOKENS=IDS] -j N
 #
 # makes OUT/model.cmf and its report OUT/model.cmf.blr.txt.  Layer L is
@@ -46,8 +46,8 @@
 # fixed, so that the whole model's next-token distributions follow the
 # source's (blr-tune --end-to-end: KL(source ‖ model) on FIT windows of its
 # own, the first E2E_FIT_TOKENS (4 × FIT_TOKENS) of E2E_TOKENS (the
-# calibration tokens when not given), and SEL_TOKENS after them choosing
-# the step; OUT/calibrated.cmf is the model before it, OUT/e2e.txt its
+# calibration tokens when not given), E2E_STEPS Adam steps (120) of one
+# window, and SEL_TOKENS after them choosing the step; OUT/calibrated.cmf is the model before it, OUT/e2e.txt its
 # report line); like CALIBRATE it is not stamped (nor are its tokens), and
 # switching it redoes only the last steps.
 # Other targets: `sweep` (OUT/curves.txt: every tensor encoded at each of
@@ -85,6 +85,7 @@ TUNE       ?= $(if $(filter nvg,$(METHOD)),1,0)
 CALIBRATE  ?= $(if $(or $(TOKENS),$(TEXT)),1,0)
 E2E        ?= $(if $(filter nvg,$(METHOD)),1,0)
 E2E_FIT_TOKENS ?= $(shell echo $$(( 4 * $(FIT_TOKENS) )))
+E2E_STEPS  ?= 120
 E2E_TOKENS ?=
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
 BIN        ?=
@@ -152,7 +153,7 @@ CALIB := $(or $(TOKENS),$(TEXT))
 # the Grams are captured for nvg, and for dual-svid's SEL errors when there is data
 CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
 $(foreach v,MODEL PLAN CALIB E2E_TOKENS,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
-$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE E2E_FIT_TOKENS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
+$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE E2E_FIT_TOKENS E2E_STEPS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
 $(foreach v,BPW RHO KV_FACTOR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
 # every value in the range its tool takes (tools/tool.h), checked before OUT is touched
 in_range = $(shell awk -v v='$(1)' 'BEGIN { exit !(v + 0 $(2) && v + 0 $(3)) }' && echo y)
@@ -162,6 +163,7 @@ $(call range,KV_FACTOR,> 0,< 16)
 $(call range,RHO,>= 0,<= 1e6)
 $(call range,THREADS,>= 1,<= 64)
 $(call range,REFINE,>= 1,<= 16)
+$(call range,E2E_STEPS,>= 1,<= 1048576)
 $(call range,WINDOW,>= 2,<= 1048576)
 $(call range,FIT_TOKENS,>= 2,<= 1e15)
 $(call range,SEL_TOKENS,>= 2,<= 1e15)
@@ -225,9 +227,9 @@ $(shell mv -f '$(STAMP).tmp' '$(STAMP)')
 endif
 endif
 # CALIBRATE and E2E are not parameters of the stamp: model.cmf follows
-# OUT/calibrate.set and OUT/e2e.set (E2E, then its FIT tokens and token
-# source when on), each rewritten only when its setting changes
-E2E_SET := $(E2E)$(if $(filter 1,$(E2E)), fit=$(E2E_FIT_TOKENS) $(if $(E2E_IDS),tokens=$(E2E_IDS),text=$(TEXT)))
+# OUT/calibrate.set and OUT/e2e.set (E2E, then its FIT tokens, steps and
+# token source when on), each rewritten only when its setting changes
+E2E_SET := $(E2E)$(if $(filter 1,$(E2E)), fit=$(E2E_FIT_TOKENS) steps=$(E2E_STEPS) $(if $(E2E_IDS),tokens=$(E2E_IDS),text=$(TEXT)))
 ifneq ($(LOCKED),)
 ifneq ($(file <$(OUT)/calibrate.set),$(CALIBRATE))
 $(file >$(OUT)/calibrate.set,$(CALIBRATE))
@@ -438,7 +440,7 @@ endif
 ifeq ($(E2E),1)
 $(OUT)/model.cmf: $(or $(CALIBRATED),$(APPLIED)) $(LAST)
 	@$(call say,'tune every payload against $(MODEL) end to end')
-	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/e2e.log -- $(T)blr-tune --end-to-end -q -m $< --base '$(MODEL)' $(if $(E2E_TOKENS),--tokens '$(E2E_TOKENS)',$(CALIB_ARG)) --fit-tokens $(E2E_FIT_TOKENS) --sel-tokens $(SEL_TOKENS) --window $(WINDOW) `$(LIB) patch-args $(OUT) '' $(SUB)` -o $@ >$(OUT)/e2e.txt.tmp
+	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/e2e.log -- $(T)blr-tune --end-to-end -q -m $< --base '$(MODEL)' $(if $(E2E_TOKENS),--tokens '$(E2E_TOKENS)',$(CALIB_ARG)) --fit-tokens $(E2E_FIT_TOKENS) --steps $(E2E_STEPS) --sel-tokens $(SEL_TOKENS) --window $(WINDOW) `$(LIB) patch-args $(OUT) '' $(SUB)` -o $@ >$(OUT)/e2e.txt.tmp
 	$(Q)mv $(OUT)/e2e.txt.tmp $(OUT)/e2e.txt
 	$(Q)sed 's/^/convert: /' $(OUT)/e2e.txt >&2
 	@$(call say,'wrote $@ and $@.blr.txt')

@@ -242,7 +242,7 @@ test_expect_success 'by default nvg follows the source (transport, tuning, calib
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
 		TOKENS=cal.u32 OUT=dflt BPW=2.5 E2E_FIT_TOKENS=1024 layers &&
 	test_grep " transport=1 tune=1$" dflt/params &&
-	test "$(cat dflt/calibrate.set)" = 1 && test "$(cat dflt/e2e.set)" = "1 fit=1024 tokens=cal.u32" &&
+	test "$(cat dflt/calibrate.set)" = 1 && test "$(cat dflt/e2e.set)" = "1 fit=1024 steps=120 tokens=cal.u32" &&
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
 		METHOD=dual-svid TOKENS=cal.u32 OUT=dsv BPW=2.5 layers &&
 	! grep -q -e transport -e tune dsv/params &&

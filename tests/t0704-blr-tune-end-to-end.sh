@@ -154,15 +154,21 @@ test_expect_success 'E2E: a lost model is made again to the same bytes; off agai
 	test_must_fail cmp -s x.raw y.raw
 '
 
-test_expect_success 'E2E_TOKENS: the step on tokens of its own; changed, only the step again' '
+test_expect_success 'E2E_TOKENS, E2E_STEPS: the step on tokens of its own, its steps; changed, only the step again' '
 	cmf-eval -m s2.cmf --text "$NVG_DATA/tinystories-train-sample.txt" --tokenize all.u32 &&
 	tail -c $((4 * 2048)) all.u32 >own.u32 &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2 CALIBRATE=1 E2E=1 E2E_TOKENS=own.u32 -j2 2>err &&
 	test_grep "end to end" err && test_no_grep "calibrate the final norm" err &&
-	test "$(cat c/e2e.set)" = "1 fit=1024 tokens=own.u32" &&
+	test "$(cat c/e2e.set)" = "1 fit=1024 steps=120 tokens=own.u32" &&
 	test_must_fail cmp -s keep.cmf c/model.cmf &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2 CALIBRATE=1 E2E=1 -j2 2>err &&
-	test_grep "end to end" err && cmp keep.cmf c/model.cmf
+	test_grep "end to end" err && cmp keep.cmf c/model.cmf &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2 CALIBRATE=1 E2E=1 E2E_STEPS=7 -j2 2>err &&
+	test_grep "end to end" err && test_no_grep "encode" err &&
+	test "$(cat c/e2e.set)" = "1 fit=1024 steps=7 tokens=cal.u32" &&
+	test_grep "\| step [0-7] of 7 \|" c/e2e.txt &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2 E2E_STEPS=0 2>err &&
+	test_grep "E2E_STEPS .0. is not a positive integer" err
 '
 
 test_expect_success 'E2E=1 without the calibration tunes the applied model' '

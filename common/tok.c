@@ -517,30 +517,6 @@ static uint32_t byte_cp(uint8_t b)
 	return byte_map[b];
 }
 
-static size_t put_utf8(char *o, uint32_t c)
-{
-	if (c < 0x80) {
-		o[0] = (char)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		o[0] = (char)(0xC0 | c >> 6);
-		o[1] = (char)(0x80 | (c & 0x3F));
-		return 2;
-	}
-	if (c < 0x10000) {
-		o[0] = (char)(0xE0 | c >> 12);
-		o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (c & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | c >> 18);
-	o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-	o[2] = (char)(0x80 | ((c >> 6) & 0x3F));
-	o[3] = (char)(0x80 | (c & 0x3F));
-	return 4;
-}
-
 /* decode one code point at t (len bytes left); invalid bytes read as themselves */
 static uint32_t get_utf8(const uint8_t *t, size_t len, size_t *k)
 {
@@ -731,7 +707,7 @@ static int gpt2_bpe(const tok_vocab *v, const char *chunk, size_t len, uint32_t 
 	sl = so + len + 1;
 	for (size_t i = 0; i < len; i++) {
 		char m[4];
-		size_t k = put_utf8(m, byte_cp((uint8_t)chunk[i]));
+		size_t k = nv_utf8_put(m, byte_cp((uint8_t)chunk[i]));
 
 		so[ns] = ns ? so[ns - 1] + sl[ns - 1] : 0;
 		memcpy(buf + so[ns], m, k);
@@ -968,7 +944,7 @@ int tok_gpt2_bytes(const char *p, size_t len, char *out, size_t *n)
 {
 	*n = 0;
 	for (size_t i = 0; i < len; i++)
-		*n += put_utf8(out + *n, byte_cp((uint8_t)p[i]));
+		*n += nv_utf8_put(out + *n, byte_cp((uint8_t)p[i]));
 	return 0;
 }
 

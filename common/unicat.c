@@ -90,10 +90,8 @@ static uint32_t utf8_at(const uint8_t *s, size_t len, size_t *k)
 	return c;
 }
 
-static size_t put_utf8(uint32_t c, char *o)
+size_t nv_utf8_put(char *o, uint32_t c)
 {
-	if (c & RAW)
-		return o[0] = (char)(c & 0xFF), 1;
 	if (c < 0x80)
 		return o[0] = (char)c, 1;
 	if (c < 0x800)
@@ -267,7 +265,10 @@ int nv_nfc(const char *s, size_t n, char **out, size_t *outn)
 	}
 	*outn = 0;
 	for (size_t i = 0; i < m; i++)
-		*outn += put_utf8(c[i], *out + *outn);
+		if (c[i] & RAW)
+			(*out)[(*outn)++] = (char)(c[i] & 0xFF);
+		else
+			*outn += nv_utf8_put(*out + *outn, c[i]);
 	free(c);
 	return 0;
 }

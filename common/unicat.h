@@ -25,6 +25,9 @@ enum { NV_NFC_YES = 0, NV_NFC_NO = 1, NV_NFC_MAYBE = 2 };
 /* the NFC quick check property of c (NV_NFC_*), its canonical combining class in *ccc */
 int nv_uninfc(uint32_t c, int *ccc);
 
+/* c (≤ 0x10FFFF) as UTF-8 at o: its length, 1 to 4 */
+size_t nv_utf8_put(char *o, uint32_t c);
+
 /*
  * s (n bytes of UTF-8) in Normalization Form C (UAX #15: canonical
  * decomposition, canonical order, canonical composition): 0 with *out NULL

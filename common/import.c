@@ -128,11 +128,9 @@ static int vocab_replace(const char *path, int kind, imp_model *m)
 			  v.n, m->arch.vocab);
 		return nv_vocab_free(&v), -1;
 	}
-	/* bos/eos from the model's config when the tokenizer names none */
-	if (v.bos < 0 && m->arch.bos >= 0 && (size_t)m->arch.bos < v.n)
-		v.bos = m->arch.bos;
-	if (v.eos < 0 && m->arch.eos >= 0 && (size_t)m->arch.eos < v.n)
-		v.eos = m->arch.eos;
+	/* bos/eos from the model's config when the GGUF names none (nv_hf_vocab has done so) */
+	if (kind == NV_FROM_GGUF)
+		nv_vocab_default_ids(&v, m->arch.bos, m->arch.eos);
 	json = nv_vocab_to_json(&v);
 	m->arch.bos = v.bos;
 	m->arch.eos = v.eos;

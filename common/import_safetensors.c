@@ -105,10 +105,7 @@ static int hf_vocab_at(const char *tok, const cmf_arch *a, nv_vocab *v)
 	free(text);
 	if (rc < 0)
 		return nv_vocab_free(v), -1;
-	if (v->bos < 0 && a->bos >= 0 && (size_t)a->bos < v->n)
-		v->bos = a->bos;
-	if (v->eos < 0 && a->eos >= 0 && (size_t)a->eos < v->n)
-		v->eos = a->eos;
+	nv_vocab_default_ids(v, a->bos, a->eos);
 	return 1;
 }
 

@@ -459,3 +459,11 @@ out:
 		nv_vocab_free(v);
 	return rc;
 }
+
+void nv_vocab_default_ids(nv_vocab *v, int bos, int eos)
+{
+	if (v->bos < 0 && bos >= 0 && (size_t)bos < v->n)
+		v->bos = bos;
+	if (v->eos < 0 && eos >= 0 && (size_t)eos < v->n)
+		v->eos = eos;
+}

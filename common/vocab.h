@@ -126,6 +126,9 @@ int nv_vocab_read_llama2c(const char *path, size_t n, nv_vocab *v);
  * n bytes), or -1 for any other piece */
 int nv_vocab_byte_piece(const char *p, size_t n);
 
+/* bos and eos (a model config's; -1: none) where v names none, when they are tokens of v */
+void nv_vocab_default_ids(nv_vocab *v, int bos, int eos);
+
 /* 1 when s[0..n) is well-formed UTF-8 without NUL (no overlongs, no surrogates) */
 int nv_utf8_ok(const char *s, size_t n);
 

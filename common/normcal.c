@@ -279,7 +279,7 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 		if (weights(w_start, t.s, D->d, NULL, t.w) < 0 ||
 		    kl_rows(D, &t.sc, t.w, 0, rows, b, &kl, t.g, NULL, &r->flops) < 0)
 			goto out;
-		adam(&t, w_start, D->d, o->lr, k);
+		adam(&t, w_start, D->d, nv_lr_at(o->lr, o->cosine, k, o->steps), k);
 		if (k % o->eval_every && k != o->steps)
 			continue;
 		if (weights(w_start, t.s, D->d, o->round, t.w) < 0 || sel_kl(D, &t, t.w, &kl, &r->flops) < 0)

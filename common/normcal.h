@@ -41,6 +41,7 @@ typedef struct {
 	double lr;         /* Adam's step on s = log(w / w_start) */
 	uint64_t seed;     /* the order of the FIT rows */
 	float (*round)(float); /* the stored dtype's rounding, NULL for f32 */
+	int cosine;        /* the rate decays by nv_lr_at's cosine */
 } nc_opts;
 
 typedef struct {

@@ -274,7 +274,7 @@ int tp_steps(tp_tensor *t, size_t nt, const size_t *fit, size_t nfit, const tp_s
 		if ((rc = lp->grad(lp->ctx, win, nb)) < 0)
 			break;
 		for (size_t i = 0; i < nt; i++)
-			tp_adam(&t[i], o->lr, k);
+			tp_adam(&t[i], nv_lr_at(o->lr, o->cosine, k, o->steps), k);
 		if (k % o->eval_every == 0 || k == o->steps)
 			rc = measure(t, nt, lp, keep, best, best_step, k);
 	}

@@ -78,6 +78,7 @@ typedef struct {
 	size_t steps, batch, eval_every; /* batch: FIT windows a step */
 	double lr;
 	uint64_t seed;
+	int cosine;                      /* the rate decays by nv_lr_at's cosine */
 } tp_sched;
 
 /* what a tuner does for tp_steps */

@@ -88,6 +88,29 @@ test_expect_success 'same inputs, same bytes, layers kept or run again; no steps
 	done
 '
 
+test_expect_success '--lr-decay cosine: SEL never worse, bytes of its own twice, in the provenance' '
+	blr-tune --end-to-end -q -m c/model.cmf --base s2.cmf $C $(patches c) --steps 30 \
+		--lr-decay cosine -o ec.cmf >repc &&
+	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" repc >sel &&
+	awk "{ exit !(\$2 <= \$1) }" sel &&
+	test_must_fail cmp -s e.cmf ec.cmf &&
+	blr-tune --end-to-end -q -m c/model.cmf --base s2.cmf $C $(patches c) --steps 30 \
+		--lr-decay cosine -o ec2.cmf >repc2 &&
+	cmp ec.cmf ec2.cmf &&
+	blr-tune --end-to-end -q -m c/model.cmf --base s2.cmf $C $(patches c) --steps 30 \
+		--lr-decay none -o en.cmf >repn &&
+	cmp e.cmf en.cmf &&
+	for f in e ec; do
+		"$NVG_PY" -c "
+import json, struct, sys
+with open(sys.argv[1], \"rb\") as f:
+    n = struct.unpack(\"<Q\", f.read(8))[0]
+    p = json.loads(json.loads(f.read(n))[\"__metadata__\"][\"cmf.provenance\"])
+print(p[\"end_to_end_tuning\"][\"lr_decay\"])" $f.cmf >>decay || return 1
+	done &&
+	printf "none\ncosine\n" >want && test_cmp want decay
+'
+
 test_expect_success 'bad input: one line, exit 1, nothing written' '
 	cmf-patch import --from llama2c --vocab "$NVG_DATA/tok512.bin" -o s.cmf \
 		"$NVG_DATA/stories260K.bin" &&
@@ -128,6 +151,9 @@ test_expect_success 'bad input: one line, exit 1, nothing written' '
 	test_expect_code 2 blr-tune --end-to-end -m c/model.cmf --base s2.cmf $C $(patches c) \
 		--cache-mib -1 -o bad.cmf 2>err &&
 	test_grep "bad --cache-mib" err &&
+	test_expect_code 2 blr-tune --end-to-end -m c/model.cmf --base s2.cmf $C $(patches c) \
+		--lr-decay linear -o bad.cmf 2>err &&
+	test_grep "bad --lr-decay .linear.: none or cosine" err &&
 	test_path_is_missing bad.cmf && test_no_tmp_files .
 '
 

@@ -28,21 +28,24 @@
  */
 #define E2E_STEPS 120
 
+/* the end-to-end step's rate by default: constant (--lr-decay none) */
+#define E2E_COSINE 0
+
 static const char synopsis[] =
 	"blr-tune --final-norm -m model.cmf --base source.cmf\n"
 	"         (--tokens file | --text file) [--fit-tokens F] [--sel-tokens S]\n"
 	"         [--window W] [--steps N] [--batch B] [--lr X] [--eval-every K]\n"
-	"         [--seed N] -o out.cmf [-q | -v]\n"
+	"         [--lr-decay none|cosine] [--seed N] -o out.cmf [-q | -v]\n"
 	"blr-tune --layer L -m source.cmf (--tokens file | --text file)\n"
 	"         [--state S_L --src-state S_L_src] --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
-	"         [--batch B] [--lr X] [--eval-every K] [--seed N] -o dir\n"
-	"         [-q | -v]\n"
+	"         [--batch B] [--lr X] [--lr-decay none|cosine] [--eval-every K]\n"
+	"         [--seed N] -o dir [-q | -v]\n"
 	"blr-tune --end-to-end -m model.cmf --base source.cmf\n"
 	"         (--tokens file | --text file) --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
-	"         [--batch B] [--lr X] [--eval-every K] [--seed N] [--cache-mib M]\n"
-	"         -o out.cmf [-q | -v]\n"
+	"         [--batch B] [--lr X] [--lr-decay none|cosine] [--eval-every K]\n"
+	"         [--seed N] [--cache-mib M] -o out.cmf [-q | -v]\n"
 	"blr-tune -h | --version\n";
 
 /* payloads a run takes: every projection of a model of up to 4096 layers */
@@ -54,6 +57,7 @@ typedef struct {
 	long seed, layer;
 	double lr;
 	int final_norm, has_layer, e2e, progress, has_batch, has_lr, has_steps, has_cache;
+	int decay; /* --lr-decay: -1 the mode's default, 0 none, 1 cosine */
 	const char **patch_name, **patch_file;
 	size_t patch_cap;
 } opts;
@@ -119,6 +123,11 @@ static int parse_opt(int c, opts *o)
 		if (tool_parse_layer(optarg, &o->layer) < 0)
 			return tool_usage_error("bad --layer '%s': %s", optarg, nv_err());
 		return 0;
+	case 'D':
+		if (strcmp(optarg, "none") && strcmp(optarg, "cosine"))
+			return tool_usage_error("bad --lr-decay '%s': none or cosine", optarg);
+		o->decay = strcmp(optarg, "cosine") == 0;
+		return 0;
 	case 'x': o->state = optarg; return 0;
 	case 'X': o->src_state = optarg; return 0;
 	case 'p': return add_patch(o, optarg);
@@ -157,6 +166,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "seed", 1, 0, 's' }, { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
 		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
 		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { "cache-mib", 1, 0, 'C' },
+		{ "lr-decay", 1, 0, 'D' },
 		{ 0, 0, 0, 0 },
 	};
 	int c, rc;
@@ -315,10 +325,11 @@ static void report(const opts *o, const nc_result *r, const nc_opts *no, double 
 	snprintf(prov, cap,
 		 "{\"final_norm_calibration\":{\"kl_sel_before\":%.9g,\"kl_sel_after\":%.9g,"
 		 "\"kl_fit_before\":%.9g,\"kl_fit_after\":%.9g,\"best_step\":%zu,\"steps\":%zu,"
-		 "\"batch\":%zu,\"lr\":%.9g,\"eval_every\":%zu,\"seed\":%ld,\"fit_tokens\":%zu,"
-		 "\"sel_tokens\":%zu,\"window\":%zu}}",
+		 "\"batch\":%zu,\"lr\":%.9g,\"lr_decay\":\"%s\",\"eval_every\":%zu,\"seed\":%ld,"
+		 "\"fit_tokens\":%zu,\"sel_tokens\":%zu,\"window\":%zu}}",
 		 r->sel_before, r->sel_after, r->fit_before, r->fit_after, r->best_step, no->steps,
-		 no->batch, no->lr, no->eval_every, o->seed, o->fit, o->sel, o->window);
+		 no->batch, no->lr, no->cosine ? "cosine" : "none", no->eval_every, o->seed, o->fit,
+		 o->sel, o->window);
 }
 
 static int final_norm(opts *o, const cmf_file *f, fw_model *m, fw_model *b, const uint32_t *ids)
@@ -335,7 +346,7 @@ static int final_norm(opts *o, const cmf_file *f, fw_model *m, fw_model *b, cons
 	nc_opts no = { o->steps, o->has_batch ? o->batch : 256, o->eval_every,
 		       o->has_lr ? o->lr : 0.01, (uint64_t)o->seed,
 		       m->final_norm->dtype == CMF_F16 ? round_f16
-		       : m->final_norm->dtype == CMF_BF16 ? round_bf16 : NULL };
+		       : m->final_norm->dtype == CMF_BF16 ? round_bf16 : NULL, o->decay == 1 };
 	nc_data D = { m->d, m->vocab, t.E, t.Es, t.n, t.ns, t.fit, t.sel };
 	if (nc_fit(&D, m->final_w, &no, w, &r) < 0) {
 		tool_fail("cannot calibrate the final norm of", o->model);
@@ -441,7 +452,7 @@ static int layer_tune(const opts *o, const fw_model *m, const layer_data *ld, tn
 {
 	uint8_t *out[MAX_PATCH] = { 0 };
 	tn_opts to = { o->steps, o->has_batch ? o->batch : 2, o->eval_every,
-		       o->has_lr ? o->lr : 0.005, (uint64_t)o->seed };
+		       o->has_lr ? o->lr : 0.005, (uint64_t)o->seed, o->decay == 1 };
 	tn_result r;
 	double t0 = tool_now(), secs;
 	int rc;
@@ -552,10 +563,11 @@ static int write_model(const opts *o, const cmf_file *f, const tn_input *in, uin
 	snprintf(prov, sizeof prov,
 		 "{\"end_to_end_tuning\":{\"kl_sel_before\":%.9g,\"kl_sel_after\":%.9g,"
 		 "\"kl_fit_before\":%.9g,\"kl_fit_after\":%.9g,\"best_step\":%zu,\"steps\":%zu,"
-		 "\"batch\":%zu,\"lr\":%.9g,\"eval_every\":%zu,\"seed\":%ld,\"payloads\":%zu,"
-		 "\"fit_tokens\":%zu,\"sel_tokens\":%zu,\"window\":%zu}}",
+		 "\"batch\":%zu,\"lr\":%.9g,\"lr_decay\":\"%s\",\"eval_every\":%zu,\"seed\":%ld,"
+		 "\"payloads\":%zu,\"fit_tokens\":%zu,\"sel_tokens\":%zu,\"window\":%zu}}",
 		 r->sel_before, r->sel_after, r->fit_before, r->fit_after, r->best_step, to->steps,
-		 to->batch, to->lr, to->eval_every, o->seed, o->npatch, o->fit, o->sel, o->window);
+		 to->batch, to->lr, to->cosine ? "cosine" : "none", to->eval_every, o->seed,
+		 o->npatch, o->fit, o->sel, o->window);
 	if (cmf_op_apply_prov(f, p, o->npatch, prov, o->out) < 0)
 		rc = tool_fail("cannot write", o->out);
 	free(p);
@@ -587,7 +599,8 @@ static int e2e_mode(const opts *o, const cmf_file *f, fw_model *m, fw_model *b,
 	if (rc != EXIT_OK || (rc = e2e_prepare(o, m, b, ids, &t, &w, &nw)) != EXIT_OK)
 		goto out;
 	tn_opts to = { o->has_steps ? o->steps : E2E_STEPS, o->has_batch ? o->batch : 1, o->eval_every,
-		       o->has_lr ? o->lr : 0.002, (uint64_t)o->seed };
+		       o->has_lr ? o->lr : 0.002, (uint64_t)o->seed,
+		       o->decay < 0 ? E2E_COSINE : o->decay };
 	mt_data D = { ids, w, nw, t.ns, t.E, t.Es, o->progress ? e2e_progress : NULL,
 		      o->cache_mib << 20 };
 	e2e_t0 = t0;
@@ -624,7 +637,7 @@ static void free_patches(opts *o)
 int main(int argc, char **argv)
 {
 	opts o = { .fit = 8192, .sel = 2048, .window = 512, .progress = tool_progress_default(),
-		   .steps = 100, .eval_every = 10, .cache_mib = 4096 };
+		   .steps = 100, .eval_every = 10, .cache_mib = 4096, .decay = -1 };
 	cmf_file f, bf;
 	fw_model m, bm;
 	uint32_t *ids = NULL;

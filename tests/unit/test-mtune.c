@@ -11,6 +11,7 @@
  * Layers kept from the forward for the backward (D.keep) give the same
  * bits as layers run again, and save work.
  */
+#include "adam.h"
 #include "block.h"
 #include "blr.h"
 #include "err.h"
@@ -221,7 +222,7 @@ static void check_gradient(fixture *f)
 
 static void check_tune(fixture *f)
 {
-	tn_opts o = { 12, 1, 3, 0.01, 5 };
+	tn_opts o = { 12, 1, 3, 0.01, 5, 0 };
 	uint8_t *a[NT] = { 0 }, *b[NT] = { 0 }, *z[NT] = { 0 };
 	mt_result r, r2, r0;
 	int same = 1, back = 1, moved = 0;
@@ -289,7 +290,7 @@ static void check_keep(fixture *f)
 	for (int t = 0; t < NT; t++)
 		free(g0[t]);
 
-	tn_opts o = { 6, 2, 3, 0.01, 5 };
+	tn_opts o = { 6, 2, 3, 0.01, 5, 0 };
 	uint8_t *a[NT] = { 0 }, *b[NT] = { 0 };
 	mt_result ra, rb;
 	mt_data D = f->D;
@@ -307,9 +308,59 @@ static void check_keep(fixture *f)
 	ok(rb.flops < ra.flops, "and less work: %.4g against %.4g flops", rb.flops, ra.flops);
 }
 
+/* nv_lr_at's cosine: lr at the first step, half at the middle, falling, 0 after the last */
+static void check_lr_at(void)
+{
+	int falling = 1, flat = 1;
+
+	for (size_t k = 1; k <= 10; k++) {
+		falling &= nv_lr_at(0.01, 1, k + 1, 10) < nv_lr_at(0.01, 1, k, 10);
+		flat &= nv_lr_at(0.01, 0, k, 10) == 0.01;
+	}
+	ok(nv_lr_at(0.01, 1, 1, 10) == 0.01 && fabs(nv_lr_at(0.01, 1, 6, 10) - 0.005) < 1e-17 &&
+	   fabs(nv_lr_at(0.01, 1, 11, 10)) < 1e-17 && falling,
+	   "nv_lr_at cosine: lr at step 1, lr/2 at 6 of 10, falling, 0 at 11");
+	ok(flat, "nv_lr_at without decay: lr at every step");
+}
+
+/* mt_tune with a cosine rate: SEL never worse, the same bytes twice, other
+ * bytes than the constant rate's; one step is the constant rate's step */
+static void check_decay(fixture *f)
+{
+	tn_opts o = { 12, 1, 3, 0.01, 5, 1 }, c = o;
+	uint8_t *a[NT] = { 0 }, *b[NT] = { 0 }, *k[NT] = { 0 }, *one[2][NT] = { { 0 } };
+	mt_result r, r2, rk, r1[2];
+	int same = 1, other = 0, first = 1, rc;
+
+	rc = mt_tune(&f->mc, f->in, NT, &f->D, &o, a, &r);
+	ok(rc == 0 && r.sel_after <= r.sel_before,
+	   "mt_tune with a cosine rate: SEL never worse, %.6f -> %.6f (step %zu)", r.sel_before,
+	   r.sel_after, r.best_step);
+	rc = mt_tune(&f->mc, f->in, NT, &f->D, &o, b, &r2);
+	c.cosine = 0;
+	rc |= mt_tune(&f->mc, f->in, NT, &f->D, &c, k, &rk);
+	c.steps = o.steps = 1;
+	c.eval_every = o.eval_every = 1;
+	rc |= mt_tune(&f->mc, f->in, NT, &f->D, &o, one[0], &r1[0]);
+	rc |= mt_tune(&f->mc, f->in, NT, &f->D, &c, one[1], &r1[1]);
+	for (int t = 0; t < NT; t++) {
+		same &= !rc && !memcmp(a[t], b[t], f->len[t]);
+		other |= !rc && memcmp(a[t], k[t], f->len[t]) != 0;
+		first &= !rc && !memcmp(one[0][t], one[1][t], f->len[t]);
+		free(a[t]);
+		free(b[t]);
+		free(k[t]);
+		free(one[0][t]);
+		free(one[1][t]);
+	}
+	ok(same && other, "the same bytes twice, not the constant rate's");
+	ok(first && r1[0].best_step == 1,
+	   "one step: the constant rate's bytes (the cosine starts at lr), and kept");
+}
+
 static void check_refusals(fixture *f)
 {
-	tn_opts o = { 2, 1, 1, 0.01, 5 };
+	tn_opts o = { 2, 1, 1, 0.01, 5, 0 };
 	tn_input bad[2] = { f->in[0], f->in[0] };
 	uint8_t *out[2] = { 0 };
 	mt_result r;
@@ -342,6 +393,8 @@ int main(void)
 	check_gradient(&f);
 	check_tune(&f);
 	check_keep(&f);
+	check_lr_at();
+	check_decay(&f);
 	check_refusals(&f);
 	teardown(&f);
 	return done_testing();

@@ -129,6 +129,17 @@ static void check_fit(const problem *p)
 	   "the reported SEL KL is the returned weights'");
 	ok(nc_fit(&p->d, w0, &o, w2, &res2) == 0 && !memcmp(w, w2, sizeof w) &&
 	   res.sel_after == res2.sel_after, "a second run gives the same bytes");
+	o.cosine = 1;
+	rc = nc_fit(&p->d, w0, &o, w2, &res2);
+	ok(rc == 0 && res2.sel_after <= 0.02 * res2.sel_before && memcmp(w, w2, sizeof w),
+	   "a cosine rate: other weights, the KL approached as well: %.6f -> %.6f", res2.sel_before,
+	   res2.sel_after);
+	o.steps = 1;
+	o.eval_every = 1;
+	rc = nc_fit(&p->d, w0, &o, w, &res) | nc_fit(&p->d, w0, &(nc_opts){ .steps = 1, .batch = 32,
+		.eval_every = 1, .lr = 0.03, .seed = 7 }, w2, &res2);
+	ok(rc == 0 && res.best_step == 1 && !memcmp(w, w2, sizeof w),
+	   "one step: the constant rate's weights (the cosine starts at lr)");
 	o.round = NULL;
 	o.steps = 0;
 	ok(nc_fit(&p->d, w0, &o, w, &res) == 0 && !memcmp(w, w0, sizeof w) && res.best_step == 0 &&

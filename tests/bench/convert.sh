@@ -32,7 +32,9 @@
 # plan; by default each budget sweeps its own conversion), JOBS, FIT_TOKENS
 # (8192), SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
 # (build/bench-convert), BENCH_PLAN (1: also the plans), BENCH_DUAL (1: also
-# dual-svid), CALIBRATE.
+# dual-svid), BENCH_E2E (1: the nvg conversions end with the end-to-end step;
+# 0: they stop after the calibration, which saves the step's 20-40 minutes
+# on SmolLM2), CALIBRATE.
 set -eo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -72,7 +74,11 @@ calib=$(sed -n 's/^demo: calibration \(.*\)$/\1/p' "$out/prepare.log")
 e2e=$(sed -n 's/^demo: e2e tokens \(.*\)$/\1/p' "$out/prepare.log")
 [ -r "$src" ] && [ -r "$calib" ] && [ -r "$e2e" ] || { cat "$out/prepare.log" >&2; exit 1; }
 # convert.mk's defaults for nvg, spelled out: every step that follows the source
-e2e_on="E2E=1 E2E_TOKENS=$e2e"
+case ${BENCH_E2E:-1} in
+1) e2e_on="E2E=1 E2E_TOKENS=$e2e" ;;
+0) e2e_on="E2E=0" ;;
+*) echo "bench-convert: BENCH_E2E: '${BENCH_E2E}' is not 0 or 1" >&2; exit 1 ;;
+esac
 all="TRANSPORT=1 TUNE=1 $e2e_on"
 
 # every tool run through /usr/bin/time: wall seconds and peak RSS per call

@@ -84,15 +84,24 @@ int tp_init(tp_tensor *t, int which, const uint8_t *payload, size_t len)
 	return 0;
 }
 
+/* rows × r packed signs (r a multiple of 8: rows start on bytes) as ±1 floats,
+ * eight at a time from a table of every byte */
+static void unpack_signs(const uint8_t *bits, size_t rows, size_t r, float *out)
+{
+	float lut[256][8];
+
+	for (int v = 0; v < 256; v++)
+		for (int t = 0; t < 8; t++)
+			lut[v][t] = (v >> t) & 1 ? 1.0f : -1.0f;
+	for (size_t b = 0; b < rows * r / 8; b++)
+		memcpy(out + 8 * b, lut[bits[b]], sizeof lut[0]);
+}
+
 /* path p's signs as ±1 floats */
 static void unpack(tp_tensor *t, size_t p, const blr_view *v)
 {
-	for (size_t i = 0; i < t->m; i++)
-		for (size_t j = 0; j < t->r; j++)
-			t->su[p][i * t->r + j] = (float)blr_sign(v->su, i, j, t->r);
-	for (size_t i = 0; i < t->n; i++)
-		for (size_t j = 0; j < t->r; j++)
-			t->sv[p][i * t->r + j] = (float)blr_sign(v->sv, i, j, t->r);
+	unpack_signs(v->su, t->m, t->r, t->su[p]);
+	unpack_signs(v->sv, t->n, t->r, t->sv[p]);
 }
 
 int tp_open(tp_tensor *t)

@@ -53,6 +53,11 @@ int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c);
 /* C = alpha·A·Aᵀ (ta = 0) or alpha·Aᵀ·A (ta = 1), both triangles filled, freshly allocated */
 int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c);
 
+/* R (k × k, upper triangular, freshly allocated) of A = QR for A (m × k, m ≥ k):
+ * RᵀR = AᵀA, also when A has not full rank (Householder QR, dgeqrf); -1
+ * with reason on exhaustion or an entry that is not finite */
+int nv_qr_r(const nv_mat *a, nv_mat *r);
+
 /* in place: A (n × n, SPD) becomes its lower Cholesky factor (upper zeroed);
  * -1 with reason "not positive definite (leading minor k)" when it is not,
  * or when an entry of its lower triangle or of the factor is not finite */

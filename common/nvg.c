@@ -721,8 +721,9 @@ static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_
 	double *rhs = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
-	if (!rhs || nv_path_hsl(md, p, &mm) < 0 || nv_syrk_new(1.0, &mm, 1, &k) < 0 ||
-	    nv_gemm_new(sv, 0, &k, 0, &svk) < 0 || nv_gemm_new(&svk, 0, sv, 1, &ctc) < 0 ||
+	/* S_V K S_Vᵀ = (S_V Rᵀ)(S_V Rᵀ)ᵀ with MᵀM = RᵀR: a symmetric rank-r product, n²r flops */
+	if (!rhs || nv_path_hsl(md, p, &mm) < 0 || nv_qr_r(&mm, &k) < 0 ||
+	    nv_gemm_new(sv, 0, &k, 1, &svk) < 0 || nv_syrk_new(1.0, &svk, 0, &ctc) < 0 ||
 	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
 		goto out;
 	for (size_t i = 0; i < n * n; i++)

@@ -526,6 +526,61 @@ static void test_pcg(void)
 	free(x2);
 }
 
+/* max |(RᵀR − AᵀA)_ij| / max |AᵀA| */
+static double qr_gap(const nv_mat *a, const nv_mat *r)
+{
+	nv_mat ata, rtr;
+	double gap = 0, big = 0;
+
+	nv_gemm_new(a, 1, a, 0, &ata);
+	nv_gemm_new(r, 1, r, 0, &rtr);
+	for (size_t i = 0; i < ata.r * ata.c; i++) {
+		gap = fmax(gap, fabs(rtr.d[i] - ata.d[i]));
+		big = fmax(big, fabs(ata.d[i]));
+	}
+	nv_mat_free(&ata);
+	nv_mat_free(&rtr);
+	return gap / big;
+}
+
+/*
+ * nv_qr_r: R upper triangular with RᵀR = AᵀA, to 1e-13 of AᵀA's largest
+ * entry (Householder QR is backward stable: the error is a small multiple of
+ * the unit roundoff 1.1e-16 times the size); also for A without full rank
+ * (two equal columns, a zero column), and square; a NaN refused with its entry
+ */
+static void test_qr(void)
+{
+	nv_mat a, r;
+	int upper = 1;
+
+	fill(&a, 300, 40);
+	is_int(nv_qr_r(&a, &r), 0, "qr: 300 x 40");
+	ok(r.r == 40 && r.c == 40, "qr: R is 40 x 40");
+	for (size_t i = 0; i < r.r; i++)
+		for (size_t j = 0; j < i; j++)
+			upper &= r.d[i * r.c + j] == 0.0;
+	ok(upper, "qr: R is upper triangular");
+	ok(qr_gap(&a, &r) <= 1e-13, "qr: RᵀR = AᵀA (%.2g)", qr_gap(&a, &r));
+	nv_mat_free(&r);
+	for (size_t i = 0; i < a.r; i++) {
+		a.d[i * a.c + 7] = a.d[i * a.c + 3];
+		a.d[i * a.c + 11] = 0.0;
+	}
+	is_int(nv_qr_r(&a, &r), 0, "qr: two equal columns and a zero one");
+	ok(qr_gap(&a, &r) <= 1e-13, "qr without full rank: RᵀR = AᵀA (%.2g)", qr_gap(&a, &r));
+	nv_mat_free(&r);
+	nv_mat_free(&a);
+	fill(&a, 24, 24);
+	is_int(nv_qr_r(&a, &r), 0, "qr: square");
+	ok(qr_gap(&a, &r) <= 1e-13, "qr square: RᵀR = AᵀA (%.2g)", qr_gap(&a, &r));
+	nv_mat_free(&r);
+	a.d[5 * 24 + 2] = NAN;
+	ok(nv_qr_r(&a, &r) < 0 && strstr(nv_err(), "(5,2)") && r.d == NULL,
+	   "qr: a NaN is refused: %s", nv_err());
+	nv_mat_free(&a);
+}
+
 int main(void)
 {
 	nv_set_threads(1);
@@ -538,6 +593,7 @@ int main(void)
 	test_polar();
 	test_solve();
 	test_pcg();
+	test_qr();
 	test_nonfinite();
 	test_sgemm();
 	return done_testing();

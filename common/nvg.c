@@ -741,9 +741,8 @@ out:
 	return rc;
 }
 
-int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
+int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 {
-	nv_mat pc[2] = {{0}, {0}}; /* each path's g-step factor, from its last direct solve */
 	int rc = 0;
 
 	for (int s = 0; s < sweeps && rc == 0; s++) {
@@ -764,9 +763,17 @@ int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 		nv_mat_free(&st.bhb);
 		nv_mat_free(&st.whb);
 	}
+	return rc < 0 ? -1 : 0;
+}
+
+int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
+{
+	nv_mat pc[2] = {{0}, {0}}; /* each path's g-step factor, from its last direct solve */
+	int rc = nv_als_pc(md, c, sweeps, pc);
+
 	nv_mat_free(&pc[0]);
 	nv_mat_free(&pc[1]);
-	return rc < 0 ? -1 : 0;
+	return rc;
 }
 
 /* ----------------------------------------------------------------- flip_u */

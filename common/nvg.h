@@ -138,11 +138,17 @@ int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const 
  * its last direct solve, to a relative excess of 1e-12 in its objective
  * (directly when that takes more than 30 steps) */
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
+/* nv_als with the paths' factors kept by the caller in pc (each {0} at
+ * first, freed by the caller): a later call's first g steps start from
+ * them, for a model that the calls between changed little */
+int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2]);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* column-sequential sign search on S_V of path pi; *flips may be NULL */
 int nv_gptq_v(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
-/* the discrete refinement, in place */
+/* the discrete refinement, in place; with c->g_pcg its tries share the
+ * paths' g-step factors (nv_als_pc), so sweeps run in one call differ from
+ * single calls in a row by rounding */
 int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps);
 /* whitened topology + ITQ + ALS; the second path on the residual */
 int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);

@@ -239,7 +239,9 @@ static int fit_err(const nv_tctx *c, const nv_bm *md, double *e)
 	return rc;
 }
 
-int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
+/* the tries of a refinement share the paths' g-step factors (nv_als_pc):
+ * a try moves one path's signs from the model the last factors were of */
+static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 {
 	double cur, e;
 
@@ -255,7 +257,7 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
 				rc = kind == 0 ? nv_flip_u(&trial, c, pi, NULL)
 					       : nv_gptq_v(&trial, c, pi, NULL);
 				if (rc == 0)
-					rc = nv_als(&trial, c, 3);
+					rc = nv_als_pc(&trial, c, 3, pc);
 				if (rc == 0)
 					rc = fit_err(c, &trial, &e);
 				if (rc < 0) {
@@ -271,6 +273,16 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
 				}
 			}
 	return 0;
+}
+
+int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
+{
+	nv_mat pc[2] = {{0}, {0}};
+	int rc = refine_sweeps(md, c, sweeps, pc);
+
+	nv_mat_free(&pc[0]);
+	nv_mat_free(&pc[1]);
+	return rc;
 }
 
 /* ------------------------------------------------------------------- init */

@@ -178,8 +178,48 @@ static void test_als_monotone(const nv_tctx *c)
 	nv_bm_free(&md);
 }
 
-/* refinement sweeps (--refine): k sweeps are k single sweeps in a row, bit for
- * bit (a sweep starts from the model alone), and each lowers the FIT error
+/*
+ * nv_als_pc with the g steps by PCG: factors kept from a call on the model
+ * before a sign move serve the next call (nv_refine's tries): its error is
+ * the fresh call's to 1e-9 (both minimise the same blocks to PCG's 1e-12 of
+ * the objective), never above the start's, and it factors less (fewer flops)
+ */
+static void test_als_kept_factors(nv_tctx *c)
+{
+	nv_bm a, b;
+	nv_mat pc[2] = {{0}, {0}};
+	double e0, ea, eb;
+	uint64_t fa, fb;
+
+	c->g_pcg = 1;
+	nv_build_nvg_init(c, 16, 2, &a);
+	nv_als_pc(&a, c, 3, pc); /* the factors of the start */
+	nv_flip_u(&a, c, 0, NULL);
+	nv_bm_copy(&b, &a);
+	e0 = fit_err(c, &a);
+	nv_flops_reset();
+	nv_als(&a, c, 3);
+	fa = nv_flops();
+	nv_flops_reset();
+	nv_als_pc(&b, c, 3, pc);
+	fb = nv_flops();
+	ea = fit_err(c, &a);
+	eb = fit_err(c, &b);
+	ok(fabs(ea - eb) <= 1e-9 * ea && eb <= e0 * (1 + 1e-9),
+	   "kept factors: the fresh call's error (%.12g, %.12g), not above the start's %.12g", ea,
+	   eb, e0);
+	ok(fb < fa, "kept factors: fewer flops (%llu against %llu)", (unsigned long long)fb,
+	   (unsigned long long)fa);
+	nv_mat_free(&pc[0]);
+	nv_mat_free(&pc[1]);
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+	c->g_pcg = 0;
+}
+
+/* refinement sweeps (--refine), the g step direct: k sweeps are k single
+ * sweeps in a row, bit for bit (a sweep starts from the model alone), and
+ * each lowers the FIT error
  * or leaves it: exactly, as a try is kept only when it lowers it */
 static void test_sweeps(const nv_tctx *c, const nv_bm *init)
 {
@@ -536,6 +576,7 @@ int main(void)
 		return done_testing();
 	}
 	test_als_monotone(&c);
+	test_als_kept_factors(&c);
 	test_stages(&c, &hc);
 	test_drivers(&hc3);
 	test_gptq_blocks();

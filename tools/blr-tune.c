@@ -34,17 +34,18 @@
 static const char synopsis[] =
 	"blr-tune --final-norm -m model.cmf --base source.cmf\n"
 	"         (--tokens file | --text file) [--fit-tokens F] [--sel-tokens S]\n"
-	"         [--window W] [--steps N] [--batch B] [--lr X] [--eval-every K]\n"
-	"         [--lr-decay none|cosine] [--seed N] -o out.cmf [-q | -v]\n"
+	"         [--window W] [--steps N] [--batch B] [--lr X]\n"
+	"         [--lr-decay none | cosine] [--eval-every K] [--seed N]\n"
+	"         -o out.cmf [-q | -v]\n"
 	"blr-tune --layer L -m source.cmf (--tokens file | --text file)\n"
 	"         [--state S_L --src-state S_L_src] --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
-	"         [--batch B] [--lr X] [--lr-decay none|cosine] [--eval-every K]\n"
+	"         [--batch B] [--lr X] [--lr-decay none | cosine] [--eval-every K]\n"
 	"         [--seed N] -o dir [-q | -v]\n"
 	"blr-tune --end-to-end -m model.cmf --base source.cmf\n"
 	"         (--tokens file | --text file) --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
-	"         [--batch B] [--lr X] [--lr-decay none|cosine] [--eval-every K]\n"
+	"         [--batch B] [--lr X] [--lr-decay none | cosine] [--eval-every K]\n"
 	"         [--seed N] [--cache-mib M] -o out.cmf [-q | -v]\n"
 	"blr-tune -h | --version\n";
 

@@ -170,7 +170,7 @@ typedef struct {
 	size_t rank;      /* 0: the rank rule from bpw; else this rank for P (auto: P=2) */
 	int paths;        /* 0 auto, 1, 2 */
 	int sweeps;       /* refinement sweeps of each candidate (nvg), 1 to NV_SWEEPS_MAX */
-	int g_pcg;        /* 1: the ALS g step by PCG (nv_als), 0: by a factorization each sweep */
+	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
 	nv_method method;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
 	nv_prof *prof;    /* NULL: no profile */

@@ -17,6 +17,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	o->bpw = 0.55;
 	o->kv = 1.0;
 	o->sweeps = NV_SWEEPS_DEFAULT;
+	o->g_pcg = 1;
 	o->threads = 1;
 }
 

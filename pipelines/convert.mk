@@ -66,8 +66,10 @@ PIPE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 METHOD     ?= nvg
 PATHS      ?= auto
 REFINE     ?= 2
-# the ALS g step: a factorization each sweep, or PCG (nvg-encode --g-solve)
-G_SOLVE    ?= direct
+# the ALS g step: PCG (nvg-encode --g-solve), the CPU encoder's default, or a
+# factorization each sweep (the device's)
+G_SOLVE_DEFAULT = $(if $(and $(filter nvg,$(METHOD)),$(filter cpu auto,$(DEVICE))),pcg,direct)
+G_SOLVE    ?= $(G_SOLVE_DEFAULT)
 RHO        ?= 0.03
 KV_FACTOR  ?= 1
 FIT_TOKENS ?= 8192
@@ -134,7 +136,7 @@ endif
 ifeq ($(G_SOLVE)$(METHOD),pcgdual-svid)
 $(error convert.mk: G_SOLVE is nvg's: dual-svid has no g step)
 endif
-ifeq ($(G_SOLVE)$(filter cpu,$(DEVICE)),pcg)
+ifeq ($(G_SOLVE)$(filter cpu auto,$(DEVICE)),pcg)
 $(error convert.mk: G_SOLVE=pcg is the CPU encoder's: DEVICE=cpu)
 endif
 ifeq ($(filter 0 1,$(E2E)),)
@@ -209,7 +211,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter pcg,$(G_SOLVE)), g_solve=pcg)
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))
 STAMP := $(OUT)/params
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
@@ -316,7 +318,7 @@ XP_ARGS = $(if $(call xport,$(1)),--cross $(OUT)/L$(1)/g.$(2).fit.cross \
 	--cross-sel $(OUT)/L$(1)/g.$(2).sel.cross --src-sel $(OUT)/L$(1)/src.$(2).sel.gram)
 SEL_GRAM = $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram
 SVID_OPTS = --method dual-svid
-ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(if $(filter pcg,$(G_SOLVE)),--g-solve pcg) $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
+ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)),--g-solve $(G_SOLVE)) $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
 	$(if $(CAPTURE_GRAMS),--sel $(SEL_GRAM)))
 DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))

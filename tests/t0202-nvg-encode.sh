@@ -121,16 +121,18 @@ test_expect_success 'row gauge: encoded scaled, undone on the bytes' '
 	test_grep "row gauge \(shuffled\) over 12 blocks" err
 '
 
-# PCG for the g step: the answer of the direct solve to rounding (SEL within
-# 0.5%, the bar of issue #12), its steps counted, deterministic
-test_expect_success '--g-solve pcg: the direct SEL error within 0.5%, the same bytes twice and at 2 threads' '
+# PCG for the g step (the default): the answer of the direct solve to
+# rounding (SEL within 0.5%, the bar of issue #12), its steps counted,
+# deterministic
+test_expect_success '--g-solve pcg, the default: the direct SEL error within 0.5%, the same bytes twice and at 2 threads' '
 	mkdir big &&
 	"$NVG_PY" "$REF/synth-layer.py" layer 192 384 2 big &&
 	enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; } &&
-	enc -o gd.blr >ld &&
-	enc --g-solve direct -o gd2.blr >/dev/null &&
-	cmp gd.blr gd2.blr &&
+	enc --g-solve direct --profile -o gd.blr >ld 2>errd &&
+	test_no_grep "als.g.pcg" errd &&
+	enc -o gp0.blr >/dev/null &&
 	enc --g-solve pcg --profile -o gp.blr >lp 2>err &&
+	cmp gp0.blr gp.blr &&
 	test_grep "\| als.g.pcg [0-9.]+s/[1-9][0-9]* " err &&
 	test_grep "\| als.g.chol [0-9.]+s/[1-9][0-9]* " err &&
 	awk -v a="$(sel_of ld)" -v b="$(sel_of lp)" "BEGIN { exit !(b <= a * 1.005) }" &&
@@ -144,9 +146,11 @@ test_expect_success '--g-solve: an unknown solver, dual-svid and the device are 
 	test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
 		--g-solve lu -o x.blr 2>err &&
 	test_grep "invalid --g-solve .lu.: expected direct or pcg" err &&
-	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
-		--g-solve pcg -o x.blr 2>err &&
-	test_grep "dual-svid has no g step" err &&
+	for g in pcg direct; do
+		test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+			--g-solve $g -o x.blr 2>err &&
+		test_grep "dual-svid has no g step" err || return 1
+	done &&
 	test_expect_code 2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
 		--g-solve pcg --device opencl -o x.blr 2>err &&
 	test_grep "the CPU encoder.s: give --device cpu" err &&

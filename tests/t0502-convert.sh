@@ -121,9 +121,9 @@ test_expect_success 'the report names the encoder, budget and rank of each tenso
 	test "$(prov_value svid/model.cmf method)" = dual-svid &&
 	test "$(prov_value nvg/model.cmf refine_sweeps)" = 2 &&
 	test "$(prov_value svid/model.cmf refine_sweeps)" = null &&
-	test "$(prov_value nvg/model.cmf g_solve)" = direct &&
+	test "$(prov_value nvg/model.cmf g_solve)" = pcg &&
 	test "$(prov_value svid/model.cmf g_solve)" = null &&
-	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto, refinement sweeps 2, kv factor 1$" \
+	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto, refinement sweeps 2, g steps by PCG, kv factor 1$" \
 		nvg/model.cmf.blr.txt &&
 	test "$(prov_value nvg/model.cmf clipped_tensors)" = 0
 '
@@ -192,14 +192,17 @@ test_expect_success 'a tensor the encoder refuses stays in its source dtype and 
 	test "$(prov_value refuse/model.cmf refused_tensors)" = "[\"model.layers.1.mlp.up_proj.weight\"]"
 '
 
-test_expect_success 'G_SOLVE=pcg: its own stamp, recorded, the layer-0 SEL errors within 0.5% of direct; nvg on the CPU only' '
-	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gp BPW=2.5 G_SOLVE=pcg -j2 2>err &&
-	test_grep " g_solve=pcg$" gp/params &&
+test_expect_success 'G_SOLVE=direct: its own stamp, recorded, the layer-0 SEL errors of the default (pcg) within 0.5% of it; pcg on the CPU only' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gd BPW=2.5 G_SOLVE=direct -j2 2>err &&
+	test_grep " g_solve=direct$" gd/params &&
+	test "$(prov_value gd/model.cmf g_solve)" = direct &&
+	test_no_grep "g steps by PCG" gd/model.cmf.blr.txt &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gd BPW=2.5 2>err &&
+	test_grep "holds another conversion" err &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gp BPW=2.5 -j2 2>err &&
+	test_no_grep "g_solve" gp/params &&
 	test "$(prov_value gp/model.cmf g_solve)" = pcg &&
 	test_grep "^# nvgkit BLR conversion: method nvg, .*, g steps by PCG, kv factor" gp/model.cmf.blr.txt &&
-	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gp BPW=2.5 2>err &&
-	test_grep "holds another conversion" err &&
-	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gd BPW=2.5 -j2 2>err &&
 	awk "\$2 == 0 { print \$1, \$9 }" gd/model.cmf.blr.txt >sel.direct &&
 	awk "\$2 == 0 { print \$1, \$9 }" gp/model.cmf.blr.txt >sel.pcg &&
 	test "$(wc -l <sel.direct)" = 7 &&

@@ -44,7 +44,8 @@ typedef struct {
 	nv_encin_spec s; /* what to read */
 	const char *shape, *out;
 	double kv_factor;
-	int paths, profile, have_rho, have_damp, g_pcg;
+	int paths, profile, have_rho, have_damp;
+	int g_pcg; /* --g-solve: -1 not given (pcg for nvg on the CPU), 0 direct, 1 pcg */
 	long sweeps;
 	nv_method method;
 	long threads;
@@ -256,9 +257,9 @@ static int check_usage(const opts *o)
 		return tool_usage_error("dual-svid reads no context");
 	if (o->method == NV_METHOD_DUAL_SVID && o->sweeps)
 		return tool_usage_error("--refine is nvg's: dual-svid refines nothing");
-	if (o->method == NV_METHOD_DUAL_SVID && o->g_pcg)
+	if (o->method == NV_METHOD_DUAL_SVID && o->g_pcg >= 0)
 		return tool_usage_error("--g-solve is nvg's: dual-svid has no g step");
-	if (o->g_pcg && o->dev.mode != NVCL_CPU)
+	if (o->g_pcg == 1 && o->dev.mode != NVCL_CPU)
 		return tool_usage_error("--g-solve pcg is the CPU encoder's: give --device cpu");
 	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
@@ -277,6 +278,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->out = "-";
 	o->dev = (nvdev_opts){ NVCL_CPU, -1, -1, 1, 0 };
 	o->kv_factor = 1.0;
+	o->g_pcg = -1;
 	o->s.rho = 0.03;
 	o->s.cross_damp = 0.03;
 	opterr = 0;
@@ -307,6 +309,8 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 		o->shape = o->nshape ? o->shapes[0] : NULL;
 	}
 	o->dev.profile = o->profile;
+	if (o->g_pcg < 0) /* the CPU encoder's default (a device solves directly) */
+		o->g_pcg = o->method == NV_METHOD_NVG;
 	if (o->shape && nv_parse_shape(o->shape, &o->s.m, &o->s.n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	if (o->shape && (o->s.m < 8 || o->s.n < 8)) {

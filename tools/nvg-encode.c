@@ -45,7 +45,7 @@ typedef struct {
 	const char *shape, *out;
 	double kv_factor;
 	int paths, profile, have_rho, have_damp;
-	int g_pcg; /* --g-solve: -1 not given (pcg for nvg on the CPU), 0 direct, 1 pcg */
+	int g_pcg; /* --g-solve: -1 not given (pcg for nvg: the CPU encoder), 0 direct, 1 pcg */
 	long sweeps;
 	nv_method method;
 	long threads;

@@ -4,8 +4,10 @@
 #include "err.h"
 #include "linalg.h"
 #include "mem.h"
+#include "par.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +18,7 @@ typedef struct {
 } bk_array;
 
 #define BK_FORWARD 14 /* a … y: the intermediates a backward reads */
-#define BK_ARRAYS 25
+#define BK_ARRAYS 26
 
 static void bk_arrays(bk_cache *c, const fw_model *m, size_t tmax, bk_array b[BK_ARRAYS])
 {
@@ -27,7 +29,8 @@ static void bk_arrays(bk_cache *c, const fw_model *m, size_t tmax, bk_array b[BK
 		{ &c->g, ff },    { &c->u, ff },   { &c->m, ff },   { &c->y, d },
 		/* the backward's scratch */
 		{ &c->dm, ff },   { &c->dg, ff },  { &c->du, ff },  { &c->df, d },   { &c->dx1, d },
-		{ &c->dout, qd }, { &c->dq, qd },  { &c->dk, kd },  { &c->dv, kd },  { &c->dp, tmax },
+		{ &c->dout, qd }, { &c->dq, qd },  { &c->dk, kd },  { &c->dv, kd },  { &c->dkh, qd },
+		{ &c->dvh, qd },
 		{ &c->fs, 2 * (ff > qd ? (ff > d ? ff : d) : (qd > d ? qd : d)) }
 	};
 
@@ -174,17 +177,7 @@ static void add_bias(float *y, const float *b, size_t T, size_t n)
 /* the attention of every head: P_h kept, o_h = P_h v_g */
 static void attend(const fw_model *m, bk_cache *c, size_t T, size_t window)
 {
-	size_t hd = m->hd, rep = m->nh / m->nkv, qd = m->qdim, kd = m->kvdim;
-	float scale = (float)(1.0 / sqrt((double)hd));
-
-	for (size_t h = 0; h < m->nh; h++) {
-		size_t g = h / rep;
-		float *P = c->p + h * T * T;
-
-		nv_sgemm(0, 1, T, T, hd, scale, c->q + h * hd, qd, c->k + g * hd, kd, 0.0f, P, T);
-		fw_causal_softmax(P, T, window);
-		mm(0, 0, T, hd, T, P, T, c->v + g * hd, kd, 0.0f, c->o + h * hd, qd);
-	}
+	fw_attend(m, c->q, c->k, c->v, c->o, T, window, NULL, c->s.nthr, c->p);
 }
 
 int bk_forward(const fw_model *m, const fw_layer *ly, const bk_factor *const *fac, bk_cache *c,
@@ -239,7 +232,8 @@ int bk_forward(const fw_model *m, const fw_layer *ly, const bk_factor *const *fa
 
 double bk_flops(const fw_model *m, const bk_factor *const *fac, size_t T)
 {
-	double sum = 4.0 * (double)T * (double)T * (double)m->hd * (double)m->nh;
+	/* the causal attention's, without a sliding window's saving */
+	double sum = fw_attend_flops(m, T, 0);
 
 	for (int i = 0; i < FW_NMAT; i++) {
 		const bk_factor *f = fac ? fac[i] : NULL;
@@ -272,41 +266,112 @@ void bk_rmsnorm_back(const float *x, const float *w, const float *dy, float *dx,
 	}
 }
 
-/* dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale, in place in dp; rows causal (P is 0 outside a window) */
-static void softmax_back(const float *P, float *dp, size_t T, float scale)
+/* dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale of a block's rows, in place in dp (P is 0 where masked) */
+static void softmax_back(const float *P, size_t ldp, float *dp, size_t rows, size_t n, float scale)
 {
-	for (size_t t = 0; t < T; t++) {
-		const float *pr = P + t * T;
-		float *dr = dp + t * T;
+	for (size_t i = 0; i < rows; i++) {
+		const float *pr = P + i * ldp;
+		float *dr = dp + i * n;
 		double dot = 0;
 
-		for (size_t j = 0; j <= t; j++)
+		for (size_t j = 0; j < n; j++)
 			dot += (double)dr[j] * pr[j];
-		for (size_t j = 0; j < T; j++)
-			dr[j] = j <= t ? (float)(pr[j] * (dr[j] - dot) * scale) : 0.0f;
+		for (size_t j = 0; j < n; j++)
+			dr[j] = (float)(pr[j] * (dr[j] - dot) * scale);
 	}
 }
 
-/* from do (T × qdim): dq (T × qdim), dk and dv (T × kvdim), RoPE undone on dq and dk */
-static void attend_back(const fw_model *m, bk_cache *c, size_t T)
+typedef struct {
+	const fw_model *m;
+	bk_cache *c;
+	size_t T, window;
+	float scale;
+	atomic_size_t next;
+} bk_att_job;
+
+typedef struct {
+	bk_att_job *j;
+	float *dp; /* FW_ATT_ROWS × T of this thread */
+} bk_att_thread;
+
+/*
+ * head h's share, block by block as the forward made them: dq_h, and the
+ * head's own dk_h, dv_h (T × hd at column h·hd of dkh, dvh)
+ */
+static void att_back_head(const bk_att_job *j, float *dp, size_t h)
 {
-	size_t hd = m->hd, rep = m->nh / m->nkv, qd = m->qdim, kd = m->kvdim;
-	float scale = (float)(1.0 / sqrt((double)hd));
+	const fw_model *m = j->m;
+	const bk_cache *c = j->c;
+	size_t hd = m->hd, qd = m->qdim, kd = m->kvdim, T = j->T, g = h / (m->nh / m->nkv);
+	const float *dout = c->dout + h * hd, *q = c->q + h * hd;
+	const float *k = c->k + g * hd, *v = c->v + g * hd;
+	float *dkh = c->dkh + h * hd, *dvh = c->dvh + h * hd;
 
-	memset(c->dk, 0, T * kd * sizeof(float));
-	memset(c->dv, 0, T * kd * sizeof(float));
-	for (size_t h = 0; h < m->nh; h++) {
-		size_t g = h / rep;
-		const float *P = c->p + h * T * T;
-
-		/* dP (T × T) = do_h · v_gᵀ;  dv_g += P_hᵀ · do_h */
-		mm(0, 1, T, T, hd, c->dout + h * hd, qd, c->v + g * hd, kd, 0.0f, c->dp, T);
-		mm(1, 0, T, hd, T, P, T, c->dout + h * hd, qd, 1.0f, c->dv + g * hd, kd);
-		softmax_back(P, c->dp, T, scale);
-		/* dq_h = dS · k_g;  dk_g += dSᵀ · q_h */
-		mm(0, 0, T, hd, T, c->dp, T, c->k + g * hd, kd, 0.0f, c->dq + h * hd, qd);
-		mm(1, 0, T, hd, T, c->dp, T, c->q + h * hd, qd, 1.0f, c->dk + g * hd, kd);
+	for (size_t t = 0; t < T; t++) {
+		memset(dkh + t * qd, 0, hd * sizeof(float));
+		memset(dvh + t * qd, 0, hd * sizeof(float));
 	}
+	for (size_t b = 0; b * FW_ATT_ROWS < T; b++) {
+		size_t r0, r1, c0;
+
+		fw_att_block(T, j->window, b, &r0, &r1, &c0);
+		size_t rows = r1 - r0, n = r1 - c0;
+		const float *P = c->p + h * T * T + r0 * T + c0;
+
+		/* dP (rows × n) = do_h · v_gᵀ;  dv_h[c0:r1] += Pᵀ · do_h */
+		mm(0, 1, rows, n, hd, dout + r0 * qd, qd, v + c0 * kd, kd, 0.0f, dp, n);
+		mm(1, 0, n, hd, rows, P, T, dout + r0 * qd, qd, 1.0f, dvh + c0 * qd, qd);
+		softmax_back(P, T, dp, rows, n, j->scale);
+		/* dq_h[r0:r1] = dS · k_g;  dk_h[c0:r1] += dSᵀ · q_h */
+		mm(0, 0, rows, hd, n, dp, n, k + c0 * kd, kd, 0.0f, c->dq + r0 * qd + h * hd, qd);
+		mm(1, 0, n, hd, rows, dp, n, q + r0 * qd, qd, 1.0f, dkh + c0 * qd, qd);
+	}
+}
+
+static void att_back_run(void *arg)
+{
+	bk_att_thread *t = arg;
+	bk_att_job *j = t->j;
+
+	for (size_t h; (h = atomic_fetch_add(&j->next, 1)) < j->m->nh;)
+		att_back_head(j, t->dp, h);
+}
+
+/*
+ * from do (T × qdim): dq (T × qdim), dk and dv (T × kvdim), RoPE undone on
+ * dq and dk; the heads on up to the scratch's threads, a kv head's dk, dv
+ * the sum of its heads' in head order (the same bits at any thread count)
+ */
+static void attend_back(const fw_model *m, bk_cache *c, size_t T, size_t window)
+{
+	bk_att_job j = { .m = m, .c = c, .T = T, .window = window,
+			 .scale = (float)(1.0 / sqrt((double)m->hd)) };
+	bk_att_thread th[NV_PAR_MAX];
+	size_t hd = m->hd, rep = m->nh / m->nkv, qd = m->qdim, kd = m->kvdim;
+	size_t nt = fw_threads();
+
+	atomic_init(&j.next, 0);
+	nt = nt > c->s.nthr ? c->s.nthr : nt;
+	nt = nt > m->nh ? m->nh : nt;
+	for (size_t t = 0; t < nt; t++)
+		th[t] = (bk_att_thread){ &j, c->s.s + t * FW_ATT_ROWS * T };
+	nv_serial();
+	nv_par(th, nt, sizeof th[0], att_back_run);
+	nv_unserial();
+	for (size_t t = 0; t < T; t++)
+		for (size_t g = 0; g < m->nkv; g++)
+			for (size_t e = 0; e < hd; e++) {
+				const float *kh = c->dkh + t * qd + g * rep * hd + e;
+				const float *vh = c->dvh + t * qd + g * rep * hd + e;
+				float sk = kh[0], sv = vh[0];
+
+				for (size_t r = 1; r < rep; r++) {
+					sk += kh[r * hd];
+					sv += vh[r * hd];
+				}
+				c->dk[t * kd + g * hd + e] = sk;
+				c->dv[t * kd + g * hd + e] = sv;
+			}
 	fw_rope(&c->s, c->dq, T, m->nh, hd, 1);
 	fw_rope(&c->s, c->dk, T, m->nkv, hd, 1);
 }
@@ -353,7 +418,7 @@ void bk_backward(const fw_model *m, const fw_layer *ly, const bk_factor *const *
 
 	mlp_back(m, ly, fac, c, dy, dw);
 	proj_back(c, fac, FW_O, ly->w[FW_O], dw[FW_O], c->o, c->dx1, T, d, qd, c->dout, 0.0f);
-	attend_back(m, c, T);
+	attend_back(m, c, T, fw_window_of(m, ly->index));
 	if (ly->q_norm)
 		qk_norm_back(m, ly, c, T);
 	proj_back(c, fac, FW_Q, ly->w[FW_Q], dw[FW_Q], c->a, c->dq, T, qd, d, da, 0.0f);

@@ -4,7 +4,7 @@
  * its seven projection matrices (blr-tune's block reconstruction).
  *
  * The forward is forward.h's fw_layer_run, step for step (the same
- * fw_rmsnorm, fw_rope and fw_causal_softmax, the same sgemm calls), for a
+ * fw_rmsnorm, fw_rope and fw_attend, the same sgemm calls), for a
  * window of T positions:
  *
  *   a  = rmsnorm(x)·w_attn                 q, k, v = a·Wqᵀ, a·Wkᵀ, a·Wvᵀ (+b)
@@ -73,7 +73,8 @@ typedef struct {
 	float *g, *u, *m;      /* (T × ff) gate, up, silu(gate)·up */
 	float *y;              /* (T × d) the block's output */
 	/* backward scratch */
-	float *dm, *dg, *du, *df, *dx1, *dout, *dq, *dk, *dv, *dp;
+	float *dm, *dg, *du, *df, *dx1, *dout, *dq, *dk, *dv;
+	float *dkh, *dvh;      /* (T × qdim) each head's share of dk, dv */
 	float *z[FW_NMAT];     /* (T × k) Z of each factored projection */
 	size_t zk[FW_NMAT];    /* the k z[i] holds */
 	float *fs;             /* (tmax × 2·max(d, qdim, ff)) the backward's F (blr(5): a path's

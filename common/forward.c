@@ -5,11 +5,14 @@
 #include "f16.h"
 #include "linalg.h"
 #include "mem.h"
+#include "par.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 
 static const char *const mat_part[FW_NMAT] = {
 	"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -389,6 +392,13 @@ static int rope_tables(fw_scratch *s, const fw_model *m, size_t tmax)
 	return 0;
 }
 
+size_t fw_threads(void)
+{
+	int n = nv_get_threads();
+
+	return n < 1 ? 1 : n > NV_PAR_MAX ? NV_PAR_MAX : (size_t)n;
+}
+
 int fw_scratch_init(fw_scratch *s, const fw_model *m, size_t tmax)
 {
 	size_t half = m->hd / 2;
@@ -403,7 +413,9 @@ int fw_scratch_init(fw_scratch *s, const fw_model *m, size_t tmax)
 	s->f = nv_malloc(tmax, m->d * sizeof(float));        /* (T × d) */
 	s->g = nv_malloc(tmax, m->ff * sizeof(float));       /* (T × ff) */
 	s->u = nv_malloc(tmax, (m->ff > m->d ? m->ff : m->d) * sizeof(float)); /* (T × max) */
-	s->s = nv_malloc(tmax, tmax * sizeof(float));        /* (T × T) scores */
+	s->nthr = fw_threads();
+	/* each thread's block of scores (FW_ATT_ROWS × T) */
+	s->s = nv_malloc(s->nthr * FW_ATT_ROWS, tmax * sizeof(float));
 	s->cos_t = nv_malloc(tmax, half * sizeof(float));    /* (T × hd/2) */
 	s->sin_t = nv_malloc(tmax, half * sizeof(float));
 	if (!s->a || !s->q || !s->k || !s->v || !s->o || !s->f || !s->g || !s->u || !s->s ||
@@ -493,52 +505,135 @@ void fw_rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd, int 
 		}
 }
 
-void fw_causal_softmax(float *S, size_t T, size_t window)
-{
-	for (size_t t = 0; t < T; t++) {
-		size_t j0 = window && t >= window ? t - window + 1 : 0;
-		float *r = S + t * T, mx = r[j0];
-		double sum = 0;
-
-		for (size_t j = j0 + 1; j <= t; j++)
-			mx = r[j] > mx ? r[j] : mx;
-		for (size_t j = j0; j <= t; j++) {
-			r[j] = expf(r[j] - mx);
-			sum += r[j];
-		}
-		float inv = (float)(1.0 / sum);
-		for (size_t j = j0; j <= t; j++)
-			r[j] *= inv;
-		for (size_t j = 0; j < j0; j++)
-			r[j] = 0;
-		for (size_t j = t + 1; j < T; j++)
-			r[j] = 0;
-	}
-}
-
 size_t fw_window_of(const fw_model *m, int l)
 {
 	return m->a.window > 0 && l >= m->a.window_from ? (size_t)m->a.window : 0;
 }
 
-/* o (T × qdim): for each head h with kv head g = h / (nh/nkv), softmax(q_h k_gᵀ/√hd) v_g */
+typedef struct {
+	const fw_model *m;
+	const float *q, *k, *v;
+	float *o, *keep;
+	size_t T, window, nblk, nitems;
+	float scale;
+	atomic_size_t next;     /* the next item to take, largest first */
+} fw_att_job;
+
+typedef struct {
+	fw_att_job *j;
+	float *buf;             /* FW_ATT_ROWS × T scores of this thread */
+} fw_att_thread;
+
+/*
+ * row t of the block S (rows × n, row stride ld; columns c0..c0+n−1 of the
+ * window): the softmax over the columns max(c0, t−window+1)..t, zero elsewhere
+ */
+static void att_softmax(float *S, size_t ld, size_t rows, size_t n, size_t r0, size_t c0,
+			size_t window)
+{
+	for (size_t i = 0; i < rows; i++) {
+		size_t t = r0 + i, lo = window && t + 1 >= window + c0 ? t + 1 - window - c0 : 0;
+		float *r = S + i * ld, mx = r[lo];
+		size_t hi = t - c0; /* inclusive */
+		double sum = 0;
+
+		for (size_t j = lo + 1; j <= hi; j++)
+			mx = r[j] > mx ? r[j] : mx;
+		for (size_t j = lo; j <= hi; j++) {
+			r[j] = expf(r[j] - mx);
+			sum += r[j];
+		}
+		float inv = (float)(1.0 / sum);
+		for (size_t j = lo; j <= hi; j++)
+			r[j] *= inv;
+		for (size_t j = 0; j < lo; j++)
+			r[j] = 0;
+		for (size_t j = hi + 1; j < n; j++)
+			r[j] = 0;
+	}
+}
+
+void fw_att_block(size_t T, size_t window, size_t b, size_t *r0, size_t *r1, size_t *c0)
+{
+	*r0 = b * FW_ATT_ROWS;
+	*r1 = *r0 + FW_ATT_ROWS < T ? *r0 + FW_ATT_ROWS : T;
+	*c0 = window && *r0 >= window ? *r0 + 1 - window : 0;
+}
+
+/*
+ * item it (row block b of head h, largest blocks first): the block's query
+ * rows see the columns c0..r1−1 only, so S and S·v skip what the mask zeroes
+ */
+static void att_item(const fw_att_job *j, float *buf, size_t it)
+{
+	const fw_model *m = j->m;
+	size_t b = j->nblk - 1 - it / m->nh, h = it % m->nh, g = h / (m->nh / m->nkv);
+	size_t r0, r1, c0, hd = m->hd, T = j->T;
+
+	fw_att_block(T, j->window, b, &r0, &r1, &c0);
+	size_t rows = r1 - r0, n = r1 - c0, ld = j->keep ? T : n;
+	float *S = j->keep ? j->keep + h * T * T + r0 * T + c0 : buf;
+
+	/* S (rows × n) = q_h[r0:r1] · k_g[c0:r1]ᵀ · scale */
+	nv_sgemm(0, 1, rows, n, hd, j->scale, j->q + r0 * m->qdim + h * hd, m->qdim,
+		 j->k + c0 * m->kvdim + g * hd, m->kvdim, 0.0f, S, ld);
+	att_softmax(S, ld, rows, n, r0, c0, j->window);
+	/* o_h[r0:r1] (rows × hd) = S · v_g[c0:r1] */
+	nv_sgemm(0, 0, rows, hd, n, 1.0f, S, ld, j->v + c0 * m->kvdim + g * hd, m->kvdim, 0.0f,
+		 j->o + r0 * m->qdim + h * hd, m->qdim);
+	for (size_t i = 0; j->keep && i < rows; i++) { /* the kept rows' masked columns */
+		memset(S + i * T - c0, 0, c0 * sizeof(float));
+		memset(S + i * T + n, 0, (T - r1) * sizeof(float));
+	}
+}
+
+static void att_run(void *arg)
+{
+	fw_att_thread *t = arg;
+	fw_att_job *j = t->j;
+
+	for (size_t it; (it = atomic_fetch_add(&j->next, 1)) < j->nitems;)
+		att_item(j, t->buf, it);
+}
+
+void fw_attend(const fw_model *m, const float *q, const float *k, const float *v, float *o,
+	       size_t T, size_t window, float *work, size_t nthr, float *keep)
+{
+	fw_att_job j = { .m = m, .q = q, .k = k, .v = v, .o = o, .keep = keep, .T = T,
+			 .window = window, .nblk = (T + FW_ATT_ROWS - 1) / FW_ATT_ROWS,
+			 .scale = (float)(1.0 / sqrt((double)m->hd)) };
+	fw_att_thread th[NV_PAR_MAX];
+	size_t nt = fw_threads();
+
+	j.nitems = j.nblk * m->nh;
+	atomic_init(&j.next, 0);
+	nt = nt > nthr ? nthr : nt;
+	nt = nt > j.nitems ? j.nitems : nt;
+	for (size_t t = 0; t < nt; t++)
+		th[t] = (fw_att_thread){ &j, work ? work + t * FW_ATT_ROWS * T : NULL };
+	nv_serial();
+	nv_par(th, nt, sizeof th[0], att_run);
+	nv_unserial();
+}
+
+double fw_attend_flops(const fw_model *m, size_t T, size_t window)
+{
+	double sum = 0;
+
+	for (size_t b = 0; b * FW_ATT_ROWS < T; b++) {
+		size_t r0, r1, c0;
+
+		fw_att_block(T, window, b, &r0, &r1, &c0);
+		sum += 4.0 * (double)m->nh * (double)(r1 - r0) * (double)(r1 - c0) * (double)m->hd;
+	}
+	return sum;
+}
+
+/* o (T × qdim) of the scratch's q, k, v */
 static void attention(const fw_model *m, fw_scratch *s, size_t T, size_t window)
 {
-	size_t hd = m->hd, rep = m->nh / m->nkv;
-	float scale = (float)(1.0 / sqrt((double)hd));
-
-	for (size_t h = 0; h < m->nh; h++) {
-		size_t g = h / rep;
-
-		/* S (T × T) = q_h (T × hd) · k_gᵀ, strided views of q and k */
-		nv_sgemm(0, 1, T, T, hd, scale, s->q + h * hd, m->qdim, s->k + g * hd, m->kvdim, 0.0f,
-			 s->s, T);
-		fw_causal_softmax(s->s, T, window);
-		/* o_h (T × hd) = S · v_g (T × hd) */
-		nv_sgemm(0, 0, T, hd, T, 1.0f, s->s, T, s->v + g * hd, m->kvdim, 0.0f, s->o + h * hd,
-			 m->qdim);
-		s->flops += 4.0 * (double)T * (double)T * (double)hd;
-	}
+	fw_attend(m, s->q, s->k, s->v, s->o, T, window, s->s, s->nthr, NULL);
+	s->flops += fw_attend_flops(m, T, window);
 }
 
 static void add_into(float *x, const float *y, size_t n)
@@ -822,28 +917,92 @@ static void runner_free(fw_runner *r)
 	free(r->logits);
 }
 
-/* the scores of one window: T = len − 1 positions predicting tok[1..len) */
-static void score_window(fw_runner *a, fw_runner *b, const uint32_t *tok, size_t T,
-			 fw_eval_result *r)
+/* one position's scores, and the first non-finite logit of its rows */
+typedef struct {
+	double nll, base_nll, kl;
+	int top1, bad;
+	float bad_value;
+} fw_score;
+
+typedef struct {
+	const fw_runner *a, *b;
+	const uint32_t *tok;
+	size_t T;
+	atomic_size_t next;
+	fw_score *sc;
+} fw_score_job;
+
+/* the first non-finite entry of row (n), 1 and its value when there is one */
+static int row_bad(const float *row, size_t n, float *value)
 {
-	size_t V = a->m->vocab;
-
-	for (size_t t = 0; t < T; t++) {
-		const float *la = a->logits + t * V;
-		size_t am, bm;
-		double lse = fw_logsumexp(la, V, &am);
-
-		r->nll += lse - la[tok[t + 1]];
-		if (b) {
-			const float *lb = b->logits + t * V;
-			double lseb = fw_logsumexp(lb, V, &bm);
-
-			r->base_nll += lseb - lb[tok[t + 1]];
-			r->kl += fw_kl(lb, lseb, la, lse, V);
-			r->top1 += am == bm;
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(row[i])) {
+			*value = row[i];
+			return 1;
 		}
+	return 0;
+}
+
+static void score_position(const fw_score_job *j, size_t t, fw_score *o)
+{
+	size_t V = j->a->m->vocab, am, bm;
+	const float *la = j->a->logits + t * V, *lb = j->b ? j->b->logits + t * V : NULL;
+
+	memset(o, 0, sizeof *o);
+	if (row_bad(la, V, &o->bad_value) || (lb && row_bad(lb, V, &o->bad_value))) {
+		o->bad = 1;
+		return;
+	}
+	double lse = fw_logsumexp(la, V, &am);
+
+	o->nll = lse - la[j->tok[t + 1]];
+	if (lb) {
+		double lseb = fw_logsumexp(lb, V, &bm);
+
+		o->base_nll = lseb - lb[j->tok[t + 1]];
+		o->kl = fw_kl(lb, lseb, la, lse, V);
+		o->top1 = am == bm;
+	}
+}
+
+static void score_run(void *arg)
+{
+	fw_score_job *j = *(fw_score_job **)arg;
+
+	for (size_t t; (t = atomic_fetch_add(&j->next, 1)) < j->T;)
+		score_position(j, t, &j->sc[t]);
+}
+
+/*
+ * the scores of one window: T = len − 1 positions predicting tok[1..len),
+ * each position on any thread, summed in the positions' order (the same
+ * bits at any thread count); a non-finite logit is an error
+ */
+static int score_window(const fw_runner *a, const fw_runner *b, const uint32_t *tok, size_t T,
+			fw_score *sc, fw_eval_result *r)
+{
+	fw_score_job j = { .a = a, .b = b, .tok = tok, .T = T, .sc = sc };
+	fw_score_job *jp[NV_PAR_MAX];
+	size_t nt = fw_threads();
+
+	atomic_init(&j.next, 0);
+	nt = nt > T ? (T ? T : 1) : nt;
+	for (size_t t = 0; t < nt; t++)
+		jp[t] = &j;
+	nv_par(jp, nt, sizeof jp[0], score_run);
+	for (size_t t = 0; t < T; t++) {
+		if (sc[t].bad) {
+			nv_seterr("the head makes a non-finite logit (%g): the model's weights are "
+				  "broken", (double)sc[t].bad_value);
+			return -1;
+		}
+		r->nll += sc[t].nll;
+		r->base_nll += sc[t].base_nll;
+		r->kl += sc[t].kl;
+		r->top1 += sc[t].top1;
 	}
 	r->predicted += T;
+	return 0;
 }
 
 /*
@@ -856,10 +1015,11 @@ static int eval_windows(fw_runner *a, fw_runner *b, const uint32_t *tok, const f
 {
 	float *xa = nv_malloc(rows, a->m->d * sizeof(float));
 	float *xb = b ? nv_malloc(rows, b->m->d * sizeof(float)) : NULL;
+	fw_score *sc = nv_malloc(a->s.tmax, sizeof *sc);
 	size_t off = 0;
 	int rc = -1;
 
-	if (!xa || (b && !xb) || final_states(a->m, tok, w, nw, xa, p) < 0)
+	if (!xa || (b && !xb) || !sc || final_states(a->m, tok, w, nw, xa, p) < 0)
 		goto out;
 	if (b && final_states(b->m, tok, w, nw, xb, p) < 0) {
 		nv_preerr("base model");
@@ -868,14 +1028,15 @@ static int eval_windows(fw_runner *a, fw_runner *b, const uint32_t *tok, const f
 	for (size_t i = 0; i < nw; off += w[i].len - 1, i++) {
 		size_t T = w[i].len - 1;
 
-		if (head_finite(a->m, &a->s, xa + off * a->m->d, T, a->logits) < 0 ||
-		    (b && head_finite(b->m, &b->s, xb + off * b->m->d, T, b->logits) < 0))
+		if (fw_logits(a->m, &a->s, xa + off * a->m->d, T, a->logits) < 0 ||
+		    (b && fw_logits(b->m, &b->s, xb + off * b->m->d, T, b->logits) < 0) ||
+		    score_window(a, b, tok + w[i].start, T, sc, r) < 0)
 			goto out;
-		score_window(a, b, tok + w[i].start, T, r);
 	}
 	step_done(p);
 	rc = 0;
 out:
+	free(sc);
 	free(xa);
 	free(xb);
 	return rc;

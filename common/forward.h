@@ -128,12 +128,34 @@ void fw_layer_free(fw_layer *ly);
 /* scratch for windows of up to tmax positions */
 typedef struct {
 	size_t tmax;
-	float *a, *q, *k, *v, *o, *f, *g, *u, *s; /* see forward.c for shapes */
+	size_t nthr;             /* threads s holds the attention's scores for */
+	float *a, *q, *k, *v, *o, *f, *g, *u; /* see forward.c for shapes */
+	float *s;                /* (nthr × FW_ATT_ROWS × tmax) fw_attend's work */
 	float *cos_t, *sin_t;    /* (tmax × hd/2) RoPE tables */
 	double flops;            /* sgemm flops issued so far (2·m·n·k each) */
 } fw_scratch;
 
 int fw_scratch_init(fw_scratch *s, const fw_model *m, size_t tmax);
+
+/* the threads a scratch serves: OpenBLAS's count, 1..NV_PAR_MAX */
+size_t fw_threads(void);
+
+/*
+ * The causal attention of q (T × qdim), k and v (T × kvdim) after RoPE into
+ * o (T × qdim): for each head h with kv head g = h / (nh/nkv),
+ * softmax(q_h k_gᵀ/√hd + mask) v_g.  The query rows go in blocks of
+ * FW_ATT_ROWS (fw_att_block: rows r0..r1−1 see the columns c0..r1−1 only,
+ * so the products skip what the mask zeroes), each (head, block) on any of
+ * up to nthr threads with a block's bits independent of the thread.  work
+ * holds nthr × FW_ATT_ROWS × T scores; with keep (nh × T × T) each head's
+ * probabilities are left there instead (zero where masked) and work is
+ * not used.  fw_attend_flops: the products' flops.
+ */
+#define FW_ATT_ROWS 128
+void fw_att_block(size_t T, size_t window, size_t b, size_t *r0, size_t *r1, size_t *c0);
+void fw_attend(const fw_model *m, const float *q, const float *k, const float *v, float *o,
+	       size_t T, size_t window, float *work, size_t nthr, float *keep);
+double fw_attend_flops(const fw_model *m, size_t T, size_t window);
 void fw_scratch_free(fw_scratch *s);
 
 /* the four inputs of a layer's projections after fw_layer_run (into scratch) */
@@ -163,12 +185,6 @@ void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, do
  * negative with inverse: the transpose, for a backward pass)
  */
 void fw_rope(const fw_scratch *s, float *y, size_t T, size_t nh, size_t hd, int inverse);
-
-/*
- * row t of S (T × T): softmax over the columns t−window+1..t (0..t when
- * window is 0), zeros elsewhere
- */
-void fw_causal_softmax(float *S, size_t T, size_t window);
 
 /* the sliding window of layer l (0: none) */
 size_t fw_window_of(const fw_model *m, int l);

@@ -13,6 +13,7 @@
 #include "block.h"
 #include "err.h"
 #include "forward.h"
+#include "linalg.h"
 #include "tap.h"
 #include "tinymodel.h"
 
@@ -350,6 +351,115 @@ static void check_factored(fw_model *m, const fw_layer *ly, bk_cache *c, const f
 	   perr, pbig);
 }
 
+/* ½‖bk_forward(x) − tgt‖² in f64 sums (the f32 block) */
+static double block_loss(fw_model *m, const fw_layer *ly, bk_cache *c, const float *x,
+			 const float *tgt, size_t n)
+{
+	double l = 0;
+
+	bk_forward(m, ly, NULL, c, x, n);
+	for (size_t i = 0; i < n * D; i++)
+		l += 0.5 * ((double)c->y[i] - tgt[i]) * ((double)c->y[i] - tgt[i]);
+	return l;
+}
+
+/*
+ * TL positions: three blocks of FW_ATT_ROWS query rows (the window's own
+ * skip with a's window): the forward is fw_layer_run's bit for bit, its
+ * gradient's bits are the same at one and at two threads, and its
+ * directional derivatives in x and in W_q, W_v agree with central
+ * differences of the f32 block
+ */
+enum { TL = 2 * FW_ATT_ROWS + 44 };
+
+static void check_long(fw_model *m, const fw_layer *ly, tap_rng *r)
+{
+	size_t n = TL * D, rows[FW_NMAT] = { QD, KD, KD, D, FF, FF, D };
+	size_t cols[FW_NMAT] = { D, D, D, QD, D, D, FF };
+	float *x = malloc(n * 4), *x2 = malloc(n * 4), *tgt = malloc(n * 4), *u = malloc(n * 4);
+	float *dy = malloc(n * 4), *dx[2] = { malloc(n * 4), malloc(n * 4) }, *dw[2][FW_NMAT];
+	int old = nv_get_threads(), same = 1;
+	fw_scratch s;
+	bk_cache c;
+
+	for (size_t i = 0; i < n; i++) {
+		x[i] = (float)rng_normal(r);
+		tgt[i] = x[i] + (float)rng_normal(r);
+		u[i] = (float)rng_normal(r);
+	}
+	ok(fw_scratch_init(&s, m, TL) == 0 && bk_init(&c, m, TL) == 0, "%s: caches for %d positions",
+	   A->arch, TL);
+	memcpy(x2, x, n * 4);
+	fw_layer_run(m, ly, &s, x2, TL, NULL);
+	bk_forward(m, ly, NULL, &c, x, TL);
+	ok(!memcmp(x2, c.y, n * 4), "%s, %d positions: the output is fw_layer_run's, bit for bit",
+	   A->arch, TL);
+	for (int t = 0; t < 2; t++) {
+		nv_set_threads(t + 1);
+		bk_forward(m, ly, NULL, &c, x, TL);
+		for (size_t i = 0; i < n; i++)
+			dy[i] = c.y[i] - tgt[i];
+		for (int i = 0; i < FW_NMAT; i++)
+			dw[t][i] = calloc(rows[i] * cols[i], sizeof(float));
+		bk_backward(m, ly, NULL, &c, dy, dw[t], dx[t]);
+	}
+	nv_set_threads(old);
+	same &= !memcmp(dx[0], dx[1], n * 4);
+	for (int i = 0; i < FW_NMAT; i++)
+		same &= !memcmp(dw[0][i], dw[1][i], rows[i] * cols[i] * 4);
+	ok(same, "%s, %d positions: the gradients' bits are the same at one and two threads", A->arch,
+	   TL);
+	/* along u: step 1e-2 in x, truncation O(h²) ≈ 1e-4 relative; the f32
+	 * loss's rounding (≈ 1e-7 of ~1e3) over 2h adds ≈ 1e-2 absolute.  W_q
+	 * goes through the heads' norms (qwen3), curved enough that 1e-2 leaves
+	 * 4% of truncation (measured: 5.5, 0.55, 0.03 at 1e-2, 3e-3, 1e-3): 1e-3 */
+	double ana = 0, fd, lu, ld;
+
+	for (size_t i = 0; i < n; i++) {
+		ana += (double)dx[0][i] * u[i];
+		x2[i] = x[i] + 1e-2f * u[i];
+	}
+	lu = block_loss(m, ly, &c, x2, tgt, TL);
+	for (size_t i = 0; i < n; i++)
+		x2[i] = x[i] - 1e-2f * u[i];
+	ld = block_loss(m, ly, &c, x2, tgt, TL);
+	fd = (lu - ld) / 2e-2;
+	ok(fabs(fd - ana) <= 1e-3 * fabs(ana), "%s, %d positions: ⟨∂L/∂x, u⟩ %.6g, differences %.6g",
+	   A->arch, TL, ana, fd);
+	for (int i = FW_Q; i <= FW_V; i += FW_V - FW_Q) {
+		float *w = ly->w[i], *keep = malloc(rows[i] * cols[i] * 4);
+
+		ana = 0;
+		memcpy(keep, w, rows[i] * cols[i] * 4);
+		for (size_t e = 0; e < rows[i] * cols[i]; e++) {
+			ana += (double)dw[0][i][e] * u[e];
+			w[e] = keep[e] + 1e-3f * u[e];
+		}
+		lu = block_loss(m, ly, &c, x, tgt, TL);
+		for (size_t e = 0; e < rows[i] * cols[i]; e++)
+			w[e] = keep[e] - 1e-3f * u[e];
+		ld = block_loss(m, ly, &c, x, tgt, TL);
+		memcpy(w, keep, rows[i] * cols[i] * 4);
+		fd = (lu - ld) / 2e-3;
+		ok(fabs(fd - ana) <= 1e-3 * fabs(ana),
+		   "%s, %d positions: ⟨∂L/∂W_%s, u⟩ %.6g, differences %.6g", A->arch, TL,
+		   i == FW_Q ? "q" : "v", ana, fd);
+		free(keep);
+	}
+	for (int t = 0; t < 2; t++) {
+		for (int i = 0; i < FW_NMAT; i++)
+			free(dw[t][i]);
+		free(dx[t]);
+	}
+	bk_free(&c);
+	fw_scratch_free(&s);
+	free(x);
+	free(x2);
+	free(tgt);
+	free(u);
+	free(dy);
+}
+
 /* every check on the tiny model with the features of a */
 static void variant(const cmf_arch *a, tap_rng *r)
 {
@@ -385,6 +495,7 @@ static void variant(const cmf_arch *a, tap_rng *r)
 	   a->arch, nv_err());
 	check_gradient(&m, &ly, &c, &rw, x, tgt, r);
 	check_factored(&m, &ly, &c, x, tgt, r);
+	check_long(&m, &ly, r);
 	bk_free(&c);
 	fw_scratch_free(&s);
 	fw_layer_free(&ly);

@@ -16,6 +16,7 @@
 #include "fileio.h"
 #include "forward.h"
 #include "le.h"
+#include "linalg.h"
 #include "mem.h"
 #include "tap.h"
 #include "tinymodel.h"
@@ -74,7 +75,10 @@ static void ref_forward(const cmf_arch *a, const ref_w *rw, const uint32_t *tok,
 				size_t gk = h / (nh / nkv);
 				double mx = -1e300, s = 0;
 
-				for (size_t p = 0; p <= t; p++) {
+				size_t p0 = a->window && l >= a->window_from && t >= (size_t)a->window ?
+						    t + 1 - (size_t)a->window : 0;
+
+				for (size_t p = p0; p <= t; p++) {
 					const double *kp = K + ((size_t)l * T + p) * kvd + gk * hd;
 
 					sc[p] = 0;
@@ -82,11 +86,11 @@ static void ref_forward(const cmf_arch *a, const ref_w *rw, const uint32_t *tok,
 						sc[p] += q[h * hd + i] * kp[i] / sqrt((double)hd);
 					mx = sc[p] > mx ? sc[p] : mx;
 				}
-				for (size_t p = 0; p <= t; p++)
+				for (size_t p = p0; p <= t; p++)
 					s += (sc[p] = exp(sc[p] - mx));
 				for (size_t i = 0; i < hd; i++) {
 					o[h * hd + i] = 0;
-					for (size_t p = 0; p <= t; p++)
+					for (size_t p = p0; p <= t; p++)
 						o[h * hd + i] += sc[p] / s *
 								 Vc[((size_t)l * T + p) * kvd + gk * hd + i];
 				}
@@ -450,6 +454,48 @@ static int helper(const char *bin, const char *ids, const char *out)
 	return 0;
 }
 
+/*
+ * a window of three blocks of FW_ATT_ROWS query rows, without and with a
+ * sliding window (the blocks' own column skip): the f64 reference's
+ * logits, and the same bits at one and at two threads
+ */
+static void check_long(fw_model *m, const ref_w *rw, tap_rng *r)
+{
+	enum { TL = 2 * FW_ATT_ROWS + 44, V = 37 };
+	static const int win[] = { 0, 100, FW_ATT_ROWS };
+	uint32_t *tok = malloc(TL * sizeof *tok);
+	float *x = malloc(TL * 16 * 4), *lg = malloc(TL * V * 4), *lg2 = malloc(TL * V * 4);
+	double *ref = malloc(TL * V * sizeof *ref);
+	int old = nv_get_threads();
+	fw_scratch s;
+
+	for (size_t i = 0; i < TL; i++)
+		tok[i] = (uint32_t)(rng_u64(r) % V);
+	for (size_t w = 0; w < sizeof win / sizeof *win; w++) {
+		m->a.window = win[w];
+		m->a.window_from = 1;
+		nv_set_threads(1);
+		ok(fw_scratch_init(&s, m, TL) == 0 && fw_window_logits(m, &s, tok, TL, x, lg) == 0,
+		   "%d positions, window %d from layer 1: forward", TL, win[w]);
+		fw_scratch_free(&s);
+		nv_set_threads(2);
+		ok(fw_scratch_init(&s, m, TL) == 0 && fw_window_logits(m, &s, tok, TL, x, lg2) == 0 &&
+		   !memcmp(lg, lg2, TL * V * 4), "the same bits at two threads");
+		fw_scratch_free(&s);
+		ref_forward(&m->a, rw, tok, TL, ref);
+		/* softmax sums of up to 300 terms in f32: 1e-4 still */
+		ok(max_abs_diff(lg, ref, TL * V) < 1e-4, "the f64 reference's logits (|err| %.2g)",
+		   max_abs_diff(lg, ref, TL * V));
+	}
+	nv_set_threads(old);
+	m->a.window = 0;
+	free(tok);
+	free(x);
+	free(lg);
+	free(lg2);
+	free(ref);
+}
+
 int main(int argc, char **argv)
 {
 	tap_rng r = { 42 };
@@ -485,6 +531,7 @@ int main(int argc, char **argv)
 	check_leads(&m, &s, &rw, tok, T);
 	check_overrides(&m, &s, &rw, &r, tok, T);
 	check_final_states(&m, &s, tok);
+	check_long(&m, &rw, &r);
 	ok(fw_layer_run(&m, NULL, &s, x, T + 1, NULL) < 0, "a window beyond the scratch is refused");
 	fw_scratch_free(&s);
 	fw_close(&m);

@@ -5,9 +5,11 @@
 #include "err.h"
 #include "linalg.h"
 #include "mem.h"
+#include "par.h"
 #include "rng.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,7 @@ typedef struct {
 	float *a, *as; /* (NC_CHUNK × d) w ⊙ n and w°⊙ n° of the chunk's rows */
 	float *z, *zs; /* (NC_CHUNK × vocab) logits; z becomes q − p */
 	float *g;      /* (NC_CHUNK × d) (q − p) · E */
+	double *kl;    /* (NC_CHUNK) each row's KL */
 } nc_scratch;
 
 static void scratch_free(nc_scratch *s)
@@ -27,6 +30,7 @@ static void scratch_free(nc_scratch *s)
 	free(s->z);
 	free(s->zs);
 	free(s->g);
+	free(s->kl);
 }
 
 static int scratch_init(nc_scratch *s, const nc_data *D)
@@ -37,7 +41,8 @@ static int scratch_init(nc_scratch *s, const nc_data *D)
 	s->z = nv_malloc(NC_CHUNK, D->vocab * sizeof(float));
 	s->zs = nv_malloc(NC_CHUNK, D->vocab * sizeof(float));
 	s->g = nv_malloc(NC_CHUNK, D->d * sizeof(float));
-	if (!s->a || !s->as || !s->z || !s->zs || !s->g) {
+	s->kl = nv_malloc(NC_CHUNK, sizeof(double));
+	if (!s->a || !s->as || !s->z || !s->zs || !s->g || !s->kl) {
 		scratch_free(s);
 		return -1;
 	}
@@ -73,6 +78,35 @@ static double row_kl(float *z, const float *zs, size_t V, int want_diff)
 	return kl;
 }
 
+typedef struct {
+	nc_scratch *s;
+	size_t c, V;
+	int diff;
+	atomic_size_t next;
+} kl_job;
+
+static void kl_run(void *arg)
+{
+	kl_job *j = *(kl_job **)arg;
+
+	for (size_t b; (b = atomic_fetch_add(&j->next, 1)) < j->c;)
+		j->s->kl[b] = row_kl(j->s->z + b * j->V, j->s->zs + b * j->V, j->V, j->diff);
+}
+
+/* each of c rows' KL into s->kl, the rows on OpenBLAS's count of our threads */
+static void rows_kl(nc_scratch *s, size_t c, size_t V, int diff)
+{
+	kl_job j = { .s = s, .c = c, .V = V, .diff = diff }, *jp[NV_PAR_MAX];
+	int nt = nv_get_threads();
+	size_t n = nt < 1 ? 1 : nt > NV_PAR_MAX ? NV_PAR_MAX : (size_t)nt;
+
+	atomic_init(&j.next, 0);
+	n = n > c ? (c ? c : 1) : n;
+	for (size_t t = 0; t < n; t++)
+		jp[t] = &j;
+	nv_par(jp, n, sizeof jp[0], kl_run);
+}
+
 /*
  * one chunk of c rows: Σ KL into *kl, Σ gradient into grad (d) when given,
  * and each row's (q − p)·E into rowg (c × d) when given
@@ -94,14 +128,13 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
 	nv_sgemm(0, 1, c, V, d, 1.0f, s->a, d, D->E, d, 0.0f, s->z, V);
 	nv_sgemm(0, 1, c, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
 	*flops += 4.0 * (double)c * (double)V * (double)d;
+	rows_kl(s, c, V, diff);
 	for (size_t b = 0; b < c; b++) {
-		double k = row_kl(s->z + b * V, s->zs + b * V, V, diff);
-
-		if (!isfinite(k)) {
+		if (!isfinite(s->kl[b])) {
 			nv_seterr("the KL of calibration row %zu is not finite", rows[b]);
 			return -1;
 		}
-		*kl += k;
+		*kl += s->kl[b];
 	}
 	if (!diff)
 		return 0;

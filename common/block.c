@@ -20,6 +20,9 @@ typedef struct {
 #define BK_FORWARD 14 /* a … y: the intermediates a backward reads */
 #define BK_ARRAYS 26
 
+/* elements of a part below which a loop stays on the calling thread */
+#define BK_PAR_GRAIN 65536
+
 static void bk_arrays(bk_cache *c, const fw_model *m, size_t tmax, bk_array b[BK_ARRAYS])
 {
 	size_t d = m->d, ff = m->ff, qd = m->qdim, kd = m->kvdim;
@@ -220,8 +223,7 @@ int bk_forward(const fw_model *m, const fw_layer *ly, const bk_factor *const *fa
 		return -1;
 	add_bias(c->g, ly->bias[FW_GATE], T, ff);
 	add_bias(c->u, ly->bias[FW_UP], T, ff);
-	for (size_t i = 0; i < T * ff; i++)
-		c->m[i] = fw_act(m->a.act, c->g[i]) * c->u[i];
+	fw_act_mul(m->a.act, c->g, c->u, c->m, T * ff);
 	if (proj(c, fac, FW_DOWN, ly->w[FW_DOWN], c->m, T, d, ff, c->y) < 0)
 		return -1;
 	add_bias(c->y, ly->bias[FW_DOWN], T, d);
@@ -249,21 +251,38 @@ double bk_flops(const fw_model *m, const bk_factor *const *fac, size_t T)
  * dx (T × n) += rmsnorm's transpose at x with weight w applied to dy:
  * dx_i += r·w_i·dy_i − x_i·r³/n·Σ_j w_j dy_j x_j,  r = (mean(x²) + eps)^−½
  */
-void bk_rmsnorm_back(const float *x, const float *w, const float *dy, float *dx, size_t T,
-		     size_t n, double eps)
+typedef struct {
+	const float *x, *w, *dy;
+	float *dx;
+	size_t n;
+	double eps;
+} bk_norm_job;
+
+static void norm_back_rows(void *ctx, size_t lo, size_t hi)
 {
-	for (size_t t = 0; t < T; t++) {
-		const float *xr = x + t * n, *gr = dy + t * n;
+	const bk_norm_job *j = ctx;
+	size_t n = j->n;
+
+	for (size_t t = lo; t < hi; t++) {
+		const float *xr = j->x + t * n, *gr = j->dy + t * n, *w = j->w;
 		double ss = 0, dot = 0;
 
 		for (size_t i = 0; i < n; i++) {
 			ss += (double)xr[i] * xr[i];
 			dot += (double)w[i] * gr[i] * xr[i];
 		}
-		double r = 1.0 / sqrt(ss / (double)n + eps), k = r * r * r * dot / (double)n;
+		double r = 1.0 / sqrt(ss / (double)n + j->eps), k = r * r * r * dot / (double)n;
 		for (size_t i = 0; i < n; i++)
-			dx[t * n + i] += (float)(r * w[i] * gr[i] - xr[i] * k);
+			j->dx[t * n + i] += (float)(r * w[i] * gr[i] - xr[i] * k);
 	}
+}
+
+void bk_rmsnorm_back(const float *x, const float *w, const float *dy, float *dx, size_t T,
+		     size_t n, double eps)
+{
+	bk_norm_job j = { x, w, dy, dx, n, eps };
+
+	nv_par_range(T, fw_threads(), n ? (BK_PAR_GRAIN + n - 1) / n : 1, norm_back_rows, &j);
 }
 
 /* dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale of a block's rows, in place in dp (P is 0 where masked) */
@@ -390,6 +409,25 @@ static void qk_norm_back(const fw_model *m, const fw_layer *ly, bk_cache *c, siz
 	bk_rmsnorm_back(c->kr, ly->k_norm, c->dout, c->dk, T * m->nkv, m->hd, m->a.rms_eps);
 }
 
+typedef struct {
+	int act;
+	bk_cache *c;
+} bk_act_job;
+
+/* dg = dm ⊙ u ⊙ act'(g), du = dm ⊙ act(g) over elements lo..hi */
+static void act_back(void *ctx, size_t lo, size_t hi)
+{
+	const bk_act_job *j = ctx;
+	bk_cache *c = j->c;
+
+	for (size_t i = lo; i < hi; i++) {
+		float g = c->g[i];
+
+		c->dg[i] = c->dm[i] * c->u[i] * fw_act_grad(j->act, g);
+		c->du[i] = c->dm[i] * fw_act(j->act, g);
+	}
+}
+
 /* the MLP's part: dWd, dWg, dWu, and dx1 = dy + the FFN norm's share */
 static void mlp_back(const fw_model *m, const fw_layer *ly, const bk_factor *const *fac,
 		     bk_cache *c, const float *dy, float *dw[FW_NMAT])
@@ -397,12 +435,7 @@ static void mlp_back(const fw_model *m, const fw_layer *ly, const bk_factor *con
 	size_t T = c->T, d = m->d, ff = m->ff;
 
 	proj_back(c, fac, FW_DOWN, ly->w[FW_DOWN], dw[FW_DOWN], c->m, dy, T, d, ff, c->dm, 0.0f);
-	for (size_t i = 0; i < T * ff; i++) {
-		float g = c->g[i];
-
-		c->dg[i] = c->dm[i] * c->u[i] * fw_act_grad(m->a.act, g);
-		c->du[i] = c->dm[i] * fw_act(m->a.act, g);
-	}
+	nv_par_range(T * ff, fw_threads(), BK_PAR_GRAIN, act_back, &(bk_act_job){ m->a.act, c });
 	proj_back(c, fac, FW_GATE, ly->w[FW_GATE], dw[FW_GATE], c->f, c->dg, T, ff, d, c->df, 0.0f);
 	proj_back(c, fac, FW_UP, ly->w[FW_UP], dw[FW_UP], c->f, c->du, T, ff, d, c->df, 1.0f);
 	memcpy(c->dx1, dy, T * d * sizeof(float));

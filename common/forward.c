@@ -464,18 +464,59 @@ static void matmul(fw_scratch *s, const float *X, const float *W, float *Y, size
 	s->flops += 2.0 * (double)T * (double)out * (double)in;
 }
 
-void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps)
+/* elements of a part below which a loop stays on the calling thread */
+#define FW_PAR_GRAIN 65536
+
+typedef struct {
+	const float *x, *w;
+	float *y;
+	size_t n;
+	double eps;
+} fw_norm_job;
+
+static void norm_rows(void *ctx, size_t lo, size_t hi)
 {
-	for (size_t t = 0; t < T; t++) {
-		const float *xr = x + t * n;
+	const fw_norm_job *j = ctx;
+	size_t n = j->n;
+
+	for (size_t t = lo; t < hi; t++) {
+		const float *xr = j->x + t * n;
 		double ss = 0;
 
 		for (size_t i = 0; i < n; i++)
 			ss += (double)xr[i] * xr[i];
-		float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+		float r = (float)(1.0 / sqrt(ss / (double)n + j->eps));
 		for (size_t i = 0; i < n; i++)
-			y[t * n + i] = w ? xr[i] * r * w[i] : xr[i] * r;
+			j->y[t * n + i] = j->w ? xr[i] * r * j->w[i] : xr[i] * r;
 	}
+}
+
+void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps)
+{
+	fw_norm_job j = { x, w, y, n, eps };
+
+	nv_par_range(T, fw_threads(), n ? (FW_PAR_GRAIN + n - 1) / n : 1, norm_rows, &j);
+}
+
+typedef struct {
+	int act;
+	const float *g, *u;
+	float *y;
+} fw_act_job;
+
+static void act_part(void *ctx, size_t lo, size_t hi)
+{
+	const fw_act_job *j = ctx;
+
+	for (size_t i = lo; i < hi; i++)
+		j->y[i] = fw_act(j->act, j->g[i]) * j->u[i];
+}
+
+void fw_act_mul(int act, const float *g, const float *u, float *y, size_t n)
+{
+	fw_act_job j = { act, g, u, y };
+
+	nv_par_range(n, fw_threads(), FW_PAR_GRAIN, act_part, &j);
 }
 
 static void add_bias(float *y, const float *b, size_t T, size_t n)
@@ -675,8 +716,7 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 	add_bias(s->g, ly->bias[FW_GATE], T, ff);
 	add_bias(s->u, ly->bias[FW_UP], T, ff);
 	/* act(g)·u into g: the input of down_proj */
-	for (size_t i = 0; i < T * ff; i++)
-		s->g[i] = fw_act(m->a.act, s->g[i]) * s->u[i];
+	fw_act_mul(m->a.act, s->g, s->u, s->g, T * ff);
 	matmul(s, s->g, ly->w[FW_DOWN], s->u, T, d, ff);
 	add_bias(s->u, ly->bias[FW_DOWN], T, d);
 	add_into(x, s->u, T * d);

@@ -176,8 +176,11 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 /* logits (T × vocab) of the final states x (T × d); x is left unchanged */
 int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logits);
 
-/* y (T × n) = x / sqrt(mean(x²) + eps) · w, or with unit weights when w is NULL */
+/* y (T × n) = x / sqrt(mean(x²) + eps) · w, or with unit weights when w is NULL; rows on fw_threads() threads */
 void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps);
+
+/* y = act(g) ⊙ u over n elements (y may be g), on fw_threads() threads */
+void fw_act_mul(int act, const float *g, const float *u, float *y, size_t n);
 
 /*
  * rotate-half RoPE on the heads of y (T × nh·hd): in each head, the pair

@@ -38,3 +38,29 @@ void nv_par(void *jobs, size_t n, size_t size, void (*fn)(void *))
 			fn(base + t * size); /* no thread to be had: that job here */
 	}
 }
+
+typedef struct {
+	void (*fn)(void *ctx, size_t lo, size_t hi);
+	void *ctx;
+	size_t lo, hi;
+} par_part;
+
+static void par_part_run(void *arg)
+{
+	const par_part *p = arg;
+
+	p->fn(p->ctx, p->lo, p->hi);
+}
+
+void nv_par_range(size_t n, size_t nt, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi),
+		  void *ctx)
+{
+	par_part part[NV_PAR_MAX];
+
+	grain = grain ? grain : 1;
+	nt = nt > n / grain ? n / grain : nt;
+	nt = nt < 1 ? 1 : nt > NV_PAR_MAX ? NV_PAR_MAX : nt;
+	for (size_t t = 0; t < nt; t++)
+		part[t] = (par_part){ fn, ctx, n * t / nt, n * (t + 1) / nt };
+	nv_par(part, nt, sizeof part[0], par_part_run);
+}

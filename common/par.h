@@ -16,4 +16,13 @@
 
 void nv_par(void *jobs, size_t n, size_t size, void (*fn)(void *));
 
+/*
+ * fn(ctx, lo, hi) over [0, n) in up to nt contiguous parts of at least
+ * grain each (one part on the calling thread when n < 2·grain): for loops
+ * whose iterations are independent, so that the result does not depend on
+ * the parts
+ */
+void nv_par_range(size_t n, size_t nt, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi),
+		  void *ctx);
+
 #endif

@@ -251,38 +251,26 @@ double bk_flops(const fw_model *m, const bk_factor *const *fac, size_t T)
  * dx (T × n) += rmsnorm's transpose at x with weight w applied to dy:
  * dx_i += r·w_i·dy_i − x_i·r³/n·Σ_j w_j dy_j x_j,  r = (mean(x²) + eps)^−½
  */
-typedef struct {
-	const float *x, *w, *dy;
-	float *dx;
-	size_t n;
-	double eps;
-} bk_norm_job;
-
-static void norm_back_rows(void *ctx, size_t lo, size_t hi)
+static void norm_back_row(const fw_rowjob *j, size_t t)
 {
-	const bk_norm_job *j = ctx;
 	size_t n = j->n;
+	const float *xr = j->x + t * n, *gr = j->dy + t * n, *w = j->w;
+	double ss = 0, dot = 0;
 
-	for (size_t t = lo; t < hi; t++) {
-		const float *xr = j->x + t * n, *gr = j->dy + t * n, *w = j->w;
-		double ss = 0, dot = 0;
-
-		for (size_t i = 0; i < n; i++) {
-			ss += (double)xr[i] * xr[i];
-			dot += (double)w[i] * gr[i] * xr[i];
-		}
-		double r = 1.0 / sqrt(ss / (double)n + j->eps), k = r * r * r * dot / (double)n;
-		for (size_t i = 0; i < n; i++)
-			j->dx[t * n + i] += (float)(r * w[i] * gr[i] - xr[i] * k);
+	for (size_t i = 0; i < n; i++) {
+		ss += (double)xr[i] * xr[i];
+		dot += (double)w[i] * gr[i] * xr[i];
 	}
+	double r = 1.0 / sqrt(ss / (double)n + j->eps), k = r * r * r * dot / (double)n;
+	for (size_t i = 0; i < n; i++)
+		j->y[t * n + i] += (float)(r * w[i] * gr[i] - xr[i] * k);
 }
 
 void bk_rmsnorm_back(const float *x, const float *w, const float *dy, float *dx, size_t T,
 		     size_t n, double eps)
 {
-	bk_norm_job j = { x, w, dy, dx, n, eps };
-
-	nv_par_range(T, fw_threads(), n ? (BK_PAR_GRAIN + n - 1) / n : 1, norm_back_rows, &j);
+	fw_each_row(&(fw_rowjob){ .row = norm_back_row, .x = x, .w = w, .dy = dy, .y = dx, .n = n,
+			      .eps = eps }, T);
 }
 
 /* dS = P ⊙ (dP − rowsum(dP ⊙ P)) · scale of a block's rows, in place in dp (P is 0 where masked) */

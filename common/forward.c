@@ -467,35 +467,35 @@ static void matmul(fw_scratch *s, const float *X, const float *W, float *Y, size
 /* elements of a part below which a loop stays on the calling thread */
 #define FW_PAR_GRAIN 65536
 
-typedef struct {
-	const float *x, *w;
-	float *y;
-	size_t n;
-	double eps;
-} fw_norm_job;
-
-static void norm_rows(void *ctx, size_t lo, size_t hi)
+static void rows_part(void *ctx, size_t lo, size_t hi)
 {
-	const fw_norm_job *j = ctx;
-	size_t n = j->n;
+	const fw_rowjob *j = ctx;
 
-	for (size_t t = lo; t < hi; t++) {
-		const float *xr = j->x + t * n;
-		double ss = 0;
+	for (size_t t = lo; t < hi; t++)
+		j->row(j, t);
+}
 
-		for (size_t i = 0; i < n; i++)
-			ss += (double)xr[i] * xr[i];
-		float r = (float)(1.0 / sqrt(ss / (double)n + j->eps));
-		for (size_t i = 0; i < n; i++)
-			j->y[t * n + i] = j->w ? xr[i] * r * j->w[i] : xr[i] * r;
-	}
+void fw_each_row(const fw_rowjob *j, size_t T)
+{
+	nv_par_range(T, fw_threads(), j->n ? (FW_PAR_GRAIN + j->n - 1) / j->n : 1, rows_part,
+		     (void *)j);
+}
+
+static void norm_row(const fw_rowjob *j, size_t t)
+{
+	const float *xr = j->x + t * j->n;
+	double ss = 0;
+
+	for (size_t i = 0; i < j->n; i++)
+		ss += (double)xr[i] * xr[i];
+	float r = (float)(1.0 / sqrt(ss / (double)j->n + j->eps));
+	for (size_t i = 0; i < j->n; i++)
+		j->y[t * j->n + i] = j->w ? xr[i] * r * j->w[i] : xr[i] * r;
 }
 
 void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps)
 {
-	fw_norm_job j = { x, w, y, n, eps };
-
-	nv_par_range(T, fw_threads(), n ? (FW_PAR_GRAIN + n - 1) / n : 1, norm_rows, &j);
+	fw_each_row(&(fw_rowjob){ .row = norm_row, .x = x, .w = w, .y = y, .n = n, .eps = eps }, T);
 }
 
 typedef struct {

@@ -176,7 +176,17 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 /* logits (T × vocab) of the final states x (T × d); x is left unchanged */
 int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logits);
 
-/* y (T × n) = x / sqrt(mean(x²) + eps) · w, or with unit weights when w is NULL; rows on fw_threads() threads */
+/* row(j, t) for each row t of T, rows of n elements, on fw_threads() threads */
+typedef struct fw_rowjob {
+	void (*row)(const struct fw_rowjob *j, size_t t);
+	const float *x, *w, *dy;
+	float *y;
+	size_t n;
+	double eps;
+} fw_rowjob;
+void fw_each_row(const fw_rowjob *j, size_t T);
+
+/* y (T × n) = x / sqrt(mean(x²) + eps) · w, or with unit weights when w is NULL (fw_each_row) */
 void fw_rmsnorm(const float *x, const float *w, float *y, size_t T, size_t n, double eps);
 
 /* y = act(g) ⊙ u over n elements (y may be g), on fw_threads() threads */

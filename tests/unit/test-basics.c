@@ -1,11 +1,54 @@
 /* test-basics.c - err, mem, parse (common/ basics) */
 #include "err.h"
 #include "mem.h"
+#include "par.h"
 #include "parse.h"
 #include "tap.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* nv_par_range's parts: each index's visits and the start of the part that visited it */
+typedef struct {
+	int *visits;
+	size_t *start, *end;
+} range_log;
+
+static void range_visit(void *ctx, size_t lo, size_t hi)
+{
+	range_log *g = ctx;
+
+	for (size_t i = lo; i < hi; i++) {
+		g->visits[i]++;
+		g->start[i] = lo;
+		g->end[i] = hi;
+	}
+}
+
+/* n indices in up to nt parts of at least grain: each visited once, parts contiguous */
+static void check_range(size_t n, size_t nt, size_t grain, size_t most)
+{
+	range_log g = { calloc(n + 1, sizeof(int)), calloc(n + 1, sizeof(size_t)),
+			calloc(n + 1, sizeof(size_t)) };
+	size_t parts = 0, shortest = n;
+	int once = 1;
+
+	nv_par_range(n, nt, grain, range_visit, &g);
+	for (size_t i = 0; i < n; i++) {
+		once &= g.visits[i] == 1 && g.start[i] <= i && i < g.end[i];
+		if (i == 0 || g.start[i] != g.start[i - 1]) {
+			once &= g.start[i] == i && (i == 0 || g.end[i - 1] == i);
+			parts++;
+			shortest = g.end[i] - g.start[i] < shortest ? g.end[i] - g.start[i] : shortest;
+		}
+	}
+	ok(once && parts <= most && (parts <= 1 || shortest >= grain),
+	   "nv_par_range(%zu, %zu threads, grain %zu): each index once, %zu contiguous parts of "
+	   "at least %zu", n, nt, grain, parts, shortest);
+	free(g.visits);
+	free(g.start);
+	free(g.end);
+}
 
 int main(void)
 {
@@ -13,6 +56,11 @@ int main(void)
 	size_t m, n;
 	long l;
 
+	check_range(1000, 4, 100, 4);
+	check_range(150, 4, 100, 1);            /* under two grains: one part */
+	check_range(0, 4, 100, 0);
+	check_range(100000, 1000, 1, NV_PAR_MAX); /* at most NV_PAR_MAX threads */
+	check_range(7, 3, 0, 3);                /* grain 0 reads as 1 */
 	ok(nv_parse_double("0.55", 0, 16, &d) == 0 && d == 0.55, "parse 0.55");
 	ok(nv_parse_double("0.55x", 0, 16, &d) < 0, "trailing bytes refused");
 	ok(nv_parse_double("", 0, 16, &d) < 0, "empty refused");

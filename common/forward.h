@@ -39,7 +39,9 @@
  * gelu or gelu's tanh form (hidden_act).  The head: logits =
  * rmsnorm(x)·w_final·Eᵀ (E = lm_head or the tied embeddings).
  * Activations are f32; every product of a window goes through nv_sgemm
- * (fixed tiles: the same bits at any thread count).  A layer's
+ * (fixed tiles: the same bits at any thread count), and the attention's
+ * blocks, the norms' rows and the activation's elements go to
+ * fw_threads() threads, each computed whole by one of them.  A layer's
  * weights are converted to f32 once (F16, BF16, BLR dequantized) by
  * fw_layer_load(); nothing else of the model is copied,
  * so memory beyond the mapping is one layer's weights, a block of head rows

@@ -7,7 +7,6 @@
 #include "par.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -293,22 +292,18 @@ typedef struct {
 	bk_cache *c;
 	size_t T, window;
 	float scale;
-	atomic_size_t next;
 } bk_att_job;
-
-typedef struct {
-	bk_att_job *j;
-	float *dp; /* FW_ATT_ROWS × T of this thread */
-} bk_att_thread;
 
 /*
  * head h's share, block by block as the forward made them: dq_h, and the
  * head's own dk_h, dv_h (T × hd at column h·hd of dkh, dvh)
  */
-static void att_back_head(const bk_att_job *j, float *dp, size_t h)
+static void att_back_head(void *ctx, size_t h, size_t thread)
 {
+	const bk_att_job *j = ctx;
 	const fw_model *m = j->m;
 	const bk_cache *c = j->c;
+	float *dp = c->s.s + thread * FW_ATT_ROWS * j->T; /* FW_ATT_ROWS × T of this thread */
 	size_t hd = m->hd, qd = m->qdim, kd = m->kvdim, T = j->T, g = h / (m->nh / m->nkv);
 	const float *dout = c->dout + h * hd, *q = c->q + h * hd;
 	const float *k = c->k + g * hd, *v = c->v + g * hd;
@@ -335,15 +330,6 @@ static void att_back_head(const bk_att_job *j, float *dp, size_t h)
 	}
 }
 
-static void att_back_run(void *arg)
-{
-	bk_att_thread *t = arg;
-	bk_att_job *j = t->j;
-
-	for (size_t h; (h = atomic_fetch_add(&j->next, 1)) < j->m->nh;)
-		att_back_head(j, t->dp, h);
-}
-
 /*
  * from do (T × qdim): dq (T × qdim), dk and dv (T × kvdim), RoPE undone on
  * dq and dk; the heads on up to the scratch's threads, a kv head's dk, dv
@@ -353,17 +339,11 @@ static void attend_back(const fw_model *m, bk_cache *c, size_t T, size_t window)
 {
 	bk_att_job j = { .m = m, .c = c, .T = T, .window = window,
 			 .scale = (float)(1.0 / sqrt((double)m->hd)) };
-	bk_att_thread th[NV_PAR_MAX];
 	size_t hd = m->hd, rep = m->nh / m->nkv, qd = m->qdim, kd = m->kvdim;
 	size_t nt = fw_threads();
 
-	atomic_init(&j.next, 0);
-	nt = nt > c->s.nthr ? c->s.nthr : nt;
-	nt = nt > m->nh ? m->nh : nt;
-	for (size_t t = 0; t < nt; t++)
-		th[t] = (bk_att_thread){ &j, c->s.s + t * FW_ATT_ROWS * T };
 	nv_serial();
-	nv_par(th, nt, sizeof th[0], att_back_run);
+	nv_par_items(m->nh, nt > c->s.nthr ? c->s.nthr : nt, att_back_head, &j);
 	nv_unserial();
 	for (size_t t = 0; t < T; t++)
 		for (size_t g = 0; g < m->nkv; g++)

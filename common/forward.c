@@ -8,7 +8,6 @@
 #include "par.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -555,15 +554,10 @@ typedef struct {
 	const fw_model *m;
 	const float *q, *k, *v;
 	float *o, *keep;
-	size_t T, window, nblk, nitems;
+	float *work;            /* FW_ATT_ROWS × T scores a thread */
+	size_t T, window, nblk;
 	float scale;
-	atomic_size_t next;     /* the next item to take, largest first */
 } fw_att_job;
-
-typedef struct {
-	fw_att_job *j;
-	float *buf;             /* FW_ATT_ROWS × T scores of this thread */
-} fw_att_thread;
 
 /*
  * row t of the block S (rows × n, row stride ld; columns c0..c0+n−1 of the
@@ -605,15 +599,16 @@ void fw_att_block(size_t T, size_t window, size_t b, size_t *r0, size_t *r1, siz
  * item it (row block b of head h, largest blocks first): the block's query
  * rows see the columns c0..r1−1 only, so S and S·v skip what the mask zeroes
  */
-static void att_item(const fw_att_job *j, float *buf, size_t it)
+static void att_item(void *ctx, size_t it, size_t thread)
 {
+	const fw_att_job *j = ctx;
 	const fw_model *m = j->m;
 	size_t b = j->nblk - 1 - it / m->nh, h = it % m->nh, g = h / (m->nh / m->nkv);
 	size_t r0, r1, c0, hd = m->hd, T = j->T;
 
 	fw_att_block(T, j->window, b, &r0, &r1, &c0);
 	size_t rows = r1 - r0, n = r1 - c0, ld = j->keep ? T : n;
-	float *S = j->keep ? j->keep + h * T * T + r0 * T + c0 : buf;
+	float *S = j->keep ? j->keep + h * T * T + r0 * T + c0 : j->work + thread * FW_ATT_ROWS * T;
 
 	/* S (rows × n) = q_h[r0:r1] · k_g[c0:r1]ᵀ · scale */
 	nv_sgemm(0, 1, rows, n, hd, j->scale, j->q + r0 * m->qdim + h * hd, m->qdim,
@@ -628,32 +623,16 @@ static void att_item(const fw_att_job *j, float *buf, size_t it)
 	}
 }
 
-static void att_run(void *arg)
-{
-	fw_att_thread *t = arg;
-	fw_att_job *j = t->j;
-
-	for (size_t it; (it = atomic_fetch_add(&j->next, 1)) < j->nitems;)
-		att_item(j, t->buf, it);
-}
-
 void fw_attend(const fw_model *m, const float *q, const float *k, const float *v, float *o,
 	       size_t T, size_t window, float *work, size_t nthr, float *keep)
 {
-	fw_att_job j = { .m = m, .q = q, .k = k, .v = v, .o = o, .keep = keep, .T = T,
-			 .window = window, .nblk = (T + FW_ATT_ROWS - 1) / FW_ATT_ROWS,
+	fw_att_job j = { .m = m, .q = q, .k = k, .v = v, .o = o, .keep = keep, .work = work,
+			 .T = T, .window = window, .nblk = (T + FW_ATT_ROWS - 1) / FW_ATT_ROWS,
 			 .scale = (float)(1.0 / sqrt((double)m->hd)) };
-	fw_att_thread th[NV_PAR_MAX];
 	size_t nt = fw_threads();
 
-	j.nitems = j.nblk * m->nh;
-	atomic_init(&j.next, 0);
-	nt = nt > nthr ? nthr : nt;
-	nt = nt > j.nitems ? j.nitems : nt;
-	for (size_t t = 0; t < nt; t++)
-		th[t] = (fw_att_thread){ &j, work ? work + t * FW_ATT_ROWS * T : NULL };
 	nv_serial();
-	nv_par(th, nt, sizeof th[0], att_run);
+	nv_par_items(j.nblk * m->nh, nt > nthr ? nthr : nt, att_item, &j);
 	nv_unserial();
 }
 
@@ -967,8 +946,6 @@ typedef struct {
 typedef struct {
 	const fw_runner *a, *b;
 	const uint32_t *tok;
-	size_t T;
-	atomic_size_t next;
 	fw_score *sc;
 } fw_score_job;
 
@@ -983,8 +960,12 @@ static int row_bad(const float *row, size_t n, float *value)
 	return 0;
 }
 
-static void score_position(const fw_score_job *j, size_t t, fw_score *o)
+static void score_position(void *ctx, size_t t, size_t thread)
 {
+	const fw_score_job *j = ctx;
+	fw_score *o = &j->sc[t];
+
+	(void)thread;
 	size_t V = j->a->m->vocab, am, bm;
 	const float *la = j->a->logits + t * V, *lb = j->b ? j->b->logits + t * V : NULL;
 
@@ -1005,14 +986,6 @@ static void score_position(const fw_score_job *j, size_t t, fw_score *o)
 	}
 }
 
-static void score_run(void *arg)
-{
-	fw_score_job *j = *(fw_score_job **)arg;
-
-	for (size_t t; (t = atomic_fetch_add(&j->next, 1)) < j->T;)
-		score_position(j, t, &j->sc[t]);
-}
-
 /*
  * the scores of one window: T = len − 1 positions predicting tok[1..len),
  * each position on any thread, summed in the positions' order (the same
@@ -1021,15 +994,9 @@ static void score_run(void *arg)
 static int score_window(const fw_runner *a, const fw_runner *b, const uint32_t *tok, size_t T,
 			fw_score *sc, fw_eval_result *r)
 {
-	fw_score_job j = { .a = a, .b = b, .tok = tok, .T = T, .sc = sc };
-	fw_score_job *jp[NV_PAR_MAX];
-	size_t nt = fw_threads();
+	fw_score_job j = { .a = a, .b = b, .tok = tok, .sc = sc };
 
-	atomic_init(&j.next, 0);
-	nt = nt > T ? (T ? T : 1) : nt;
-	for (size_t t = 0; t < nt; t++)
-		jp[t] = &j;
-	nv_par(jp, nt, sizeof jp[0], score_run);
+	nv_par_items(T, fw_threads(), score_position, &j);
 	for (size_t t = 0; t < T; t++) {
 		if (sc[t].bad) {
 			nv_seterr("the head makes a non-finite logit (%g): the model's weights are "

@@ -9,7 +9,6 @@
 #include "rng.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,31 +79,24 @@ static double row_kl(float *z, const float *zs, size_t V, int want_diff)
 
 typedef struct {
 	nc_scratch *s;
-	size_t c, V;
+	size_t V;
 	int diff;
-	atomic_size_t next;
 } kl_job;
 
-static void kl_run(void *arg)
+static void kl_row(void *ctx, size_t b, size_t thread)
 {
-	kl_job *j = *(kl_job **)arg;
+	const kl_job *j = ctx;
 
-	for (size_t b; (b = atomic_fetch_add(&j->next, 1)) < j->c;)
-		j->s->kl[b] = row_kl(j->s->z + b * j->V, j->s->zs + b * j->V, j->V, j->diff);
+	(void)thread;
+	j->s->kl[b] = row_kl(j->s->z + b * j->V, j->s->zs + b * j->V, j->V, j->diff);
 }
 
 /* each of c rows' KL into s->kl, the rows on OpenBLAS's count of our threads */
 static void rows_kl(nc_scratch *s, size_t c, size_t V, int diff)
 {
-	kl_job j = { .s = s, .c = c, .V = V, .diff = diff }, *jp[NV_PAR_MAX];
 	int nt = nv_get_threads();
-	size_t n = nt < 1 ? 1 : nt > NV_PAR_MAX ? NV_PAR_MAX : (size_t)nt;
 
-	atomic_init(&j.next, 0);
-	n = n > c ? (c ? c : 1) : n;
-	for (size_t t = 0; t < n; t++)
-		jp[t] = &j;
-	nv_par(jp, n, sizeof jp[0], kl_run);
+	nv_par_items(c, nt < 1 ? 1 : (size_t)nt, kl_row, &(kl_job){ s, V, diff });
 }
 
 /*

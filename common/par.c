@@ -2,6 +2,7 @@
 #include "par.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <pthread.h>
 
 typedef struct {
@@ -63,4 +64,34 @@ void nv_par_range(size_t n, size_t nt, size_t grain, void (*fn)(void *ctx, size_
 	for (size_t t = 0; t < nt; t++)
 		part[t] = (par_part){ fn, ctx, n * t / nt, n * (t + 1) / nt };
 	nv_par(part, nt, sizeof part[0], par_part_run);
+}
+
+typedef struct {
+	void (*fn)(void *ctx, size_t item, size_t thread);
+	void *ctx;
+	size_t n;
+	atomic_size_t *next;
+	size_t thread;
+} par_taker;
+
+static void par_take(void *arg)
+{
+	const par_taker *p = arg;
+
+	for (size_t it; (it = atomic_fetch_add(p->next, 1)) < p->n;)
+		p->fn(p->ctx, it, p->thread);
+}
+
+void nv_par_items(size_t n, size_t nt, void (*fn)(void *ctx, size_t item, size_t thread),
+		  void *ctx)
+{
+	par_taker tk[NV_PAR_MAX];
+	atomic_size_t next;
+
+	atomic_init(&next, 0);
+	nt = nt > n ? n : nt;
+	nt = nt < 1 ? 1 : nt > NV_PAR_MAX ? NV_PAR_MAX : nt;
+	for (size_t t = 0; t < nt; t++)
+		tk[t] = (par_taker){ fn, ctx, n, &next, t };
+	nv_par(tk, nt, sizeof tk[0], par_take);
 }

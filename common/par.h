@@ -25,4 +25,12 @@ void nv_par(void *jobs, size_t n, size_t size, void (*fn)(void *));
 void nv_par_range(size_t n, size_t nt, size_t grain, void (*fn)(void *ctx, size_t lo, size_t hi),
 		  void *ctx);
 
+/*
+ * fn(ctx, item, thread) for each item < n, taken in order from a shared
+ * counter by up to nt threads (thread: 0..nt−1, for a buffer of its own):
+ * for items whose results do not depend on which thread computed them
+ */
+void nv_par_items(size_t n, size_t nt, void (*fn)(void *ctx, size_t item, size_t thread),
+		  void *ctx);
+
 #endif

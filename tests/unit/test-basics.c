@@ -50,6 +50,38 @@ static void check_range(size_t n, size_t nt, size_t grain, size_t most)
 	free(g.end);
 }
 
+/* nv_par_items: each item's visits and the largest thread index seen */
+typedef struct {
+	int *visits;
+	size_t *thread;
+} items_log;
+
+static void item_visit(void *ctx, size_t item, size_t thread)
+{
+	items_log *g = ctx;
+
+	g->visits[item]++;
+	g->thread[item] = thread;
+}
+
+static void check_items(size_t n, size_t nt)
+{
+	items_log g = { calloc(n + 1, sizeof(int)), calloc(n + 1, sizeof(size_t)) };
+	size_t most = nt > n ? n : nt, top = 0;
+	int once = 1;
+
+	most = most < 1 ? 1 : most > NV_PAR_MAX ? NV_PAR_MAX : most;
+	nv_par_items(n, nt, item_visit, &g);
+	for (size_t i = 0; i < n; i++) {
+		once &= g.visits[i] == 1;
+		top = g.thread[i] > top ? g.thread[i] : top;
+	}
+	ok(once && top < most, "nv_par_items(%zu, %zu threads): each item once, thread index < %zu",
+	   n, nt, most);
+	free(g.visits);
+	free(g.thread);
+}
+
 int main(void)
 {
 	double d;
@@ -61,6 +93,10 @@ int main(void)
 	check_range(0, 4, 100, 0);
 	check_range(100000, 1000, 1, NV_PAR_MAX); /* at most NV_PAR_MAX threads */
 	check_range(7, 3, 0, 3);                /* grain 0 reads as 1 */
+	check_items(1000, 4);
+	check_items(3, 8);                      /* no more threads than items */
+	check_items(0, 4);
+	check_items(5000, 1000);                /* at most NV_PAR_MAX threads */
 	ok(nv_parse_double("0.55", 0, 16, &d) == 0 && d == 0.55, "parse 0.55");
 	ok(nv_parse_double("0.55x", 0, 16, &d) < 0, "trailing bytes refused");
 	ok(nv_parse_double("", 0, 16, &d) < 0, "empty refused");

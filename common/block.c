@@ -19,9 +19,6 @@ typedef struct {
 #define BK_FORWARD 14 /* a … y: the intermediates a backward reads */
 #define BK_ARRAYS 26
 
-/* elements of a part below which a loop stays on the calling thread */
-#define BK_PAR_GRAIN 65536
-
 static void bk_arrays(bk_cache *c, const fw_model *m, size_t tmax, bk_array b[BK_ARRAYS])
 {
 	size_t d = m->d, ff = m->ff, qd = m->qdim, kd = m->kvdim;
@@ -403,7 +400,7 @@ static void mlp_back(const fw_model *m, const fw_layer *ly, const bk_factor *con
 	size_t T = c->T, d = m->d, ff = m->ff;
 
 	proj_back(c, fac, FW_DOWN, ly->w[FW_DOWN], dw[FW_DOWN], c->m, dy, T, d, ff, c->dm, 0.0f);
-	nv_par_range(T * ff, fw_threads(), BK_PAR_GRAIN, act_back, &(bk_act_job){ m->a.act, c });
+	nv_par_range(T * ff, fw_threads(), FW_PAR_GRAIN, act_back, &(bk_act_job){ m->a.act, c });
 	proj_back(c, fac, FW_GATE, ly->w[FW_GATE], dw[FW_GATE], c->f, c->dg, T, ff, d, c->df, 0.0f);
 	proj_back(c, fac, FW_UP, ly->w[FW_UP], dw[FW_UP], c->f, c->du, T, ff, d, c->df, 1.0f);
 	memcpy(c->dx1, dy, T * d * sizeof(float));

@@ -463,9 +463,6 @@ static void matmul(fw_scratch *s, const float *X, const float *W, float *Y, size
 	s->flops += 2.0 * (double)T * (double)out * (double)in;
 }
 
-/* elements of a part below which a loop stays on the calling thread */
-#define FW_PAR_GRAIN 65536
-
 static void rows_part(void *ctx, size_t lo, size_t hi)
 {
 	const fw_rowjob *j = ctx;

@@ -142,6 +142,9 @@ int fw_scratch_init(fw_scratch *s, const fw_model *m, size_t tmax);
 /* the threads a scratch serves: OpenBLAS's count, 1..NV_PAR_MAX */
 size_t fw_threads(void);
 
+/* elements of a part below which a loop of the forward stays on the calling thread */
+#define FW_PAR_GRAIN 65536
+
 /*
  * The causal attention of q (T × qdim), k and v (T × kvdim) after RoPE into
  * o (T × qdim): for each head h with kv head g = h / (nh/nkv),

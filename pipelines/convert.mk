@@ -4,7 +4,8 @@
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
-#        [TRANSPORT=1|0] [TUNE=1|0] [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] [E2E_STEPS=120] \
+#        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=100] [TUNE_LR=0.005] \
+#        [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] [E2E_STEPS=120] \
 #        [E2E_TOKENS=IDS] -j N
 #
 # makes OUT/model.cmf and its report OUT/model.cmf.blr.txt.  Layer L is
@@ -37,7 +38,9 @@
 # encoded, tunes the scales of all its payloads together so that the block
 # on S_L follows the source block on S_L^src (blr-tune --layer: same signs
 # and bits, L/tuned/*.blr, its report in L/tune.txt); the tuned layer
-# advances the states and goes into the model.
+# advances the states and goes into the model.  TUNE_STEPS Adam steps at the
+# rate TUNE_LR (blr-tune --steps, --lr); values other than the defaults are
+# stamped.
 # CALIBRATE=1 ends with blr-tune --final-norm: the final RMSNorm weight
 # fitted to the source's logits on the calibration windows (OUT/applied.cmf
 # is the model before it, OUT/calibrate.txt its report line); switching it
@@ -87,6 +90,10 @@ TUNE       ?= $(if $(filter nvg,$(METHOD)),1,0)
 CALIBRATE  ?= $(if $(or $(TOKENS),$(TEXT)),1,0)
 E2E        ?= $(if $(filter nvg,$(METHOD)),1,0)
 E2E_FIT_TOKENS ?= $(shell echo $$(( 4 * $(FIT_TOKENS) )))
+TUNE_STEPS_DEFAULT := 100
+TUNE_LR_DEFAULT := 0.005
+TUNE_STEPS ?= $(TUNE_STEPS_DEFAULT)
+TUNE_LR    ?= $(TUNE_LR_DEFAULT)
 E2E_STEPS  ?= 120
 E2E_TOKENS ?=
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
@@ -127,6 +134,9 @@ endif
 ifeq ($(TUNE)$(METHOD),1dual-svid)
 $(error convert.mk: TUNE=1 is nvg's)
 endif
+ifeq ($(TUNE)$(if $(and $(filter $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)),$(filter $(TUNE_LR_DEFAULT),$(TUNE_LR))),,x),0x)
+$(error convert.mk: TUNE_STEPS and TUNE_LR are TUNE=1's)
+endif
 ifeq ($(if $(filter 2,$(REFINE)),,x)$(METHOD),xdual-svid)
 $(error convert.mk: REFINE is nvg's: dual-svid refines nothing)
 endif
@@ -155,8 +165,8 @@ CALIB := $(or $(TOKENS),$(TEXT))
 # the Grams are captured for nvg, and for dual-svid's SEL errors when there is data
 CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
 $(foreach v,MODEL PLAN CALIB E2E_TOKENS,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
-$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE E2E_FIT_TOKENS E2E_STEPS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
-$(foreach v,BPW RHO KV_FACTOR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
+$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE TUNE_STEPS E2E_FIT_TOKENS E2E_STEPS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
+$(foreach v,BPW RHO KV_FACTOR TUNE_LR,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
 # every value in the range its tool takes (tools/tool.h), checked before OUT is touched
 in_range = $(shell awk -v v='$(1)' 'BEGIN { exit !(v + 0 $(2) && v + 0 $(3)) }' && echo y)
 range = $(if $(call in_range,$($(1)),$(2),$(3)),,$(error convert.mk: $(1) '$($(1))' is not $(2) and $(3)))
@@ -165,6 +175,8 @@ $(call range,KV_FACTOR,> 0,< 16)
 $(call range,RHO,>= 0,<= 1e6)
 $(call range,THREADS,>= 1,<= 64)
 $(call range,REFINE,>= 1,<= 16)
+$(call range,TUNE_STEPS,>= 1,<= 1048576)
+$(call range,TUNE_LR,>= 1e-6,<= 1)
 $(call range,E2E_STEPS,>= 1,<= 1048576)
 $(call range,WINDOW,>= 2,<= 1048576)
 $(call range,FIT_TOKENS,>= 2,<= 1e15)
@@ -211,7 +223,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1)$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))
 STAMP := $(OUT)/params
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
@@ -391,7 +403,7 @@ $(OUT)/L$(1)/tune.txt: $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/s
 	@$(call say,'layer $(1)/$(NLAYERS): tune the block')
 	$(Q)mkdir -p $(OUT)/L$(1)/tuned
 	$(Q)args=`$(LIB) patch-args $(OUT) $(1)`; if [ -n "$$$$args" ]; then \
-		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
+		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) --steps $(TUNE_STEPS) --lr $(TUNE_LR) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
 	else echo "layer $(1): nothing encoded" >$$@.tmp; fi
 	$(Q)sed 's/^/convert: /' $$@.tmp >&2
 	$(Q)mv $$@.tmp $$@

@@ -12,6 +12,7 @@
 #include "clops.h"
 #include "err.h"
 #include "mem.h"
+#include "nvg.h"
 #include "pack.h"
 #include "prof.h"
 
@@ -423,7 +424,7 @@ static void nvg_path(tctx *t, cl_mem tm, size_t r, dpath *p)
 	if (!t->q->err)
 		for (size_t j = 0; j < t->n; j++)
 			wv[j] *= t->hc->sqd[j];
-	itq(t, &up, &vp, wu, wv, r, 50);
+	itq(t, &up, &vp, wu, wv, r, NV_ITQ_STEPS);
 	svid_path(t, up, vp, r, p);
 	nvcl_release(&up);
 	nvcl_release(&vp);

@@ -417,10 +417,16 @@ static int itq_inputs(const nv_mat *up, const nv_mat *vp, const double *wu, cons
 	return 0;
 }
 
-/* one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)) */
-static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *rot)
+/*
+ * one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)); *changed counts the
+ * entries of sgn(x·rot) that differ from the last step's, kept in prev
+ * (one byte per entry, 2 before the first step)
+ */
+static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *rot,
+		    unsigned char *prev, size_t *changed)
 {
 	nv_mat xr, mm, nr;
+	size_t ch = 0;
 	int rc;
 
 	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 0, rot, 0, &xr));
@@ -428,9 +434,15 @@ static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *ro
 		return -1;
 	for (size_t i = 0; i < xr.r; i++) {
 		double *row = nv_row(&xr, i);
-		for (size_t k = 0; k < xr.c; k++)
+		unsigned char *pv = prev + i * xr.c;
+		for (size_t k = 0; k < xr.c; k++) {
+			unsigned char b = row[k] >= 0.0;
+			ch += b != pv[k];
+			pv[k] = b;
 			row[k] = sgn(row[k]) * w2[i];
+		}
 	}
+	*changed = ch;
 	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 1, &xr, 0, &mm));
 	nv_mat_free(&xr);
 	if (rc < 0)
@@ -445,18 +457,29 @@ static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *ro
 }
 
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo)
+		    int iters, double tol, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used)
 {
 	nv_mat x = {0}, rot = {0};
-	double *w2 = nv_malloc(up->r + vp->r, sizeof(double));
-	int rc = -1;
+	size_t nn = up->r + vp->r, r = up->c, changed = 0;
+	double *w2 = nv_malloc(nn, sizeof(double));
+	unsigned char *prev = nv_malloc(nn, r);
+	int rc = -1, it = 0;
 
 	uo->d = vo->d = NULL;
-	if (!w2 || itq_inputs(up, vp, wu, wv, &x, w2) < 0 || nv_mat_eye(&rot, up->c) < 0)
+	if (!w2 || !prev || itq_inputs(up, vp, wu, wv, &x, w2) < 0 || nv_mat_eye(&rot, r) < 0)
 		goto out;
-	for (int it = 0; it < iters; it++)
-		if (itq_step(&x, w2, prof, &rot) < 0)
+	memset(prev, 2, nn * r);
+	/* a step whose signs are the last step's gives the last rotation again:
+	 * stopping there (tol 0) changes nothing; tol > 0 stops near that point */
+	while (it < iters) {
+		if (itq_step(&x, w2, prof, &rot, prev, &changed) < 0)
 			goto out;
+		if (++it > 1 && (double)changed <= tol * (double)(nn * r))
+			break;
+	}
+	nv_prof_add(prof, "itq.steps", 0.0, (uint64_t)it);
+	if (used)
+		*used = it;
 	PT(prof, "itq.gemm", rc = nv_gemm_new(up, 0, &rot, 0, uo);
 	   if (rc == 0) rc = nv_gemm_new(vp, 0, &rot, 0, vo));
 out:
@@ -465,6 +488,7 @@ out:
 		nv_mat_free(vo);
 	}
 	free(w2);
+	free(prev);
 	nv_mat_free(&x);
 	nv_mat_free(&rot);
 	return rc;

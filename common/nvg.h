@@ -12,7 +12,7 @@
  *
  * The NVG stages (the seed's nvg.rs), in the order nv_encode() runs them:
  *   nv_latents       whitened rank-r latents (metric L·Lᵀ, L = chol(hf))
- *   nv_itq_weighted  H-weighted ITQ gauge, 50 iterations, polar by SVD
+ *   nv_itq_weighted  H-weighted ITQ gauge, ≤ 50 iterations, polar by SVD
  *   nv_svid_path     signs + non-negative rank-1 magnitude fits (svid.h)
  *   nv_als           exact block least squares for ℓ, h, g (monotone)
  *   nv_flip_u        exact single-flip row search on S_U (monotone)
@@ -109,6 +109,7 @@ typedef struct {
 	int threads;         /* workers of the row-parallel stages (≥ 1) */
 	nv_lat_basis *wlat;  /* whitened basis of W, filled by the first init that needs it */
 	int g_pcg;           /* the ALS g step by preconditioned CG after a sweep's direct solve */
+	double itq_tol;      /* nv_itq_weighted's stop: the fraction of signs a step may change */
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
@@ -128,9 +129,13 @@ int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *p
 		    nv_mat *up, nv_mat *vp);
 void nv_lat_basis_free(nv_lat_basis *b);
 /* the orthogonal R bringing the row-normalised [up; vp]·R closest to the
- * hypercube with rows weighted by w²; returns up·R, vp·R */
+ * hypercube with rows weighted by w²; returns up·R, vp·R.  At most iters
+ * steps; from the second on, it stops after a step in which at most
+ * tol × (m+n)·r signs of [up; vp]·R changed (tol 0: only where the next step
+ * would give the same R, so the result is the one of iters steps).  *used
+ * (when not NULL) gets the steps taken. */
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		    int iters, nv_prof *prof, nv_mat *uo, nv_mat *vo);
+		    int iters, double tol, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used);
 /* exact block least squares: ℓ (joint over paths), h (per row, joint over
  * paths), g (per path), `sweeps` times; never raises the fit error.  With
  * c->g_pcg, a path's g step after its first in the call is solved by
@@ -171,6 +176,7 @@ typedef struct {
 	int paths;        /* 0 auto, 1, 2 */
 	int sweeps;       /* refinement sweeps of each candidate (nvg), 1 to NV_SWEEPS_MAX */
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
+	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: 50 steps) */
 	nv_method method;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
 	nv_prof *prof;    /* NULL: no profile */
@@ -179,6 +185,10 @@ typedef struct {
 /* the refinement sweeps of an encode unless told otherwise, and the most */
 #define NV_SWEEPS_DEFAULT 2
 #define NV_SWEEPS_MAX 16
+/* the ITQ gauge's steps, the most (nv_itq_weighted, the device's the same) */
+#define NV_ITQ_STEPS 50
+/* the CPU encoder's ITQ stop unless told otherwise (nv_enc_opts.itq_tol) */
+#define NV_ITQ_TOL_DEFAULT 0.0
 
 void nv_enc_opts_default(nv_enc_opts *o);
 

@@ -18,6 +18,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	o->kv = 1.0;
 	o->sweeps = NV_SWEEPS_DEFAULT;
 	o->g_pcg = 1;
+	o->itq_tol = NV_ITQ_TOL_DEFAULT;
 	o->threads = 1;
 }
 
@@ -176,6 +177,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 	    nv_tctx_init(&c, w, hc, o->prof, o->threads) < 0)
 		return -1;
 	c.g_pcg = o->g_pcg;
+	c.itq_tol = o->itq_tol;
 	t = nv_now();
 	if (nv_metric_init(&sel, w, hsel) < 0)
 		goto out;

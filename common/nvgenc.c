@@ -310,7 +310,7 @@ static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 		wu[i] = cblas_dnrm2((int)r, nv_row(&up, i), 1);
 	for (size_t j = 0; j < n; j++)
 		wv[j] = cblas_dnrm2((int)r, nv_row(&vp, j), 1) * c->hc->sqd[j];
-	if (nv_itq_weighted(&up, &vp, wu, wv, 50, c->prof, &uo, &vo) < 0)
+	if (nv_itq_weighted(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->prof, &uo, &vo, NULL) < 0)
 		goto out;
 	{
 		double t0 = nv_now();

@@ -157,6 +157,36 @@ test_expect_success '--g-solve: an unknown solver, dual-svid and the device are 
 	test_path_is_missing x.blr
 '
 
+# the ITQ stop: tol 0 is every step's answer; a tolerance takes fewer steps,
+# counted in the profile, and stays deterministic
+test_expect_success '--itq-tol: 0 the bytes of all 50 steps; above 0 fewer steps, the same bytes twice' '
+	enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; } &&
+	enc --itq-tol 0 --profile -o i0.blr >l0 2>err0 &&
+	cmp i0.blr gp.blr &&
+	enc --itq-tol 0.01 --profile -o i1.blr >l1 2>err1 &&
+	n0=$(sed -n "s/.*| itq.steps [0-9.]*s\/\([0-9]*\) .*/\1/p" err0) &&
+	n1=$(sed -n "s/.*| itq.steps [0-9.]*s\/\([0-9]*\) .*/\1/p" err1) &&
+	test "$n1" -lt "$n0" && test "$n0" -le $((50 * 3)) &&
+	OPENBLAS_NUM_THREADS=2 enc --itq-tol 0.01 -o i2.blr >/dev/null &&
+	cmp i1.blr i2.blr ||
+	{ cat err0 err1; false; }
+'
+
+test_expect_success '--itq-tol: out of range, dual-svid and a device above 0 are refused' '
+	for t in -0.1 0.6 x; do
+		test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \
+			--bpw 3 --itq-tol $t -o x.blr 2>err &&
+		test_grep "invalid --itq-tol" err || return 1
+	done &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--itq-tol 0 -o x.blr 2>err &&
+	test_grep "dual-svid has no ITQ" err &&
+	test_expect_code 2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
+		--itq-tol 0.01 --device opencl -o x.blr 2>err &&
+	test_grep "the CPU encoder.s: give --device cpu" err &&
+	test_path_is_missing x.blr
+'
+
 test_expect_success 'a small budget clips to the floor rank 8' '
 	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 0.01 --paths 2 -o f.blr >lf &&
 	test_grep "^pick P2 r8 " lf

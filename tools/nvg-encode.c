@@ -23,7 +23,7 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
-	"[--threads N] [--profile] [--target-raw M.raw]\n"
+	"[--itq-tol F] [--threads N] [--profile] [--target-raw M.raw]\n"
 	"[--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
@@ -46,6 +46,7 @@ typedef struct {
 	double kv_factor;
 	int paths, profile, have_rho, have_damp;
 	int g_pcg; /* --g-solve: -1 not given (pcg for nvg: the CPU encoder), 0 direct, 1 pcg */
+	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; a device's 0) */
 	long sweeps;
 	nv_method method;
 	long threads;
@@ -60,7 +61,7 @@ enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
-	O_REFINE, O_GSOLVE
+	O_REFINE, O_GSOLVE, O_ITQ_TOL
 };
 
 static const struct option longopts[] = {
@@ -71,6 +72,7 @@ static const struct option longopts[] = {
 	{"method", required_argument, NULL, O_METHOD},
 	{"refine", required_argument, NULL, O_REFINE},
 	{"g-solve", required_argument, NULL, O_GSOLVE},
+	{"itq-tol", required_argument, NULL, O_ITQ_TOL},
 	{"threads", required_argument, NULL, O_THREADS},
 	{"profile", no_argument, NULL, O_PROFILE}, {"rho", required_argument, NULL, O_RHO},
 	{"target-raw", required_argument, NULL, O_TARGET},
@@ -134,6 +136,10 @@ static int value_opt(int c, const char *a, opts *o)
 		}
 		nv_seterr("expected direct or pcg");
 		return tool_fail("invalid --g-solve", a), -1;
+	case O_ITQ_TOL:
+		if (nv_parse_double(a, 0.0, 0.5, &o->itq_tol) < 0)
+			return tool_fail("invalid --itq-tol", a), -1;
+		return 0;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
 			o->paths = a[0] == 'a' ? 0 : a[0] - '0';
@@ -261,6 +267,10 @@ static int check_usage(const opts *o)
 		return tool_usage_error("--g-solve is nvg's: dual-svid has no g step");
 	if (o->g_pcg == 1 && o->dev.mode != NVCL_CPU)
 		return tool_usage_error("--g-solve pcg is the CPU encoder's: give --device cpu");
+	if (o->method == NV_METHOD_DUAL_SVID && o->itq_tol >= 0)
+		return tool_usage_error("--itq-tol is nvg's: dual-svid has no ITQ");
+	if (o->itq_tol > 0 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--itq-tol above 0 is the CPU encoder's: give --device cpu");
 	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
 					"(--gauge-shuffle with them)");
@@ -279,6 +289,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->dev = (nvdev_opts){ NVCL_CPU, -1, -1, 1, 0 };
 	o->kv_factor = 1.0;
 	o->g_pcg = -1;
+	o->itq_tol = -1;
 	o->s.rho = 0.03;
 	o->s.cross_damp = 0.03;
 	opterr = 0;
@@ -311,6 +322,8 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->dev.profile = o->profile;
 	if (o->g_pcg < 0) /* the CPU encoder's default (a device solves directly) */
 		o->g_pcg = o->method == NV_METHOD_NVG;
+	if (o->itq_tol < 0) /* likewise (a device runs every ITQ step) */
+		o->itq_tol = o->dev.mode == NVCL_CPU ? NV_ITQ_TOL_DEFAULT : 0.0;
 	if (o->shape && nv_parse_shape(o->shape, &o->s.m, &o->s.n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	if (o->shape && (o->s.m < 8 || o->s.n < 8)) {
@@ -455,6 +468,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	if (o->sweeps)
 		eo.sweeps = (int)o->sweeps;
 	eo.g_pcg = o->g_pcg;
+	eo.itq_tol = o->itq_tol;
 	eo.method = o->method;
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;

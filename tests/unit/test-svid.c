@@ -105,7 +105,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 			wu[i] = 1 + rng_unif(&rng);
 		for (int j = 0; j < 64; j++)
 			wv[j] = 1 + rng_unif(&rng);
-		is_int(nv_itq_weighted(&up, &vp, wu, wv, 50, NULL, &uo, &vo), 0, "weighted ITQ");
+		is_int(nv_itq_weighted(&up, &vp, wu, wv, 50, 0.0, NULL, &uo, &vo, NULL), 0, "weighted ITQ");
 		nv_gemm_new(&up, 0, &vp, 1, &a);
 		nv_gemm_new(&uo, 0, &vo, 1, &b);
 		for (size_t i = 0; i < a.r * a.c; i++)
@@ -215,6 +215,76 @@ static void test_dual(const nv_mat *w, const nv_mat *h)
 	free(deq);
 }
 
+/* J(R) = Σ_i w_i² |x_i·R|₁ for x the row-normalised [up; vp], from uo = up·R, vo = vp·R */
+static double itq_objective(const nv_mat *up, const nv_mat *vp, const nv_mat *uo,
+			    const nv_mat *vo, const double *wu, const double *wv)
+{
+	double j = 0;
+
+	for (size_t i = 0; i < up->r + vp->r; i++) {
+		const nv_mat *a = i < up->r ? up : vp, *b = i < up->r ? uo : vo;
+		size_t row = i < up->r ? i : i - up->r;
+		double w = i < up->r ? wu[row] : wv[row], nrm = 0, l1 = 0;
+		for (size_t k = 0; k < a->c; k++) {
+			nrm += nv_row(a, row)[k] * nv_row(a, row)[k];
+			l1 += fabs(nv_row(b, row)[k]);
+		}
+		j += w * w * l1 / sqrt(nrm);
+	}
+	return j;
+}
+
+static int same_bits(const nv_mat *a, const nv_mat *b)
+{
+	return a->r == b->r && a->c == b->c && !memcmp(a->d, b->d, a->r * a->c * sizeof(double));
+}
+
+/*
+ * the ITQ stop: its objective never falls from step to step (each half-step
+ * maximises it), tol 0 stops only at a fixed point (the bits of every step
+ * run), tol > 0 stops no later, and a stopped run is the run of that many
+ * steps
+ */
+static void test_itq_stop(void)
+{
+	nv_mat up, vp, uo, vo, u2, v2;
+	double wu[40], wv[30], prev = 0;
+	int used0 = 0, used = 0, rise = 1;
+
+	nv_mat_zeros(&up, 40, 12);
+	nv_mat_zeros(&vp, 30, 12);
+	for (size_t i = 0; i < 40 * 12; i++)
+		up.d[i] = rng_normal(&rng);
+	for (size_t i = 0; i < 30 * 12; i++)
+		vp.d[i] = rng_normal(&rng);
+	for (int i = 0; i < 40; i++)
+		wu[i] = 1 + rng_unif(&rng);
+	for (int j = 0; j < 30; j++)
+		wv[j] = 1 + rng_unif(&rng);
+	for (int k = 1; k <= 12; k++) {
+		double jk;
+		nv_itq_weighted(&up, &vp, wu, wv, k, -1.0, NULL, &uo, &vo, &used);
+		jk = itq_objective(&up, &vp, &uo, &vo, wu, wv);
+		rise &= used == k && jk >= prev * (1 - 1e-12);
+		prev = jk;
+		nv_mat_free(&uo), nv_mat_free(&vo);
+	}
+	ok(rise, "the ITQ objective never falls over 12 steps (%.6g at the last)", prev);
+	nv_itq_weighted(&up, &vp, wu, wv, 50, -1.0, NULL, &uo, &vo, &used);
+	nv_itq_weighted(&up, &vp, wu, wv, 50, 0.0, NULL, &u2, &v2, &used0);
+	ok(used == 50 && used0 < 50, "tol < 0 runs all 50 steps, tol 0 stopped at a fixed point (%d)",
+	   used0);
+	ok(same_bits(&uo, &u2) && same_bits(&vo, &v2), "and they give the same bits");
+	nv_mat_free(&u2), nv_mat_free(&v2);
+	nv_itq_weighted(&up, &vp, wu, wv, 50, 0.005, NULL, &u2, &v2, &used);
+	ok(used >= 2 && used <= used0, "tol 0.005 stops no later (%d steps)", used);
+	nv_mat_free(&uo), nv_mat_free(&vo);
+	nv_itq_weighted(&up, &vp, wu, wv, used, -1.0, NULL, &uo, &vo, NULL);
+	ok(same_bits(&uo, &u2) && same_bits(&vo, &v2), "and gives the bits of %d steps run", used);
+	nv_mat_free(&uo), nv_mat_free(&vo), nv_mat_free(&u2), nv_mat_free(&v2);
+	nv_mat_free(&up), nv_mat_free(&vp);
+}
+
 int main(void)
 {
 	nv_mat w, h;
@@ -224,6 +294,7 @@ int main(void)
 	test_rank1();
 	test_latents(&w, &h);
 	test_path();
+	test_itq_stop();
 	test_dual(&w, &h);
 	nv_mat_free(&w);
 	nv_mat_free(&h);

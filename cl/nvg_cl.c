@@ -697,7 +697,7 @@ static void gptq_v(tctx *t, dmodel *md, size_t pi)
 
 /* discrete-knot refinement alternating with the exact metric; a step is kept
  * only when it lowers the fit error */
-static void refine(tctx *t, dmodel *md, int sweeps)
+static void refine(tctx *t, dmodel *md, int sweeps, int try_sweeps)
 {
 	double cur = fit_err(t, md);
 
@@ -710,7 +710,7 @@ static void refine(tctx *t, dmodel *md, int sweeps)
 					flip_u(t, &trial, pi);
 				else
 					gptq_v(t, &trial, pi);
-				als(t, &trial, 3);
+				als(t, &trial, try_sweeps);
 				double e = fit_err(t, &trial);
 				if (!t->q->err && e < cur) {
 					model_free(md);
@@ -853,14 +853,14 @@ static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 		st = t0(t);
 		e3 = rel_err(t, &cs[nc].md, t->hc->hsel, t->wsel);
 		t1(t, "select", st, 0);
-		refine(t, &cs[nc].md, job->sweeps);
+		refine(t, &cs[nc].md, job->sweeps, job->try_sweeps);
 		snprintf(notes, sizeof(notes), "init %.4f", e3);
 		nc++;
 	}
 	if (job->paths != 2 && !t->q->err) {
 		cs[nc].paths = 1;
 		build_init(t, r1, 1, &cs[nc].md);
-		refine(t, &cs[nc].md, job->sweeps);
+		refine(t, &cs[nc].md, job->sweeps, job->try_sweeps);
 		nc++;
 	}
 	for (size_t i = 0; i < nc && !t->q->err; i++) {

@@ -50,6 +50,7 @@ typedef struct {
 	double kv;        /* the kv multiplier (1 for most tensors) */
 	int paths;        /* 0: choose on SEL between P=2 and P=1, else 1 or 2 */
 	int sweeps;       /* refinement sweeps of each candidate */
+	int try_sweeps;   /* ALS sweeps of each refinement try */
 } nvcl_job;
 
 enum { NVCL_OK = 0, NVCL_REFUSED = 1, NVCL_FAILED = -1 };

@@ -120,7 +120,7 @@ static int device_all(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *
 		for (size_t x = 0; x < mn; x++)
 			wf[i][x] = (float)t[i].w->d[x];
 		jobs[i] = (nvcl_job){ t[i].name, wf[i], t[i].w->r, t[i].w->c, t[i].bpw, t[i].kv,
-				      eo->paths, eo->sweeps };
+				      eo->paths, eo->sweeps, eo->try_sweeps };
 	}
 	dh = nvcl_hctx_upload(&d->c, &in);
 	if (!dh)

@@ -250,6 +250,8 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 	c->hc = hc;
 	c->prof = prof;
 	c->threads = threads < 1 ? 1 : threads;
+	c->itq_tol = NV_ITQ_TOL_DEFAULT;
+	c->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
 	if (w->c != hc->n) {
 		nv_seterr("W has %zu columns but the context is %zu wide", w->c, hc->n);
 		return -1;

@@ -18,7 +18,7 @@
  *   nv_flip_u        exact single-flip row search on S_U (monotone)
  *   nv_gptq_v        column-sequential search on S_V, act order, Schur
  *                    feedback through Uc in 128-column lazy blocks
- *   nv_refine        flip_u/gptq_v + 3 ALS sweeps, kept only when the fit
+ *   nv_refine        flip_u/gptq_v + 3 ALS sweeps (try_sweeps), kept only when the fit
  *                    error drops (two sweeps over paths)
  *   selection        P=2 at its rank against P=1 at the same bits, on SEL
  *   nv_pack          rebalance, f16 rounding, refusal of unstorable scales
@@ -110,6 +110,7 @@ typedef struct {
 	nv_lat_basis *wlat;  /* whitened basis of W, filled by the first init that needs it */
 	int g_pcg;           /* the ALS g step by preconditioned CG after a sweep's direct solve */
 	double itq_tol;      /* nv_itq_weighted's stop: the fraction of signs a step may change */
+	int try_sweeps;      /* ALS sweeps after each refinement try's sign moves (nv_refine) */
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
@@ -177,6 +178,7 @@ typedef struct {
 	int sweeps;       /* refinement sweeps of each candidate (nvg), 1 to NV_SWEEPS_MAX */
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
 	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: 50 steps) */
+	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
 	nv_method method;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
 	nv_prof *prof;    /* NULL: no profile */
@@ -185,6 +187,9 @@ typedef struct {
 /* the refinement sweeps of an encode unless told otherwise, and the most */
 #define NV_SWEEPS_DEFAULT 2
 #define NV_SWEEPS_MAX 16
+/* the ALS sweeps of a refinement try unless told otherwise, and the most */
+#define NV_TRY_SWEEPS_DEFAULT 3
+#define NV_TRY_SWEEPS_MAX 8
 /* the ITQ gauge's steps, the most (nv_itq_weighted, the device's the same) */
 #define NV_ITQ_STEPS 50
 /* the CPU encoder's ITQ stop unless told otherwise (nv_enc_opts.itq_tol) */

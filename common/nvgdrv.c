@@ -19,6 +19,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	o->sweeps = NV_SWEEPS_DEFAULT;
 	o->g_pcg = 1;
 	o->itq_tol = NV_ITQ_TOL_DEFAULT;
+	o->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
 	o->threads = 1;
 }
 
@@ -178,6 +179,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 		return -1;
 	c.g_pcg = o->g_pcg;
 	c.itq_tol = o->itq_tol;
+	c.try_sweeps = o->try_sweeps;
 	t = nv_now();
 	if (nv_metric_init(&sel, w, hsel) < 0)
 		goto out;

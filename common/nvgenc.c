@@ -257,7 +257,7 @@ static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 				rc = kind == 0 ? nv_flip_u(&trial, c, pi, NULL)
 					       : nv_gptq_v(&trial, c, pi, NULL);
 				if (rc == 0)
-					rc = nv_als_pc(&trial, c, 3, pc);
+					rc = nv_als_pc(&trial, c, c->try_sweeps, pc);
 				if (rc == 0)
 					rc = fit_err(c, &trial, &e);
 				if (rc < 0) {

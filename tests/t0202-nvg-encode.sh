@@ -172,6 +172,28 @@ test_expect_success '--itq-tol: 0 the bytes of all 50 steps; above 0 fewer steps
 	{ cat err0 err1; false; }
 '
 
+# the ALS sweeps of each refinement try
+test_expect_success '--try-sweeps: 3 the default bytes; 1 fewer sweeps, deterministic' '
+	enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; } &&
+	enc --try-sweeps 3 --profile -o t3.blr >l3 2>err3 &&
+	cmp t3.blr gp.blr &&
+	enc --try-sweeps 1 --profile -o t1.blr >l1 2>err1 &&
+	a3=$(sed -n "s/.*| als.l [0-9.]*s\/\([0-9]*\) .*/\1/p" err3) &&
+	a1=$(sed -n "s/.*| als.l [0-9.]*s\/\([0-9]*\) .*/\1/p" err1) &&
+	test "$a1" -lt "$a3" &&
+	OPENBLAS_NUM_THREADS=2 enc --try-sweeps 1 -o t1b.blr >/dev/null &&
+	cmp t1.blr t1b.blr &&
+	for t in 0 9 x; do
+		test_expect_code 1 enc --try-sweeps $t -o x.blr 2>err &&
+		test_grep "invalid --try-sweeps" err || return 1
+	done &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--try-sweeps 1 -o x.blr 2>err &&
+	test_grep "dual-svid refines nothing" err &&
+	test_path_is_missing x.blr ||
+	{ cat err3 err1; false; }
+'
+
 test_expect_success '--itq-tol: out of range, dual-svid and a device above 0 are refused' '
 	for t in -0.1 0.6 x; do
 		test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \

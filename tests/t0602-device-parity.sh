@@ -41,6 +41,20 @@ for case in "s1 96x64 3" "s1 96x64 0.55" "s2 192x128 1" "s2 192x128 0.3"; do
 	"
 done
 
+test_expect_success 'parity with --try-sweeps 1: both encoders take it' '
+	nvg-encode -w s2/w.raw --shape 192x128 --hctx s2/fit.hctx --fit s2/fit.gram \
+		--sel s2/sel.gram --bpw 1 --try-sweeps 1 -o cpu.blr >cpu.line &&
+	nvg-encode -w s2/w.raw --shape 192x128 --hctx s2/fit.hctx --fit s2/fit.gram \
+		--sel s2/sel.gram --bpw 1 --try-sweeps 1 --device opencl --profile -o gpu.blr >gpu.line 2>err &&
+	test "$(pick_of cpu.line)" = "$(pick_of gpu.line)" &&
+	within $(sel_of gpu.line) $(sel_of cpu.line) 0.01 &&
+	nvg-encode -w s2/w.raw --shape 192x128 --hctx s2/fit.hctx --fit s2/fit.gram \
+		--sel s2/sel.gram --bpw 1 --device opencl --profile -o gpu3.blr >gpu3.line 2>err3 &&
+	test "$(sed -n "s/.*| als.l [0-9.]*s\/\([0-9]*\) .*/\1/p" err)" -lt \
+		"$(sed -n "s/.*| als.l [0-9.]*s\/\([0-9]*\) .*/\1/p" err3)" ||
+	{ cat cpu.line gpu.line err err3; false; }
+'
+
 test_expect_success 'the device payload is the same on every run' '
 	nvg-encode -w s2/w.raw --shape 192x128 --hctx s2/fit.hctx --fit s2/fit.gram \
 		--sel s2/sel.gram --bpw 1 --device opencl -o g1.blr >/dev/null &&

@@ -160,7 +160,7 @@ int main(void)
 		nvcl_close(&c);
 		return done_testing();
 	}
-	nvcl_job job = { "synth", wf[0], M, N, 3.0, 1.0, 0, NV_SWEEPS_DEFAULT };
+	nvcl_job job = { "synth", wf[0], M, N, 3.0, 1.0, 0, NV_SWEEPS_DEFAULT, NV_TRY_SWEEPS_DEFAULT };
 	ok(nvcl_encode(&c, hc, &job, 1, &r1) == 0 && r1.status == NVCL_OK, "the synthetic layer "
 	   "encodes: %s", r1.status == NVCL_OK ? r1.line : r1.err);
 	diag("profile: %s", r1.prof);
@@ -181,8 +181,9 @@ int main(void)
 		   memcmp(r2.bytes, r1.bytes, r1.len) == 0,
 	   "a second run gives the same bytes");
 
-	nvcl_job jobs[3] = { job, { "b", wf[1], M, N, 1.5, 1.0, 0, NV_SWEEPS_DEFAULT },
-			      { "c", wf[2], M, N, 3.0, 1.0, 2, NV_SWEEPS_DEFAULT } };
+	nvcl_job jobs[3] = {
+		job, { "b", wf[1], M, N, 1.5, 1.0, 0, NV_SWEEPS_DEFAULT, NV_TRY_SWEEPS_DEFAULT },
+		{ "c", wf[2], M, N, 3.0, 1.0, 2, NV_SWEEPS_DEFAULT, NV_TRY_SWEEPS_DEFAULT } };
 	nvcl_result one[3];
 	int same = 1;
 	for (int i = 1; i < 3; i++)

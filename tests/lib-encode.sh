@@ -10,6 +10,8 @@ field() { sed -En "s/(^|.* )$1 ([^ ]*).*/\2/p" "$2"; }
 close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 6e-5) }'; }
 # the SEL error ending a report line
 sel_of() { sed -n "s/.* sel \([0-9.]*\)$/\1/p" "$1"; }
+# prof_count STAGE FILE: the count of a --profile stage ("| STAGE 1.23s/COUNT")
+prof_count() { sed -n "s/.*| $1 [0-9.]*s\/\([0-9]*\) .*/\1/p" "$2"; }
 
 # fails STATUS PATTERN args...: the status, the message (one line, or the
 # usage hint after it for status 2), no out.blr

@@ -164,8 +164,7 @@ test_expect_success '--itq-tol: 0 the bytes of all 50 steps; above 0 fewer steps
 	enc --itq-tol 0 --profile -o i0.blr >l0 2>err0 &&
 	cmp i0.blr gp.blr &&
 	enc --itq-tol 0.01 --profile -o i1.blr >l1 2>err1 &&
-	n0=$(sed -n "s/.*| itq.steps [0-9.]*s\/\([0-9]*\) .*/\1/p" err0) &&
-	n1=$(sed -n "s/.*| itq.steps [0-9.]*s\/\([0-9]*\) .*/\1/p" err1) &&
+	n0=$(prof_count itq.steps err0) && n1=$(prof_count itq.steps err1) &&
 	test "$n1" -lt "$n0" && test "$n0" -le $((50 * 3)) &&
 	OPENBLAS_NUM_THREADS=2 enc --itq-tol 0.01 -o i2.blr >/dev/null &&
 	cmp i1.blr i2.blr ||
@@ -178,8 +177,7 @@ test_expect_success '--try-sweeps: 3 the default bytes; 1 fewer sweeps, determin
 	enc --try-sweeps 3 --profile -o t3.blr >l3 2>err3 &&
 	cmp t3.blr gp.blr &&
 	enc --try-sweeps 1 --profile -o t1.blr >l1 2>err1 &&
-	a3=$(sed -n "s/.*| als.l [0-9.]*s\/\([0-9]*\) .*/\1/p" err3) &&
-	a1=$(sed -n "s/.*| als.l [0-9.]*s\/\([0-9]*\) .*/\1/p" err1) &&
+	a3=$(prof_count als.l err3) && a1=$(prof_count als.l err1) &&
 	test "$a1" -lt "$a3" &&
 	OPENBLAS_NUM_THREADS=2 enc --try-sweeps 1 -o t1b.blr >/dev/null &&
 	cmp t1.blr t1b.blr &&

@@ -465,14 +465,15 @@ endif
 
 # ---- sweep: every tensor at every budget of SWEEP_BPW, on the conversion's Grams ----
 # The sweep brackets the budget, so that plan-alloc can reach BPW: budgets are
-# added to SWEEP_BPW (2 3 4 6 8 12 above, 1 0.7 0.5 0.3 0.2 0.15 0.1 0.07 0.05
-# below) until it reaches 1.5·BPW and BPW/1.5.
+# added to SWEEP_BPW (1.25 1.5 2 3 4 6 8 12 above, 1 0.7 0.5 0.3 0.2 0.15 0.1
+# 0.07 0.05 below) until it reaches 1.5·BPW and BPW/1.5 (to a part in 10⁵:
+# a list that spells them, rounded, is not widened).
 SWEEP_LIST := $(shell awk -v b='$(BPW)' -v l='$(SWEEP_BPW)' 'BEGIN { \
 	n = split(l, v, " "); lo = hi = v[1] + 0; \
 	for (i = 1; i <= n; i++) { lo = v[i] + 0 < lo ? v[i] + 0 : lo; hi = v[i] + 0 > hi ? v[i] + 0 : hi } \
-	split("2 3 4 6 8 12", up, " "); split("1 0.7 0.5 0.3 0.2 0.15 0.1 0.07 0.05", dn, " "); out = l; \
-	for (i = 1; i <= 6 && hi < 1.5 * b; i++) if (up[i] + 0 > hi) { out = out " " up[i]; hi = up[i] + 0 } \
-	for (i = 1; i <= 9 && lo > b / 1.5; i++) if (dn[i] + 0 < lo) { out = dn[i] " " out; lo = dn[i] + 0 } \
+	split("1.25 1.5 2 3 4 6 8 12", up, " "); split("1 0.7 0.5 0.3 0.2 0.15 0.1 0.07 0.05", dn, " "); out = l; \
+	for (i = 1; i <= 8 && hi < 1.5 * b * (1 - 1e-5); i++) if (up[i] + 0 > hi) { out = out " " up[i]; hi = up[i] + 0 } \
+	for (i = 1; i <= 9 && lo > b / 1.5 * (1 + 1e-5); i++) if (dn[i] + 0 < lo) { out = dn[i] " " out; lo = dn[i] + 0 } \
 	print out }')
 # (nvg: a sweep budget spelled as the tensor's own budget in the conversion is
 # that encoding, the same bytes, so its report is copied rather than encoded again)

@@ -97,6 +97,14 @@ test_expect_success 'the sweep brackets the budget: 1, 3 and 4 added around 2.5'
 	awk "NR > 1 { s[\$4] = 1 } END { exit !((1 in s) && (3 in s) && (4 in s) && (2.5 in s)) }" own/curves.txt
 '
 
+test_expect_success 'the bracket below 2 bpw: 1.5 (not 2) and 0.5 added around 1; b/1.5 and 1.5 b add nothing' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw1 BPW=1 SWEEP_BPW="0.7 1 1.25" sweep -j2 2>err &&
+	awk "NR > 1 { s[\$4] = 1 } END { n = 0; for (b in s) n++; exit !(n == 5 && (0.5 in s) && (0.7 in s) && (1 in s) && (1.25 in s) && (1.5 in s)) }" sw1/curves.txt &&
+	rm -r sw1/sweep sw1/curves.txt &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw1 BPW=1 SWEEP_BPW="0.666667 1 1.5" sweep -j2 2>err &&
+	awk "NR > 1 { s[\$4] = 1 } END { n = 0; for (b in s) n++; exit !(n == 3) }" sw1/curves.txt
+'
+
 test_expect_success 'a plan from plan-alloc is converted as allocated, within its budget' '
 	plan-alloc -q --bpw 2.5 -o sw.plan sw/curves.txt &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw2 BPW=2.5 PLAN=sw.plan -j2 2>err &&

@@ -27,7 +27,8 @@
 # short is started again from nothing, so that its times are whole).
 #
 # Environment: BENCH_MODEL (smollm2 | stories260K), BENCH_BPW, BENCH_STEPS,
-# BENCH_SWEEP (auto: 0.7 b, b and 1.25 b for budget b), BENCH_SWEEP_ON (a
+# BENCH_SWEEP (auto: b/1.5, b and 1.5 b for budget b: convert.mk's bracket,
+# so that the sweep adds no budget of its own), BENCH_SWEEP_ON (a
 # budget of BENCH_BPW: one sweep, on that conversion's Grams, for every
 # plan; by default each budget sweeps its own conversion), JOBS, FIT_TOKENS
 # (8192), SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
@@ -177,7 +178,7 @@ for b in $budgets; do
 	if [ "${BENCH_PLAN:-1}" = 1 ]; then
 		pts=$sweep
 		# the own budget spelled as convert.mk spells it (1.0 is 1), so that the sweep reuses it
-		[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", 0.7 * b, b, 1.25 * b }')
+		[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", b / 1.5, b, 1.5 * b }')
 		on=${BENCH_SWEEP_ON:-$b}
 		[ -f "$out/nvg-$on/model.cmf" ] || convert "$out/nvg-$on" nvg+tr+tune nvg "$on" "" $all >/dev/null
 		t0=$(date +%s.%N)

@@ -4,7 +4,7 @@
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
-#        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=100] [TUNE_LR=0.005] \
+#        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] \
 #        [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] [E2E_STEPS=120] \
 #        [E2E_TOKENS=IDS] -j N
 #
@@ -90,8 +90,8 @@ TUNE       ?= $(if $(filter nvg,$(METHOD)),1,0)
 CALIBRATE  ?= $(if $(or $(TOKENS),$(TEXT)),1,0)
 E2E        ?= $(if $(filter nvg,$(METHOD)),1,0)
 E2E_FIT_TOKENS ?= $(shell echo $$(( 4 * $(FIT_TOKENS) )))
-TUNE_STEPS_DEFAULT := 100
-TUNE_LR_DEFAULT := 0.005
+TUNE_STEPS_DEFAULT := 50
+TUNE_LR_DEFAULT := 0.02
 TUNE_STEPS ?= $(TUNE_STEPS_DEFAULT)
 TUNE_LR    ?= $(TUNE_LR_DEFAULT)
 E2E_STEPS  ?= 120

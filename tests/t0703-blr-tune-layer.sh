@@ -119,7 +119,7 @@ test_expect_success 'TUNE=1: a lost tuning is made again, to the same bytes' '
 	cmp tu/model.cmf tu1/model.cmf
 '
 
-test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when not the defaults' '
+test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when not the defaults (blr-tune'"'"'s own)' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=ts BPW=2 TUNE=1 TUNE_STEPS=7 TUNE_LR=0.03 -j2 2>err &&
 	test_grep "step [0-7] of 7 " ts/L1/tune.txt &&
 	test_grep " tune=1 tune_steps=7 tune_lr=0.03$" ts/params &&
@@ -128,6 +128,11 @@ test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when 
 	blr-tune --layer 1 -q -m s2.cmf $C --state ts/S1.state --src-state ts/src/S1.state \
 		$(patches 1 ts/L1) --steps 7 --lr 0.03 -o hand >rep.hand &&
 	for s in q k v o gate up down; do cmp hand/$s.blr ts/L1/tuned/$s.blr || return 1; done &&
+	mkdir dflt &&
+	blr-tune --layer 1 -q -m s2.cmf $C --state tu/S1.state --src-state tu/src/S1.state \
+		$(patches 1 tu/L1) -o dflt >rep.dflt &&
+	test_grep "step [0-9]* of 50 " rep.dflt &&
+	for s in q k v o gate up down; do cmp dflt/$s.blr tu/L1/tuned/$s.blr || return 1; done &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu BPW=2 TUNE=1 TUNE_STEPS=7 2>err &&
 	test_grep "holds another conversion" err &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE_STEPS=7 2>err &&

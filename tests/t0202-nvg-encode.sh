@@ -121,13 +121,15 @@ test_expect_success 'row gauge: encoded scaled, undone on the bytes' '
 	test_grep "row gauge \(shuffled\) over 12 blocks" err
 '
 
+# the synthetic 192x384 layer of the next tests, at 1 bpw
+enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; }
+
 # PCG for the g step (the default): the answer of the direct solve to
 # rounding (SEL within 0.5%, the bar of issue #12), its steps counted,
 # deterministic
 test_expect_success '--g-solve pcg, the default: the direct SEL error within 0.5%, the same bytes twice and at 2 threads' '
 	mkdir big &&
 	"$NVG_PY" "$REF/synth-layer.py" layer 192 384 2 big &&
-	enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; } &&
 	enc --g-solve direct --profile -o gd.blr >ld 2>errd &&
 	test_no_grep "als.g.pcg" errd &&
 	enc -o gp0.blr >/dev/null &&
@@ -160,7 +162,6 @@ test_expect_success '--g-solve: an unknown solver, dual-svid and the device are 
 # the ITQ stop: tol 0 is every step's answer; a tolerance takes fewer steps,
 # counted in the profile, and stays deterministic
 test_expect_success '--itq-tol: 0 the bytes of all 50 steps; above 0 fewer steps, the same bytes twice' '
-	enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; } &&
 	enc --itq-tol 0 --profile -o i0.blr >l0 2>err0 &&
 	cmp i0.blr gp.blr &&
 	enc --itq-tol 0.01 --profile -o i1.blr >l1 2>err1 &&
@@ -173,7 +174,6 @@ test_expect_success '--itq-tol: 0 the bytes of all 50 steps; above 0 fewer steps
 
 # the ALS sweeps of each refinement try
 test_expect_success '--try-sweeps: 3 the default bytes; 1 fewer sweeps, deterministic' '
-	enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; } &&
 	enc --try-sweeps 3 --profile -o t3.blr >l3 2>err3 &&
 	cmp t3.blr gp.blr &&
 	enc --try-sweeps 1 --profile -o t1.blr >l1 2>err1 &&

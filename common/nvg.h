@@ -177,7 +177,7 @@ typedef struct {
 	int paths;        /* 0 auto, 1, 2 */
 	int sweeps;       /* refinement sweeps of each candidate (nvg), 1 to NV_SWEEPS_MAX */
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
-	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: 50 steps) */
+	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: at a fixed point) */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
 	nv_method method;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */

@@ -50,14 +50,20 @@ typedef struct {
 	size_t *row0, *fit;   /* each window's first row; the FIT windows' indices */
 	size_t nfit;
 	const float *x, *ysrc;
+	const double *rw;     /* each row's weight, NULL: 1 */
 	const fw_window *w;
 	size_t nw;
 	double flops, last_norm; /* last_norm: of the last SEL measurement */
 	tn_result *r;
 } tn_run;
 
+static double row_weight(const tn_run *u, size_t row)
+{
+	return u->rw ? u->rw[row] : 1.0;
+}
+
 /*
- * Σ ‖y − y_src‖² over the windows of one part (sel 0 FIT, 1 SEL), per
+ * Σ ρ_t‖y − y_src‖² over the windows of one part (sel 0 FIT, 1 SEL), per
  * position; with norm, also √(Σ‖y‖² / Σ‖y_src‖²): whether the block's
  * outputs shrink against the source's
  */
@@ -74,10 +80,14 @@ static int part_loss(tn_run *u, int sel, double *out, double *norm)
 			continue;
 		if (bk_forward(u->m, &u->ly, NULL, &u->c, u->x + u->row0[i] * d, T) < 0)
 			return -1;
-		for (size_t k = 0; k < T * d; k++) {
-			sum += ((double)u->c.y[k] - ys[k]) * ((double)u->c.y[k] - ys[k]);
-			yy += (double)u->c.y[k] * u->c.y[k];
-			ss += (double)ys[k] * ys[k];
+		for (size_t t = 0; t < T; t++) {
+			double e = 0;
+			for (size_t k = t * d; k < (t + 1) * d; k++) {
+				e += ((double)u->c.y[k] - ys[k]) * ((double)u->c.y[k] - ys[k]);
+				yy += (double)u->c.y[k] * u->c.y[k];
+				ss += (double)ys[k] * ys[k];
+			}
+			sum += row_weight(u, u->row0[i] + t) * e;
 		}
 		count += T;
 	}
@@ -121,9 +131,12 @@ static int batch_grad(tn_run *u, const size_t *win, size_t nb)
 
 		if (bk_forward(u->m, &u->ly, fac, &u->c, u->x + u->row0[wi] * d, T) < 0)
 			return -1;
-		/* ∂/∂y of the batch's mean over positions of ‖y − y_src‖² */
-		for (size_t k = 0; k < T * d; k++)
-			u->dy[k] = (float)(2.0 * ((double)u->c.y[k] - ys[k]) / (double)count);
+		/* ∂/∂y of the batch's mean over positions of ρ_t‖y − y_src‖² */
+		for (size_t t = 0; t < T; t++) {
+			double f = 2.0 * row_weight(u, u->row0[wi] + t) / (double)count;
+			for (size_t k = t * d; k < (t + 1) * d; k++)
+				u->dy[k] = (float)(f * ((double)u->c.y[k] - ys[k]));
+		}
 		bk_backward(u->m, &u->ly, fac, &u->c, u->dy, dw, NULL);
 		u->flops += 3.0 * bk_flops(u->m, fac, T);
 	}
@@ -196,11 +209,41 @@ static void loop_kept(void *ctx)
 	u->r->norm_after = u->last_norm;
 }
 
-int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const float *x,
-	    const float *ysrc, const fw_window *w, size_t nw, const tn_opts *o, uint8_t **out,
-	    tn_result *r)
+int tn_row_weights(const float *ysrc, size_t rows, size_t d, tn_loss loss, double **w)
 {
-	tn_run u = { .m = m, .x = x, .ysrc = ysrc, .w = w, .nw = nw, .r = r };
+	double *v = nv_malloc(rows ? rows : 1, sizeof(double)), mean = 0;
+
+	if (!v)
+		return -1;
+	for (size_t r = 0; r < rows; r++) {
+		double ms = 0;
+
+		if (loss == TN_LOSS_MSE) {
+			v[r] = 1.0;
+			continue;
+		}
+		for (size_t k = 0; k < d; k++)
+			ms += (double)ysrc[r * d + k] * ysrc[r * d + k];
+		ms /= (double)d;
+		if (!(ms > 0) || !isfinite(ms)) {
+			nv_seterr("the source output at row %zu has mean square %g: no weight", r, ms);
+			free(v);
+			return -1;
+		}
+		v[r] = 1.0 / ms;
+		mean += v[r] / (double)rows;
+	}
+	for (size_t r = 0; r < rows && loss != TN_LOSS_MSE; r++)
+		v[r] /= mean;
+	*w = v;
+	return 0;
+}
+
+int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const float *x,
+	    const float *ysrc, const double *rw, const fw_window *w, size_t nw,
+	    const tn_opts *o, uint8_t **out, tn_result *r)
+{
+	tn_run u = { .m = m, .x = x, .ysrc = ysrc, .rw = rw, .w = w, .nw = nw, .r = r };
 	size_t tmax = fw_windows_tmax(w, nw), k = 0;
 	int rc = -1;
 

@@ -8,7 +8,7 @@
  * the scales as tparam.h says (every scale v = v_start·exp(s)), and Adam
  * steps on s over batches of FIT windows in a fixed-seed order, the loss
  * the mean over positions of
- * ‖block_q(x_q) − y_src‖².  Every eval_every steps and after the last, the
+ * ρ_t·‖block_q(x_q) − y_src‖², ρ_t the position's weight (tn_row_weights).  Every eval_every steps and after the last, the
  * scales are stored as f16 in payloads of the same bytes otherwise, and
  * those payloads' loss over the SEL windows chooses: the start counts as
  * step 0, so a tuned layer is never worse on SEL than the untuned one.
@@ -31,8 +31,23 @@ typedef struct {
 
 typedef tp_sched tn_opts;
 
+/*
+ * the loss's weight of a position: 1 (TN_LOSS_MSE), or the inverse of the
+ * source output's mean square there (TN_LOSS_NORMED), which is what the
+ * next RMSNorm passes on of an error, so that the few positions that carry
+ * a massive activation (SmolLM2: the first of every window from layer 12
+ * on, 180 times the median norm) do not decide the loss alone
+ */
+typedef enum { TN_LOSS_MSE, TN_LOSS_NORMED } tn_loss;
+
+/*
+ * *w (rows) fresh: each row's weight for loss, scaled to a mean of 1 over
+ * the rows; a source row of zero or non-finite mean square is an error
+ */
+int tn_row_weights(const float *ysrc, size_t rows, size_t d, tn_loss loss, double **w);
+
 typedef struct {
-	double fit_before, fit_after; /* mean ‖y − y_src‖² per position, FIT windows */
+	double fit_before, fit_after; /* mean ρ_t‖y − y_src‖² per position, FIT windows */
 	double sel_before, sel_after; /* the same on SEL (sel_after ≤ sel_before) */
 	double norm_before, norm_after; /* √(Σ‖y‖² / Σ‖y_src‖²) on SEL: < 1 when the outputs shrink */
 	size_t best_step;
@@ -43,11 +58,12 @@ typedef struct {
  * tune the payloads in[0..nin) of layer l of m: x (rows × d) the converted
  * stream's states entering the layer, ysrc (rows × d) the source block's
  * outputs on the source stream's states, windows w[0..nw) over those rows
- * (FIT windows first); out[i] gets fresh payload bytes for in[i]
+ * (FIT windows first), rw (rows) the positions' weights (tn_row_weights;
+ * NULL: all 1); out[i] gets fresh payload bytes for in[i]
  */
 int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const float *x,
-	    const float *ysrc, const fw_window *w, size_t nw, const tn_opts *o, uint8_t **out,
-	    tn_result *r);
+	    const float *ysrc, const double *rw, const fw_window *w, size_t nw,
+	    const tn_opts *o, uint8_t **out, tn_result *r);
 
 /*
  * the rows of the calibration windows entering layer l: from a state file

@@ -56,7 +56,7 @@ static const char synopsis[] =
 	"         [--state S_L --src-state S_L_src] --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
 	"         [--batch B] [--lr X] [--lr-decay none | cosine] [--eval-every K]\n"
-	"         [--seed N] -o dir [-q | -v]\n"
+	"         [--loss mse | normed] [--seed N] -o dir [-q | -v]\n"
 	"blr-tune --end-to-end -m model.cmf --base source.cmf\n"
 	"         (--tokens file | --text file) --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
@@ -74,6 +74,7 @@ typedef struct {
 	double lr;
 	int final_norm, has_layer, e2e, progress, has_batch, has_lr, has_steps, has_cache;
 	int decay; /* --lr-decay: -1 the mode's default, 0 none, 1 cosine */
+	int loss, has_loss; /* --loss: tn_loss */
 	const char **patch_name, **patch_file;
 	size_t patch_cap;
 } opts;
@@ -144,6 +145,12 @@ static int parse_opt(int c, opts *o)
 			return tool_usage_error("bad --lr-decay '%s': none or cosine", optarg);
 		o->decay = strcmp(optarg, "cosine") == 0;
 		return 0;
+	case 'W':
+		if (strcmp(optarg, "mse") && strcmp(optarg, "normed"))
+			return tool_usage_error("bad --loss '%s': mse or normed", optarg);
+		o->has_loss = 1;
+		o->loss = strcmp(optarg, "normed") == 0 ? TN_LOSS_NORMED : TN_LOSS_MSE;
+		return 0;
 	case 'x': o->state = optarg; return 0;
 	case 'X': o->src_state = optarg; return 0;
 	case 'p': return add_patch(o, optarg);
@@ -182,7 +189,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "seed", 1, 0, 's' }, { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
 		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
 		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { "cache-mib", 1, 0, 'C' },
-		{ "lr-decay", 1, 0, 'D' },
+		{ "lr-decay", 1, 0, 'D' }, { "loss", 1, 0, 'W' },
 		{ 0, 0, 0, 0 },
 	};
 	int c, rc;
@@ -199,6 +206,8 @@ static int parse_args(int argc, char **argv, opts *o)
 		return tool_usage_error("give one of --tokens and --text");
 	if (o->has_cache && !o->e2e)
 		return tool_usage_error("--cache-mib is for --end-to-end");
+	if (o->has_loss && !o->has_layer)
+		return tool_usage_error("--loss is for --layer");
 	if (o->has_layer)
 		return check_layer(o);
 	if (!o->model || !o->base || !o->out)
@@ -382,9 +391,10 @@ out:
 /* the tuned layer's data: both streams' rows, the source block's outputs */
 typedef struct {
 	float *xq, *xs, *ys;
+	double *rw; /* each row's weight in the loss (tn_row_weights) */
 	fw_window *w;
 	size_t nw, rows;
-	double energy[2]; /* E‖y_src − x_src‖² per position, FIT and SEL */
+	double energy[2]; /* E ρ_t‖y_src − x_src‖² per position, FIT and SEL */
 } layer_data;
 
 static void layer_data_free(layer_data *ld)
@@ -392,6 +402,7 @@ static void layer_data_free(layer_data *ld)
 	free(ld->xq);
 	free(ld->xs);
 	free(ld->ys);
+	free(ld->rw);
 	free(ld->w);
 }
 
@@ -414,13 +425,18 @@ static int layer_prepare(const opts *o, const fw_model *m, const uint32_t *ids, 
 	if (!(ld->ys = nv_malloc(ld->rows, d * sizeof(float))) ||
 	    tn_block_out(m, l, ld->xs, ld->w, ld->nw, ld->ys) < 0)
 		return tool_fail("cannot run the source block of", o->model);
+	if (tn_row_weights(ld->ys, ld->rows, d, (tn_loss)o->loss, &ld->rw) < 0)
+		return tool_fail("cannot weigh the loss of layer", o->patch_file[0]);
 	for (size_t i = 0, r = 0; i < ld->nw; i++)
 		for (size_t t = 0; t < ld->w[i].len - 1; t++, r++) {
+			double e2 = 0;
+
 			for (size_t k = 0; k < d; k++) {
 				double e = (double)ld->ys[r * d + k] - ld->xs[r * d + k];
 
-				ld->energy[ld->w[i].sel] += e * e;
+				e2 += e * e;
 			}
+			ld->energy[ld->w[i].sel] += ld->rw[r] * e2;
 			cnt[ld->w[i].sel]++;
 		}
 	for (int p = 0; p < 2; p++)
@@ -474,8 +490,8 @@ static int layer_tune(const opts *o, const fw_model *m, const layer_data *ld, tn
 	double t0 = tool_now(), secs;
 	int rc;
 
-	if (tn_tune(m, (int)o->layer, in, o->npatch, ld->xq, ld->ys, ld->w, ld->nw, &to, out,
-		    &r) < 0)
+	if (tn_tune(m, (int)o->layer, in, o->npatch, ld->xq, ld->ys, ld->rw, ld->w, ld->nw, &to,
+		    out, &r) < 0)
 		return tool_fail("cannot tune layer", o->patch_file[0]);
 	secs = tool_now() - t0;
 	printf("layer %ld: loss fit %.6f -> %.6f sel %.6f -> %.6f | step %zu of %zu | %.1f s "

@@ -16,6 +16,7 @@
 #include "linalg.h"
 #include "tap.h"
 #include "tinymodel.h"
+#include "tune.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -504,10 +505,61 @@ static void variant(const cmf_arch *a, tap_rng *r)
 	free_ref(&rw);
 }
 
+/*
+ * the loss's position weights: all 1 for mse; for normed the inverse of each
+ * source row's mean square, scaled to a mean of 1 (so a row eight times
+ * another gets a 64th of its weight); a row of zero or NaN refused
+ */
+static void check_row_weights(tap_rng *r)
+{
+	enum { ROWS = 9, W = 6 };
+	float y[ROWS * W];
+	double *w = NULL, mean = 0, dev = 0, ms0 = 0;
+	int rc;
+
+	for (size_t i = 0; i < ROWS * W; i++)
+		y[i] = (float)rng_normal(r);
+	for (size_t k = 0; k < W; k++)
+		y[4 * W + k] = 8.0f * y[3 * W + k]; /* row 4: eight times row 3, exactly */
+	ok(tn_row_weights(y, ROWS, W, TN_LOSS_MSE, &w) == 0, "mse: row weights");
+	for (size_t i = 0; i < ROWS; i++)
+		dev = fmax(dev, fabs(w[i] - 1.0));
+	ok(dev == 0.0, "mse: every weight exactly 1");
+	free(w);
+	ok(tn_row_weights(y, ROWS, W, TN_LOSS_NORMED, &w) == 0, "normed: row weights");
+	dev = 0;
+	for (size_t i = 0; i < ROWS; i++) {
+		double ms = 0;
+
+		for (size_t k = 0; k < W; k++)
+			ms += (double)y[i * W + k] * y[i * W + k] / W;
+		if (i == 0)
+			ms0 = ms * w[0];
+		dev = fmax(dev, fabs(ms * w[i] - ms0) / ms0);
+		mean += w[i] / ROWS;
+	}
+	/* f64 sums of 6 and 9 terms: parts in 1e15; 1e-12 leaves room */
+	ok(dev <= 1e-12, "normed: weight × mean square the same on every row (%.2g)", dev);
+	ok(fabs(mean - 1.0) <= 1e-12, "normed: mean weight 1 (%.17g)", mean);
+	ok(fabs(w[4] * 64.0 / w[3] - 1.0) <= 1e-12, "normed: a row eight times another, 1/64 its weight");
+	free(w);
+	w = NULL;
+	memset(y + 2 * W, 0, W * sizeof(float));
+	rc = tn_row_weights(y, ROWS, W, TN_LOSS_NORMED, &w);
+	ok(rc < 0 && !w && strstr(nv_err(), "row 2"), "normed: a zero row refused: %s", nv_err());
+	ok(tn_row_weights(y, ROWS, W, TN_LOSS_MSE, &w) == 0, "mse: a zero row has weight 1");
+	free(w);
+	w = NULL;
+	y[2 * W] = NAN;
+	rc = tn_row_weights(y, ROWS, W, TN_LOSS_NORMED, &w);
+	ok(rc < 0 && !w, "normed: a NaN row refused: %s", nv_err());
+}
+
 int main(void)
 {
-	tap_rng r = { 7 };
+	tap_rng r = { 7 }, rw = { 11 };
 
+	check_row_weights(&rw);
 	variant(&tiny, &r);
 	variant(&full, &r);
 	variant(&l3, &r);

@@ -4,7 +4,7 @@
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
-#        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] [TUNE_LOSS=mse|normed] \
+#        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] [TUNE_LOSS=normed|mse] \
 #        [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] [E2E_STEPS=120] \
 #        [E2E_TOKENS=IDS] -j N
 #
@@ -94,7 +94,7 @@ TUNE_STEPS_DEFAULT := 50
 TUNE_LR_DEFAULT := 0.02
 TUNE_STEPS ?= $(TUNE_STEPS_DEFAULT)
 TUNE_LR    ?= $(TUNE_LR_DEFAULT)
-TUNE_LOSS_DEFAULT := mse
+TUNE_LOSS_DEFAULT := normed
 TUNE_LOSS  ?= $(TUNE_LOSS_DEFAULT)
 E2E_STEPS  ?= 120
 E2E_TOKENS ?=

@@ -65,7 +65,7 @@ static const char synopsis[] =
 	"         [--state S_L --src-state S_L_src] --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
 	"         [--batch B] [--lr X] [--lr-decay none | cosine] [--eval-every K]\n"
-	"         [--loss mse | normed] [--seed N] -o dir [-q | -v]\n"
+	"         [--loss normed | mse] [--seed N] -o dir [-q | -v]\n"
 	"blr-tune --end-to-end -m model.cmf --base source.cmf\n"
 	"         (--tokens file | --text file) --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"

@@ -215,13 +215,11 @@ int tn_row_weights(const float *ysrc, size_t rows, size_t d, tn_loss loss, doubl
 
 	if (!v)
 		return -1;
-	for (size_t r = 0; r < rows; r++) {
+	for (size_t r = 0; r < rows && loss == TN_LOSS_MSE; r++)
+		v[r] = 1.0;
+	for (size_t r = 0; r < rows && loss != TN_LOSS_MSE; r++) {
 		double ms = 0;
 
-		if (loss == TN_LOSS_MSE) {
-			v[r] = 1.0;
-			continue;
-		}
 		for (size_t k = 0; k < d; k++)
 			ms += (double)ysrc[r * d + k] * ysrc[r * d + k];
 		ms /= (double)d;

@@ -7,9 +7,9 @@
  * The gradient of the loss with respect to the layer's Ŵ (block.h) reaches
  * the scales as tparam.h says (every scale v = v_start·exp(s)), and Adam
  * steps on s over batches of FIT windows in a fixed-seed order, the loss
- * the mean over positions of
- * ρ_t·‖block_q(x_q) − y_src‖², ρ_t the position's weight (tn_row_weights).  Every eval_every steps and after the last, the
- * scales are stored as f16 in payloads of the same bytes otherwise, and
+ * the mean over positions of ρ_t·‖block_q(x_q) − y_src‖², ρ_t the
+ * position's weight (tn_row_weights).  Every eval_every steps and after the
+ * last, the scales are stored as f16 in payloads of the same bytes otherwise, and
  * those payloads' loss over the SEL windows chooses: the start counts as
  * step 0, so a tuned layer is never worse on SEL than the untuned one.
  * Same inputs and thread count, same bytes.

@@ -435,7 +435,7 @@ static int layer_prepare(const opts *o, const fw_model *m, const uint32_t *ids, 
 	    tn_block_out(m, l, ld->xs, ld->w, ld->nw, ld->ys) < 0)
 		return tool_fail("cannot run the source block of", o->model);
 	if (tn_row_weights(ld->ys, ld->rows, d, (tn_loss)o->loss, &ld->rw) < 0)
-		return tool_fail("cannot weigh the loss of layer", o->patch_file[0]);
+		return tool_fail("cannot weigh the positions of the source block of", o->model);
 	for (size_t i = 0, r = 0; i < ld->nw; i++)
 		for (size_t t = 0; t < ld->w[i].len - 1; t++, r++) {
 			double e2 = 0;

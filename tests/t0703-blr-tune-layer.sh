@@ -56,20 +56,20 @@ test_expect_success 'same inputs, same bytes; no steps, the inputs back' '
 	for s in q k v o gate up down; do cmp c/L1/$s.blr t0s/$s.blr || return 1; done
 '
 
-test_expect_success '--loss: normed the default; mse never worse on SEL, signs kept, its own bytes, the same twice' '
+test_expect_success '--loss: mse the default; normed never worse on SEL, signs kept, its own bytes, the same twice' '
 	mkdir tm tn tn2 &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --steps 60 --loss normed -o tn >rep.n &&
-	for s in q k v o gate up down; do cmp t1/$s.blr tn/$s.blr || return 1; done &&
-	blr-tune --layer 1 -q -m s2.cmf $C --state c/S1.state --src-state S1src.state \
 		$(patches 1 c/L1) --steps 60 --loss mse -o tm >rep.m &&
+	for s in q k v o gate up down; do cmp t1/$s.blr tm/$s.blr || return 1; done &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --steps 60 --loss mse -o tn2 >rep.m2 &&
-	test "$(cut -d"|" -f1,2,4 rep.m)" = "$(cut -d"|" -f1,2,4 rep.m2)" &&
-	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" rep.m >sel.m &&
-	awk "{ exit !(\$2 <= \$1) }" sel.m &&
+		$(patches 1 c/L1) --steps 60 --loss normed -o tn >rep.n &&
+	blr-tune --layer 1 -q -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		$(patches 1 c/L1) --steps 60 --loss normed -o tn2 >rep.n2 &&
+	test "$(cut -d"|" -f1,2,4 rep.n)" = "$(cut -d"|" -f1,2,4 rep.n2)" &&
+	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" rep.n >sel.n &&
+	awk "{ exit !(\$2 <= \$1) }" sel.n &&
 	for s in q k v o gate up down; do
-		cmp tm/$s.blr tn2/$s.blr && "$NVG_PY" "$TEST_DIR/ref/samesigns.py" c/L1/$s.blr tm/$s.blr || return 1
+		cmp tn/$s.blr tn2/$s.blr && "$NVG_PY" "$TEST_DIR/ref/samesigns.py" c/L1/$s.blr tn/$s.blr || return 1
 	done &&
 	test_must_fail cmp -s tn/down.blr tm/down.blr &&
 	test_expect_code 2 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
@@ -88,10 +88,10 @@ test_expect_success 'the tuned layer brings the model closer to its source (held
 	b=$(sed -n "s/^kl //p" before) a=$(sed -n "s/^kl //p" after) &&
 	echo "kl $b -> $a" &&
 	awk -v a="$a" -v b="$b" "BEGIN { exit !(a < b) }" &&
-	cmf-patch apply -o tuned-m.cmf s2.cmf $(applied c/L0 tm) &&
-	cmf-eval -q -m tuned-m.cmf --base s2.cmf --text held.txt --window 128 >after-m &&
-	n=$(sed -n "s/^kl //p" after-m) &&
-	echo "kl $b -> $n (mse)" &&
+	cmf-patch apply -o tuned-n.cmf s2.cmf $(applied c/L0 tn) &&
+	cmf-eval -q -m tuned-n.cmf --base s2.cmf --text held.txt --window 128 >after-n &&
+	n=$(sed -n "s/^kl //p" after-n) &&
+	echo "kl $b -> $n (normed)" &&
 	awk -v a="$n" -v b="$b" "BEGIN { exit !(a < b) }"
 '
 
@@ -166,7 +166,7 @@ test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when 
 	test_grep "holds another conversion" err &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE_STEPS=7 2>err &&
 	test_grep "TUNE_STEPS, TUNE_LR and TUNE_LOSS are TUNE=1.s" err &&
-	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE_LOSS=mse 2>err &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE_LOSS=normed 2>err &&
 	test_grep "TUNE_LOSS are TUNE=1.s" err &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE=1 TUNE_LOSS=l1 2>err &&
 	test_grep "TUNE_LOSS .l1. is not mse or normed" err &&
@@ -177,12 +177,12 @@ test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when 
 	test_path_is_missing badc
 '
 
-test_expect_success 'TUNE_LOSS=mse: blr-tune --loss mse, stamped' '
-	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tl BPW=2 TUNE=1 TUNE_LOSS=mse -j2 2>err &&
-	test_grep " tune=1 tune_loss=mse$" tl/params &&
+test_expect_success 'TUNE_LOSS=normed: blr-tune --loss normed, stamped' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tl BPW=2 TUNE=1 TUNE_LOSS=normed -j2 2>err &&
+	test_grep " tune=1 tune_loss=normed$" tl/params &&
 	mkdir handn &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state tl/S1.state --src-state tl/src/S1.state \
-		$(patches 1 tl/L1) --loss mse -o handn >rep.handn &&
+		$(patches 1 tl/L1) --loss normed -o handn >rep.handn &&
 	for s in q k v o gate up down; do cmp handn/$s.blr tl/L1/tuned/$s.blr || return 1; done &&
 	test_must_fail cmp -s tl/model.cmf tu/model.cmf
 '

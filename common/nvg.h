@@ -20,7 +20,8 @@
  *                    feedback through Uc in 128-column lazy blocks
  *   nv_refine        flip_u/gptq_v + 3 ALS sweeps (try_sweeps), kept only when the fit
  *                    error drops (two sweeps over paths)
- *   selection        P=2 at its rank against P=1 at the same bits, on SEL
+ *   selection        P=2 at its rank against P=1 at the same bits, on SEL,
+ *                    after every sweep or after the first pick_after
  *   nv_pack          rebalance, f16 rounding, refusal of unstorable scales
  *
  * Determinism: fixed iteration counts, fixed partitions; the same inputs,
@@ -156,6 +157,10 @@ int nv_gptq_v(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
  * paths' g-step factors (nv_als_pc), so sweeps run in one call differ from
  * single calls in a row by rounding */
 int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps);
+/* the same with the factors pc (zeroed before the first call, freed by the
+ * caller): calls in a row with one pc give the bytes of one call of their
+ * summed sweeps (each call starts from the fit error of *md, as a sweep does) */
+int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2]);
 /* whitened topology + ITQ + ALS; the second path on the residual */
 int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);
 
@@ -176,6 +181,8 @@ typedef struct {
 	size_t rank;      /* 0: the rank rule from bpw; else this rank for P (auto: P=2) */
 	int paths;        /* 0 auto, 1, 2 */
 	int sweeps;       /* refinement sweeps of each candidate (nvg), 1 to NV_SWEEPS_MAX */
+	int pick_after;   /* paths auto: choose after this many sweeps of both, then only the
+			   * chosen one completes its sweeps; 0 (default) or ≥ sweeps: after all */
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
 	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: at a fixed point) */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */

@@ -55,9 +55,10 @@ static int rank_for(const nv_enc_opts *o, size_t m, size_t n, size_t np, size_t 
 	return 0;
 }
 
-/* the candidates of one encode */
+/* the candidates of one encode, each with its refinement's g-step factors */
 typedef struct {
 	nv_bm md[2];
+	nv_mat pc[2][2];
 	size_t np[2];
 	blr_clip clip[2];
 	size_t k;
@@ -66,8 +67,11 @@ typedef struct {
 
 static void cands_free(cands *cs)
 {
-	for (size_t i = 0; i < cs->k; i++)
+	for (size_t i = 0; i < cs->k; i++) {
 		nv_bm_free(&cs->md[i]);
+		nv_mat_free(&cs->pc[i][0]);
+		nv_mat_free(&cs->pc[i][1]);
+	}
 }
 
 static void note(cands *cs, const char *name, double e)
@@ -77,7 +81,7 @@ static void note(cands *cs, const char *name, double e)
 	snprintf(cs->notes + off, sizeof(cs->notes) - off, "%s%s %.4f", off ? " " : "", name, e);
 }
 
-/* build, refine and add the candidate with np paths */
+/* build the candidate with np paths (not yet refined) */
 static int add_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o,
 		    size_t np)
 {
@@ -98,28 +102,66 @@ static int add_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_
 		nv_prof_add(c->prof, "select", nv_now() - t, 0);
 		note(cs, "init", e);
 	}
-	return nv_refine(md, c, o->sweeps);
+	return 0;
 }
 
-/* the candidate with the least SEL error (the first on a tie) */
-static int pick(cands *cs, const nv_metric *sel, nv_prof *prof, size_t *best)
+/* the candidate with the least SEL error (the first on a tie) among those
+ * of only (all when only is k), each noted as P1 or P2 with tag after it */
+static int pick(cands *cs, const nv_metric *sel, nv_prof *prof, size_t only, const char *tag,
+		size_t *best)
 {
 	double be = INFINITY, t = nv_now();
 
 	for (size_t i = 0; i < cs->k; i++) {
 		double e;
-		char name[8];
+		char name[16];
+		if (only < cs->k && i != only)
+			continue;
 		if (nv_rel(sel, &cs->md[i], &e) < 0)
 			return -1;
-		snprintf(name, sizeof(name), "P%zu", cs->np[i]);
+		snprintf(name, sizeof(name), "P%zu%s", cs->np[i], tag);
 		note(cs, name, e);
-		if (i == 0 || e < be) {
+		if (e < be) {
 			be = e;
 			*best = i;
 		}
 	}
 	nv_prof_add(prof, "select", nv_now() - t, 0);
 	return 0;
+}
+
+/*
+ * refine every candidate by o->sweeps and pick on SEL; with o->pick_after
+ * below that and two candidates, pick after pick_after sweeps of both
+ * (noted P2@N, P1@N), then the chosen one alone completes its sweeps with
+ * its own factors: the bytes of the full refinement whenever the choice is
+ * the one it would have made
+ */
+static int refine_pick(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o,
+		       size_t *bi)
+{
+	int first = o->sweeps;
+	char tag[16] = "";
+
+	if (cs->k == 2 && o->pick_after > 0 && o->pick_after < o->sweeps) {
+		first = o->pick_after;
+		snprintf(tag, sizeof(tag), "@%d", first);
+	}
+	for (size_t i = 0; i < cs->k; i++) {
+		if (nv_refine_pc(&cs->md[i], c, first, cs->pc[i]) < 0)
+			return -1;
+		/* with no sweep to come, the factors go now */
+		if (first == o->sweeps) {
+			nv_mat_free(&cs->pc[i][0]);
+			nv_mat_free(&cs->pc[i][1]);
+		}
+	}
+	if (pick(cs, sel, c->prof, cs->k, tag, bi) < 0)
+		return -1;
+	if (first == o->sweeps)
+		return 0;
+	return nv_refine_pc(&cs->md[*bi], c, o->sweeps - first, cs->pc[*bi]) < 0 ||
+	       pick(cs, sel, c->prof, *bi, "", bi) < 0 ? -1 : 0;
 }
 
 /* stored errors on the raw Grams, then the report line */
@@ -186,7 +228,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 	nv_prof_add(o->prof, "select", nv_now() - t, 0);
 	if ((o->paths != 1 && add_cand(&cs, &c, &sel, o, 2) < 0) ||
 	    (o->paths != 2 && add_cand(&cs, &c, &sel, o, 1) < 0) ||
-	    pick(&cs, &sel, o->prof, &bi) < 0)
+	    refine_pick(&cs, &c, &sel, o, &bi) < 0)
 		goto out;
 	rc = nv_pack(&cs.md[bi], &res->bytes, &res->len, &st);
 	if (rc == 0 && finish(w, hfit, &sel, &st, &cs, bi, o->prof, res) < 0) {

@@ -275,6 +275,11 @@ static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 	return 0;
 }
 
+int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
+{
+	return refine_sweeps(md, c, sweeps, pc);
+}
+
 int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
 {
 	nv_mat pc[2] = {{0}, {0}};

@@ -207,6 +207,40 @@ test_expect_success '--itq-tol: out of range, dual-svid and a device above 0 are
 	test_path_is_missing x.blr
 '
 
+# the choice of paths after the first sweep of both candidates: the chosen
+# one completes its sweeps, with the bytes of that path count forced
+test_expect_success '--pick-after 1: both candidates noted after a sweep, the lower one kept' '
+	enc --pick-after 1 -o k1.blr >lk &&
+	test_grep "^pick P[12] r[0-9]+ \| sel: init [0-9.]+ P2@1 [0-9.]+ P1@1 [0-9.]+ P[12] [0-9.]+ \| stored" lk &&
+	p=$(sed -n "s/^pick P\([12]\).*/\1/p" lk) &&
+	e2=$(sed -n "s/.* P2@1 \([0-9.]*\) .*/\1/p" lk) &&
+	e1=$(sed -n "s/.* P1@1 \([0-9.]*\) .*/\1/p" lk) &&
+	if awk "BEGIN { exit !($e1 < $e2) }"; then test "$p" = 1; else test "$p" = 2; fi &&
+	enc --paths $p -o kp.blr >/dev/null &&
+	cmp k1.blr kp.blr &&
+	OPENBLAS_NUM_THREADS=2 enc --pick-after 1 -o k1b.blr >/dev/null &&
+	cmp k1.blr k1b.blr ||
+	{ cat lk; false; }
+'
+
+test_expect_success '--pick-after: out of range, forced paths, dual-svid and a device are refused' '
+	for t in 0 16 x; do
+		test_expect_code 1 enc --pick-after $t -o x.blr 2>err &&
+		test_grep "invalid --pick-after" err || return 1
+	done &&
+	test_expect_code 2 enc --pick-after 2 -o x.blr 2>err &&
+	test_grep "below --refine.s sweeps" err &&
+	enc --pick-after 2 --refine 3 -o x3.blr >/dev/null &&
+	test_expect_code 2 enc --pick-after 1 --paths 1 -o x.blr 2>err &&
+	test_grep "paths auto" err &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--pick-after 1 -o x.blr 2>err &&
+	test_grep "paths auto" err &&
+	test_expect_code 2 enc --pick-after 1 --device opencl -o x.blr 2>err &&
+	test_grep "the CPU encoder.s: give --device cpu" err &&
+	test_path_is_missing x.blr
+'
+
 test_expect_success 'a small budget clips to the floor rank 8' '
 	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 0.01 --paths 2 -o f.blr >lf &&
 	test_grep "^pick P2 r8 " lf

@@ -23,8 +23,9 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
-	"[--try-sweeps N] [--itq-tol F] [--threads N] [--profile]\n"
-	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
+	"[--try-sweeps N] [--itq-tol F] [--pick-after N] [--threads N]\n"
+	"[--profile] [--target-raw M.raw]\n"
+	"[--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
 	"[--device cpu|opencl|auto|both] [--cl-platform P]\n"
@@ -49,6 +50,7 @@ typedef struct {
 	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; a device's 0) */
 	long sweeps;
 	long try_sweeps; /* --try-sweeps: 0 not given */
+	long pick_after; /* --pick-after: 0 not given */
 	nv_method method;
 	long threads;
 	nvdev_opts dev;
@@ -62,7 +64,7 @@ enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
-	O_REFINE, O_GSOLVE, O_ITQ_TOL, O_TRY_SWEEPS
+	O_REFINE, O_GSOLVE, O_ITQ_TOL, O_TRY_SWEEPS, O_PICK_AFTER
 };
 
 static const struct option longopts[] = {
@@ -75,6 +77,7 @@ static const struct option longopts[] = {
 	{"g-solve", required_argument, NULL, O_GSOLVE},
 	{"itq-tol", required_argument, NULL, O_ITQ_TOL},
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
+	{"pick-after", required_argument, NULL, O_PICK_AFTER},
 	{"threads", required_argument, NULL, O_THREADS},
 	{"profile", no_argument, NULL, O_PROFILE}, {"rho", required_argument, NULL, O_RHO},
 	{"target-raw", required_argument, NULL, O_TARGET},
@@ -141,6 +144,10 @@ static int value_opt(int c, const char *a, opts *o)
 	case O_TRY_SWEEPS:
 		if (nv_parse_long(a, 1, NV_TRY_SWEEPS_MAX, &o->try_sweeps) < 0)
 			return tool_fail("invalid --try-sweeps", a), -1;
+		return 0;
+	case O_PICK_AFTER:
+		if (nv_parse_long(a, 1, NV_SWEEPS_MAX - 1, &o->pick_after) < 0)
+			return tool_fail("invalid --pick-after", a), -1;
 		return 0;
 	case O_ITQ_TOL:
 		if (nv_parse_double(a, 0.0, 0.5, &o->itq_tol) < 0)
@@ -275,6 +282,13 @@ static int check_usage(const opts *o)
 		return tool_usage_error("--g-solve pcg is the CPU encoder's: give --device cpu");
 	if (o->method == NV_METHOD_DUAL_SVID && o->try_sweeps)
 		return tool_usage_error("--try-sweeps is nvg's: dual-svid refines nothing");
+	if (o->pick_after && (o->method == NV_METHOD_DUAL_SVID || o->paths))
+		return tool_usage_error("--pick-after chooses between nvg's two candidates: "
+					"--paths auto");
+	if (o->pick_after && o->pick_after >= (o->sweeps ? o->sweeps : NV_SWEEPS_DEFAULT))
+		return tool_usage_error("--pick-after must be below --refine's sweeps");
+	if (o->pick_after && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--pick-after is the CPU encoder's: give --device cpu");
 	if (o->method == NV_METHOD_DUAL_SVID && o->itq_tol >= 0)
 		return tool_usage_error("--itq-tol is nvg's: dual-svid has no ITQ");
 	if (o->itq_tol > 0 && o->dev.mode != NVCL_CPU)
@@ -479,6 +493,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	eo.itq_tol = o->itq_tol;
 	if (o->try_sweeps)
 		eo.try_sweeps = (int)o->try_sweeps;
+	eo.pick_after = (int)o->pick_after;
 	eo.method = o->method;
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;

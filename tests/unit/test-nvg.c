@@ -408,6 +408,72 @@ static void test_drivers(const nv_hctx *hc)
 		nv_enc_result_free(&n3), nv_enc_result_free(&n2b);
 }
 
+/* one model's packed bytes */
+static int packed(const nv_bm *md, uint8_t **b, size_t *len)
+{
+	return nv_pack(md, b, len, NULL);
+}
+
+/*
+ * nv_refine_pc: two calls of one sweep with one pc = one call of two sweeps,
+ * byte for byte; and the driver's pick_after: the chosen candidate is the
+ * one with the lower SEL error after pick_after sweeps of both, and it ends
+ * with the bytes of that path count's own full encode (so with the full
+ * pick's bytes whenever the early pick agrees with it)
+ */
+static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
+{
+	nv_bm init, a, b;
+	nv_mat pa[2] = {{0}, {0}}, pb[2] = {{0}, {0}};
+	uint8_t *ba = NULL, *bb = NULL;
+	size_t la = 0, lb = 0;
+
+	nv_build_nvg_init(c, 16, 2, &init);
+	nv_bm_copy(&a, &init);
+	nv_bm_copy(&b, &init);
+	nv_refine_pc(&a, c, 2, pa);
+	nv_refine_pc(&b, c, 1, pb);
+	nv_refine_pc(&b, c, 1, pb);
+	ok(packed(&a, &ba, &la) == 0 && packed(&b, &bb, &lb) == 0 && la == lb &&
+		   !memcmp(ba, bb, la),
+	   "refine_pc: 1 + 1 sweeps with one pc give the bytes of 2 sweeps");
+	free(ba), free(bb);
+	nv_mat_free(&pa[0]), nv_mat_free(&pa[1]), nv_mat_free(&pb[0]), nv_mat_free(&pb[1]);
+	nv_bm_free(&a), nv_bm_free(&b), nv_bm_free(&init);
+
+	for (int after = 1; after <= 2; after++) {
+		nv_enc_opts o;
+		nv_enc_result full, early, own;
+		char t2[16], t1[16];
+		double e1, e2;
+
+		nv_enc_opts_default(&o);
+		o.bpw = 3.0;
+		o.sweeps = 3;
+		nv_encode(&W, hc, &H, &H, &o, &full);
+		o.pick_after = after;
+		is_int(nv_encode(&W, hc, &H, &H, &o, &early), 0, "pick after %d of 3 sweeps", after);
+		snprintf(t2, sizeof t2, " P2@%d ", after);
+		snprintf(t1, sizeof t1, " P1@%d ", after);
+		ok(strstr(early.line, t2) && strstr(early.line, t1),
+		   "its line notes both candidates after %d sweeps: %s", after, early.line);
+		e2 = strtod(strstr(early.line, "P2@") + 5, NULL);
+		e1 = strtod(strstr(early.line, "P1@") + 5, NULL);
+		ok(early.paths == (e1 < e2 ? 1 : 2), "it keeps the lower (P1 %.4f, P2 %.4f): P%d", e1,
+		   e2, early.paths);
+		o.pick_after = 0;
+		o.paths = early.paths;
+		nv_encode(&W, hc, &H, &H, &o, &own);
+		ok(own.len == early.len && !memcmp(own.bytes, early.bytes, own.len),
+		   "and ends with the bytes of P%d's own encode of 3 sweeps", early.paths);
+		ok(early.paths != full.paths ||
+			   (full.len == early.len && !memcmp(full.bytes, early.bytes, full.len)),
+		   "the bytes of the full pick when the picks agree (P%d, P%d)", early.paths,
+		   full.paths);
+		nv_enc_result_free(&full), nv_enc_result_free(&early), nv_enc_result_free(&own);
+	}
+}
+
 /* gptq_v over several 128-column blocks (n = 300): the trailing updates */
 static void test_gptq_blocks(void)
 {
@@ -579,6 +645,7 @@ int main(void)
 	test_als_kept_factors(&c);
 	test_stages(&c, &hc);
 	test_drivers(&hc3);
+	test_pick_after(&c, &hc3);
 	test_gptq_blocks();
 	test_gauge();
 	test_fixed_rank(&hc3);

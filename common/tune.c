@@ -46,6 +46,10 @@ typedef struct {
 	bk_cache c;
 	tp_tensor *t;
 	size_t nt;
+	fw_layer nly;         /* ahead: the source's block l + 1, its cache, its input's gradient */
+	bk_cache nc;
+	float *dz;
+	int ahead;
 	float *dy;            /* (window × d) */
 	size_t *row0, *fit;   /* each window's first row; the FIT windows' indices */
 	size_t nfit;
@@ -62,6 +66,22 @@ static double row_weight(const tn_run *u, size_t row)
 	return u->rw ? u->rw[row] : 1.0;
 }
 
+/* the measured output on T rows of x: the block's, or after the next block's (ahead) */
+static const float *measured(tn_run *u, const bk_factor *const *fac, const float *x, size_t T)
+{
+	if (bk_forward(u->m, &u->ly, fac, &u->c, x, T) < 0)
+		return NULL;
+	if (!u->ahead)
+		return u->c.y;
+	return bk_forward(u->m, &u->nly, NULL, &u->nc, u->c.y, T) < 0 ? NULL : u->nc.y;
+}
+
+/* the flops of one measured forward of T rows */
+static double measured_flops(const tn_run *u, const bk_factor *const *fac, size_t T)
+{
+	return bk_flops(u->m, fac, T) + (u->ahead ? bk_flops(u->m, NULL, T) : 0.0);
+}
+
 /*
  * Σ ρ_t‖y − y_src‖² over the windows of one part (sel 0 FIT, 1 SEL), per
  * position; with norm, also √(Σ‖y‖² / Σ‖y_src‖²): whether the block's
@@ -74,17 +94,17 @@ static int part_loss(tn_run *u, int sel, double *out, double *norm)
 
 	for (size_t i = 0; i < u->nw; i++) {
 		size_t T = u->w[i].len - 1;
-		const float *ys = u->ysrc + u->row0[i] * d;
+		const float *ys = u->ysrc + u->row0[i] * d, *y;
 
 		if (u->w[i].sel != sel)
 			continue;
-		if (bk_forward(u->m, &u->ly, NULL, &u->c, u->x + u->row0[i] * d, T) < 0)
+		if (!(y = measured(u, NULL, u->x + u->row0[i] * d, T)))
 			return -1;
 		for (size_t t = 0; t < T; t++) {
 			double e = 0;
 			for (size_t k = t * d; k < (t + 1) * d; k++) {
-				e += ((double)u->c.y[k] - ys[k]) * ((double)u->c.y[k] - ys[k]);
-				yy += (double)u->c.y[k] * u->c.y[k];
+				e += ((double)y[k] - ys[k]) * ((double)y[k] - ys[k]);
+				yy += (double)y[k] * y[k];
 				ss += (double)ys[k] * ys[k];
 			}
 			sum += row_weight(u, u->row0[i] + t) * e;
@@ -119,7 +139,7 @@ static int batch_grad(tn_run *u, const size_t *win, size_t nb)
 {
 	size_t d = u->m->d, count = 0;
 	const bk_factor *fac[FW_NMAT] = { 0 };
-	float *dw[FW_NMAT] = { 0 };
+	float *dw[FW_NMAT] = { 0 }, *none[FW_NMAT] = { 0 };
 
 	for (size_t i = 0; i < u->nt; i++)
 		fac[u->t[i].which] = tp_factor(&u->t[i]);
@@ -127,18 +147,21 @@ static int batch_grad(tn_run *u, const size_t *win, size_t nb)
 		count += u->w[win[b]].len - 1;
 	for (size_t b = 0; b < nb; b++) {
 		size_t wi = win[b], T = u->w[wi].len - 1;
-		const float *ys = u->ysrc + u->row0[wi] * d;
+		const float *ys = u->ysrc + u->row0[wi] * d, *y;
 
-		if (bk_forward(u->m, &u->ly, fac, &u->c, u->x + u->row0[wi] * d, T) < 0)
+		if (!(y = measured(u, fac, u->x + u->row0[wi] * d, T)))
 			return -1;
 		/* ∂/∂y of the batch's mean over positions of ρ_t‖y − y_src‖² */
 		for (size_t t = 0; t < T; t++) {
 			double f = 2.0 * row_weight(u, u->row0[wi] + t) / (double)count;
 			for (size_t k = t * d; k < (t + 1) * d; k++)
-				u->dy[k] = (float)(f * ((double)u->c.y[k] - ys[k]));
+				u->dy[k] = (float)(f * ((double)y[k] - ys[k]));
 		}
-		bk_backward(u->m, &u->ly, fac, &u->c, u->dy, dw, NULL);
-		u->flops += 3.0 * bk_flops(u->m, fac, T);
+		/* ahead: back through the next block (its weights fixed) to the tuned block's output */
+		if (u->ahead)
+			bk_backward(u->m, &u->nly, NULL, &u->nc, u->dy, none, u->dz);
+		bk_backward(u->m, &u->ly, fac, &u->c, u->ahead ? u->dz : u->dy, dw, NULL);
+		u->flops += 3.0 * measured_flops(u, fac, T);
 	}
 	for (size_t i = 0; i < u->nt; i++)
 		tp_chain(&u->t[i]);
@@ -151,10 +174,15 @@ static void run_free(tn_run *u)
 		tp_free(&u->t[i]);
 	free(u->t);
 	free(u->dy);
+	free(u->dz);
 	free(u->row0);
 	free(u->fit);
 	bk_free(&u->c);
 	fw_layer_free(&u->ly);
+	if (u->ahead) {
+		bk_free(&u->nc);
+		fw_layer_free(&u->nly);
+	}
 }
 
 /* the layer with the start payloads, the tensors, the windows' rows */
@@ -169,8 +197,15 @@ static int run_init(tn_run *u, int l, const tn_input *in, size_t nin, size_t tma
 	}
 	for (size_t i = 0; i < nin; i++)
 		ov[i] = (fw_override){ in[i].name, in[i].payload, in[i].len };
+	if (u->ahead && l + 1 >= m->a.layers) {
+		nv_seterr("layer %d is the last: no block after it to measure the loss with", l);
+		return -1;
+	}
 	if (fw_layer_load(m, l, ov, nin, &u->ly) < 0 || bk_init(&u->c, m, tmax) < 0 ||
 	    !(u->t = nv_calloc(nin, sizeof *u->t)) || !(u->dy = nv_malloc(tmax, m->d * sizeof(float))))
+		return -1;
+	if (u->ahead && (fw_layer_load(m, l + 1, NULL, 0, &u->nly) < 0 ||
+			 bk_init(&u->nc, m, tmax) < 0 || !(u->dz = nv_malloc(tmax, m->d * sizeof(float)))))
 		return -1;
 	for (; u->nt < nin; u->nt++)
 		if (tensor_init(&u->t[u->nt], l, &in[u->nt]) < 0) {
@@ -237,12 +272,12 @@ int tn_row_weights(const float *ysrc, size_t rows, size_t d, tn_loss loss, doubl
 	return 0;
 }
 
-int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const float *x,
-	    const float *ysrc, const double *rw, const fw_window *w, size_t nw,
+int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const tn_data *dt,
 	    const tn_opts *o, uint8_t **out, tn_result *r)
 {
-	tn_run u = { .m = m, .x = x, .ysrc = ysrc, .rw = rw, .w = w, .nw = nw, .r = r };
-	size_t tmax = fw_windows_tmax(w, nw), k = 0;
+	tn_run u = { .m = m, .x = dt->x, .ysrc = dt->ysrc, .rw = dt->rw, .w = dt->w, .nw = dt->nw,
+		     .ahead = dt->ahead != 0, .r = r };
+	size_t tmax = fw_windows_tmax(dt->w, dt->nw), k = 0;
 	int rc = -1;
 
 	memset(r, 0, sizeof *r);
@@ -252,7 +287,7 @@ int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const floa
 	}
 	if (run_init(&u, l, in, nin, tmax) < 0)
 		goto out;
-	if (u.nfit == 0 || u.nfit == nw) {
+	if (u.nfit == 0 || u.nfit == u.nw) {
 		nv_seterr("the tuning needs FIT and SEL windows");
 		goto out;
 	}

@@ -55,14 +55,29 @@ typedef struct {
 } tn_result;
 
 /*
- * tune the payloads in[0..nin) of layer l of m: x (rows × d) the converted
- * stream's states entering the layer, ysrc (rows × d) the source block's
- * outputs on the source stream's states, windows w[0..nw) over those rows
- * (FIT windows first), rw (rows) the positions' weights (tn_row_weights;
- * NULL: all 1); out[i] gets fresh payload bytes for in[i]
+ * what the loss of layer l compares, over windows w[0..nw) of rows (FIT
+ * windows first): x (rows × d) the converted stream's states entering the
+ * layer; ahead 0: the tuned block's output against ysrc, the source block's
+ * output on the source stream's states; ahead 1: that output passed on
+ * through the source's block l + 1 (its own weights, fixed), against ysrc =
+ * the source's blocks l and l + 1 on the source stream's states, so that
+ * the loss sees what the next block makes of an error (the attention of
+ * every later position to a massive activation's, say); rw (rows) the
+ * positions' weights (tn_row_weights of ysrc; NULL: all 1)
  */
-int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const float *x,
-	    const float *ysrc, const double *rw, const fw_window *w, size_t nw,
+typedef struct {
+	const float *x, *ysrc;
+	const double *rw;
+	const fw_window *w;
+	size_t nw;
+	int ahead;
+} tn_data;
+
+/*
+ * tune the payloads in[0..nin) of layer l of m on dt; out[i] gets fresh
+ * payload bytes for in[i].  ahead 1 needs a layer after l.
+ */
+int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const tn_data *dt,
 	    const tn_opts *o, uint8_t **out, tn_result *r);
 
 /*

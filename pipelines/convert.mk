@@ -6,6 +6,7 @@
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
 #        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] [TUNE_LOSS=mse|normed] \
+#        [TUNE_AHEAD=0|1] \
 #        [CALIBRATE=1|0] [E2E=1|0] [E2E_FIT_TOKENS=N] [E2E_STEPS=120] \
 #        [E2E_TOKENS=IDS] -j N
 #
@@ -41,7 +42,9 @@
 # and bits, L/tuned/*.blr, its report in L/tune.txt); the tuned layer
 # advances the states and goes into the model.  TUNE_STEPS Adam steps at the
 # rate TUNE_LR on the loss TUNE_LOSS (blr-tune --steps, --lr, --loss);
-# values other than the defaults are stamped.
+# TUNE_AHEAD=1 measures that loss after the source's next block
+# (blr-tune --lookahead 1, every layer but the last); values other than the
+# defaults are stamped.
 # CALIBRATE=1 ends with blr-tune --final-norm: the final RMSNorm weight
 # fitted to the source's logits on the calibration windows (OUT/applied.cmf
 # is the model before it, OUT/calibrate.txt its report line); switching it
@@ -103,6 +106,8 @@ TUNE_STEPS ?= $(TUNE_STEPS_DEFAULT)
 TUNE_LR    ?= $(TUNE_LR_DEFAULT)
 TUNE_LOSS_DEFAULT := mse
 TUNE_LOSS  ?= $(TUNE_LOSS_DEFAULT)
+TUNE_AHEAD_DEFAULT := 0
+TUNE_AHEAD ?= $(TUNE_AHEAD_DEFAULT)
 E2E_STEPS  ?= 120
 E2E_TOKENS ?=
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
@@ -146,8 +151,11 @@ endif
 ifeq ($(filter mse normed,$(TUNE_LOSS)),)
 $(error convert.mk: TUNE_LOSS '$(TUNE_LOSS)' is not mse or normed)
 endif
-ifeq ($(TUNE)$(if $(and $(filter $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)),$(filter $(TUNE_LR_DEFAULT),$(TUNE_LR)),$(filter $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS))),,x),0x)
-$(error convert.mk: TUNE_STEPS, TUNE_LR and TUNE_LOSS are TUNE=1's)
+ifeq ($(filter 0 1,$(TUNE_AHEAD)),)
+$(error convert.mk: TUNE_AHEAD '$(TUNE_AHEAD)' is not 0 or 1)
+endif
+ifeq ($(TUNE)$(if $(and $(filter $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)),$(filter $(TUNE_LR_DEFAULT),$(TUNE_LR)),$(filter $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)),$(filter $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD))),,x),0x)
+$(error convert.mk: TUNE_STEPS, TUNE_LR, TUNE_LOSS and TUNE_AHEAD are TUNE=1's)
 endif
 ifeq ($(if $(and $(filter $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),$(filter $(ITQ_TOL_DEFAULT),$(ITQ_TOL))),,x)$(METHOD),xdual-svid)
 $(error convert.mk: TRY_SWEEPS and ITQ_TOL are nvg's: dual-svid refines nothing)
@@ -243,7 +251,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))
 STAMP := $(OUT)/params
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
@@ -419,12 +427,14 @@ endef
 # block reconstruction (TUNE=1): the layer's payloads tuned together into L/tuned/
 SUB := $(if $(filter 1,$(TUNE)),tuned/)
 tune_dep = $(if $(and $(filter 1,$(TUNE)),$(ENC_$(1))),$(OUT)/L$(1)/tune.txt)
+# TUNE_AHEAD=1: the loss after the next block, which the last layer has not
+ahead_arg = $(if $(and $(filter 1,$(TUNE_AHEAD)),$(filter-out $(lastword $(LAYERS)),$(1))),--lookahead 1)
 define tune
 $(OUT)/L$(1)/tune.txt: $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
 	@$(call say,'layer $(1)/$(NLAYERS): tune the block')
 	$(Q)mkdir -p $(OUT)/L$(1)/tuned
 	$(Q)args=`$(LIB) patch-args $(OUT) $(1)`; if [ -n "$$$$args" ]; then \
-		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) --steps $(TUNE_STEPS) --lr $(TUNE_LR) --loss $(TUNE_LOSS) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
+		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) --steps $(TUNE_STEPS) --lr $(TUNE_LR) --loss $(TUNE_LOSS) $(call ahead_arg,$(1)) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
 	else echo "layer $(1): nothing encoded" >$$@.tmp; fi
 	$(Q)sed 's/^/convert: /' $$@.tmp >&2
 	$(Q)mv $$@.tmp $$@

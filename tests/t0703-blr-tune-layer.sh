@@ -95,6 +95,56 @@ test_expect_success 'the tuned layer brings the model closer to its source (held
 	awk -v a="$n" -v b="$b" "BEGIN { exit !(a < b) }"
 '
 
+# the loss after the source's next block, computed independently: layer 0's
+# payloads applied (cmf-patch), the source's layer 1 run on that stream and on
+# the source stream (gram-capture), the SEL rows compared (state(5) by numpy)
+test_expect_success '--lookahead 1: the loss is the next source block'"'"'s output error' '
+	mkdir la0 la &&
+	cmf-patch apply -o p0.cmf s2.cmf $(applied c/L0 c/L1 | tr " " "\n" | grep "layers\.0\.") &&
+	gram-capture -q -m p0.cmf $C -l 0 --next-state S1p.state &&
+	gram-capture -q -m s2.cmf $C -l 1 --state S1p.state --next-state S2p.state &&
+	gram-capture -q -m s2.cmf $C -l 1 --state S1src.state --next-state S2src.state &&
+	blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --lookahead 1 --steps 0 -o la0 >rep.la0 &&
+	sel=$(sed -n "s/.* sel \([0-9.]*\) -> [0-9.]* | step .*/\1/p" rep.la0) &&
+	"$NVG_PY" -c "
+import sys, numpy as np
+def rows(p):
+    b = open(p, \"rb\").read()
+    return np.frombuffer(b[56:], \"<f4\").reshape(-1, 64).astype(np.float64)
+z, zs, ys = rows(\"S2p.state\"), rows(\"S2src.state\"), rows(\"S1src.state\")
+sel = slice(8 * 127, None)  # FIT: 1024 tokens in 8 windows of 128, 127 rows each
+e = ((z[sel] - zs[sel]) ** 2).sum(1).mean() / ((zs[sel] - ys[sel]) ** 2).sum(1).mean()
+print(e, sys.argv[1])
+sys.exit(int(abs(e - float(sys.argv[1])) > 1e-5 * e + 1e-6))
+" "$sel" &&
+	blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --lookahead 1 --steps 40 -o la >rep.la &&
+	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" rep.la >sel.la &&
+	awk "{ exit !(\$2 < \$1) }" sel.la &&
+	for s in q k v o gate up down; do
+		"$NVG_PY" "$TEST_DIR/ref/samesigns.py" c/L0/$s.blr la/$s.blr || return 1
+	done &&
+	mkdir la2 &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(patches 0 c/L0) --lookahead 1 --steps 40 -o la2 >/dev/null &&
+	for s in q k v o gate up down; do cmp la/$s.blr la2/$s.blr || return 1; done &&
+	mkdir l0 &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(patches 0 c/L0) --steps 40 -o l0 >/dev/null &&
+	test_must_fail cmp -s la/down.blr l0/down.blr ||
+	{ cat rep.la0 rep.la; false; }
+'
+
+test_expect_success '--lookahead: the last layer, a bad value and other modes are refused' '
+	mkdir bada &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		$(patches 1 c/L1) --lookahead 1 -o bada 2>err &&
+	test_grep "layer 1 is the last" err && test_one_line_error err &&
+	test_expect_code 2 blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --lookahead 2 -o bada 2>err &&
+	test_grep "bad --lookahead .2.: 0 or 1" err &&
+	test_expect_code 2 blr-tune --final-norm -m c/model.cmf --base s2.cmf $C --lookahead 1 \
+		-o bad.cmf 2>err &&
+	test_grep "lookahead is for --layer" err &&
+	test -z "$(ls bada)" && test_path_is_missing bad.cmf
+'
+
 test_expect_success 'layer 0 starts from the embeddings' '
 	mkdir t0 &&
 	blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --steps 20 -o t0 >rep.0 &&
@@ -165,9 +215,13 @@ test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when 
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu BPW=2 TUNE=1 TUNE_STEPS=7 2>err &&
 	test_grep "holds another conversion" err &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE_STEPS=7 2>err &&
-	test_grep "TUNE_STEPS, TUNE_LR and TUNE_LOSS are TUNE=1.s" err &&
+	test_grep "TUNE_STEPS, TUNE_LR, TUNE_LOSS and TUNE_AHEAD are TUNE=1.s" err &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE_LOSS=normed 2>err &&
-	test_grep "TUNE_LOSS are TUNE=1.s" err &&
+	test_grep "TUNE_AHEAD are TUNE=1.s" err &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE_AHEAD=1 2>err &&
+	test_grep "TUNE_AHEAD are TUNE=1.s" err &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE=1 TUNE_AHEAD=2 2>err &&
+	test_grep "TUNE_AHEAD .2. is not 0 or 1" err &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE=1 TUNE_LOSS=l1 2>err &&
 	test_grep "TUNE_LOSS .l1. is not mse or normed" err &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=badc BPW=2 TUNE=1 TUNE_STEPS=0 2>err &&
@@ -185,6 +239,18 @@ test_expect_success 'TUNE_LOSS=normed: blr-tune --loss normed, stamped' '
 		$(patches 1 tl/L1) --loss normed -o handn >rep.handn &&
 	for s in q k v o gate up down; do cmp handn/$s.blr tl/L1/tuned/$s.blr || return 1; done &&
 	test_must_fail cmp -s tl/model.cmf tu/model.cmf
+'
+
+test_expect_success 'TUNE_AHEAD=1: --lookahead 1 on every layer but the last, stamped' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=ta BPW=2 TUNE=1 TUNE_AHEAD=1 -j2 2>err &&
+	test_grep " tune=1 tune_ahead=1$" ta/params &&
+	mkdir hand0 hand1 &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(patches 0 ta/L0) --lookahead 1 -o hand0 >/dev/null &&
+	for s in q k v o gate up down; do cmp hand0/$s.blr ta/L0/tuned/$s.blr || return 1; done &&
+	blr-tune --layer 1 -q -m s2.cmf $C --state ta/S1.state --src-state ta/src/S1.state \
+		$(patches 1 ta/L1) -o hand1 >/dev/null &&
+	for s in q k v o gate up down; do cmp hand1/$s.blr ta/L1/tuned/$s.blr || return 1; done &&
+	test_must_fail cmp -s ta/model.cmf tu/model.cmf
 '
 
 test_expect_success 'convert.mk refuses TUNE=2, and TUNE=1 with dual-svid' '

@@ -64,7 +64,8 @@ static const char synopsis[] =
 	"         [--state S_L --src-state S_L_src] --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
 	"         [--batch B] [--lr X] [--lr-decay none | cosine] [--eval-every K]\n"
-	"         [--loss mse | normed] [--seed N] -o dir [-q | -v]\n"
+	"         [--loss mse | normed] [--lookahead 0 | 1] [--seed N] -o dir\n"
+	"         [-q | -v]\n"
 	"blr-tune --end-to-end -m model.cmf --base source.cmf\n"
 	"         (--tokens file | --text file) --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
@@ -83,6 +84,7 @@ typedef struct {
 	int final_norm, has_layer, e2e, progress, has_batch, has_lr, has_steps, has_cache;
 	int decay; /* --lr-decay: -1 the mode's default, 0 none, 1 cosine */
 	int loss, has_loss; /* --loss: tn_loss */
+	int ahead, has_ahead; /* --lookahead */
 	const char **patch_name, **patch_file;
 	size_t patch_cap;
 } opts;
@@ -159,6 +161,12 @@ static int parse_opt(int c, opts *o)
 		o->has_loss = 1;
 		o->loss = strcmp(optarg, "normed") == 0 ? TN_LOSS_NORMED : TN_LOSS_MSE;
 		return 0;
+	case 'A':
+		if (strcmp(optarg, "0") && strcmp(optarg, "1"))
+			return tool_usage_error("bad --lookahead '%s': 0 or 1", optarg);
+		o->has_ahead = 1;
+		o->ahead = optarg[0] == '1';
+		return 0;
 	case 'x': o->state = optarg; return 0;
 	case 'X': o->src_state = optarg; return 0;
 	case 'p': return add_patch(o, optarg);
@@ -197,7 +205,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "seed", 1, 0, 's' }, { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
 		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
 		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { "cache-mib", 1, 0, 'C' },
-		{ "lr-decay", 1, 0, 'D' }, { "loss", 1, 0, 'W' },
+		{ "lr-decay", 1, 0, 'D' }, { "loss", 1, 0, 'W' }, { "lookahead", 1, 0, 'A' },
 		{ 0, 0, 0, 0 },
 	};
 	int c, rc;
@@ -214,8 +222,8 @@ static int parse_args(int argc, char **argv, opts *o)
 		return tool_usage_error("give one of --tokens and --text");
 	if (o->has_cache && !o->e2e)
 		return tool_usage_error("--cache-mib is for --end-to-end");
-	if (o->has_loss && !o->has_layer)
-		return tool_usage_error("--loss is for --layer");
+	if ((o->has_loss || o->has_ahead) && !o->has_layer)
+		return tool_usage_error("%s is for --layer", o->has_loss ? "--loss" : "--lookahead");
 	if (o->has_layer)
 		return check_layer(o);
 	if (!o->model || !o->base || !o->out)
@@ -396,13 +404,17 @@ out:
 	return rc;
 }
 
-/* the tuned layer's data: both streams' rows, the source block's outputs */
+/*
+ * the tuned layer's data: both streams' rows, the source block's outputs
+ * (with --lookahead 1, passed on through the source's next block)
+ */
 typedef struct {
 	float *xq, *xs, *ys;
 	double *rw; /* each row's weight in the loss (tn_row_weights) */
 	fw_window *w;
 	size_t nw, rows;
-	double energy[2]; /* E ρ_t‖y_src − x_src‖² per position, FIT and SEL */
+	double energy[2]; /* E ρ_t‖y_src − x_src‖² per position, FIT and SEL (the
+			   * measured block's change of the source stream) */
 } layer_data;
 
 static void layer_data_free(layer_data *ld)
@@ -430,9 +442,18 @@ static int layer_prepare(const opts *o, const fw_model *m, const uint32_t *ids, 
 		return tool_fail("cannot read the source stream of layer",
 				 o->src_state ? o->src_state : "embeddings");
 	free(w2);
+	if (o->ahead && l + 1 >= m->a.layers)
+		return tool_failf("--lookahead 1: layer %d is the last of %s, no block after it", l,
+				  o->model);
 	if (!(ld->ys = nv_malloc(ld->rows, d * sizeof(float))) ||
 	    tn_block_out(m, l, ld->xs, ld->w, ld->nw, ld->ys) < 0)
 		return tool_fail("cannot run the source block of", o->model);
+	/* ahead: the next block's input is ys, its output the target; xs becomes its input */
+	if (o->ahead) {
+		memcpy(ld->xs, ld->ys, ld->rows * d * sizeof(float));
+		if (tn_block_out(m, l + 1, ld->xs, ld->w, ld->nw, ld->ys) < 0)
+			return tool_fail("cannot run the next source block of", o->model);
+	}
 	if (tn_row_weights(ld->ys, ld->rows, d, (tn_loss)o->loss, &ld->rw) < 0)
 		return tool_fail("cannot weigh the positions of the source block of", o->model);
 	for (size_t i = 0, r = 0; i < ld->nw; i++)
@@ -494,12 +515,12 @@ static int layer_tune(const opts *o, const fw_model *m, const layer_data *ld, tn
 	tn_opts to = { o->has_steps ? o->steps : LAYER_STEPS, o->has_batch ? o->batch : 2,
 		       o->eval_every, o->has_lr ? o->lr : LAYER_LR, (uint64_t)o->seed,
 		       o->decay == 1 };
+	tn_data dt = { ld->xq, ld->ys, ld->rw, ld->w, ld->nw, o->ahead };
 	tn_result r;
 	double t0 = tool_now(), secs;
 	int rc;
 
-	if (tn_tune(m, (int)o->layer, in, o->npatch, ld->xq, ld->ys, ld->rw, ld->w, ld->nw, &to,
-		    out, &r) < 0)
+	if (tn_tune(m, (int)o->layer, in, o->npatch, &dt, &to, out, &r) < 0)
 		return tool_fail("cannot tune layer", o->patch_file[0]);
 	secs = tool_now() - t0;
 	printf("layer %ld: loss fit %.6f -> %.6f sel %.6f -> %.6f | step %zu of %zu | %.1f s "

@@ -4,6 +4,7 @@
 # For each budget of BENCH_BPW (0.55 0.8 1.0): nvg with the steps of
 # BENCH_STEPS (all: transport and block reconstruction, convert.mk's
 # defaults; plain: neither; transport; tune: any of them, in that order;
+# ahead: both, the block loss measured after the next block, TUNE_AHEAD=1;
 # each with the end-to-end step after the calibration, as convert.mk's
 # default is) and
 # dual-svid, each with the final-norm calibration when CALIBRATE is not 0
@@ -53,7 +54,8 @@ variant() {
 	plain) echo "nvg-plain nvg TRANSPORT=0 TUNE=0 $e2e_on" ;;
 	transport) echo "nvg-transport nvg+tr TRANSPORT=1 TUNE=0 $e2e_on" ;;
 	tune) echo "nvg-tune nvg+tune TRANSPORT=0 TUNE=1 $e2e_on" ;;
-	*) echo "bench-convert: BENCH_STEPS: unknown '$1' (all plain transport tune)" >&2; return 1 ;;
+	ahead) echo "nvg-ahead nvg+tr+tune-ahead TRANSPORT=1 TUNE=1 TUNE_AHEAD=1 $e2e_on" ;;
+	*) echo "bench-convert: BENCH_STEPS: unknown '$1' (all plain transport tune ahead)" >&2; return 1 ;;
 	esac
 }
 

@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NFIELDS 5
+#define NFIELDS 6
 
 /* one measurement line */
 typedef struct {
 	char *name;
 	size_t layer;
-	double w, bpw, err;
+	double w, bpw, err, spent;
 	size_t line;
 } rec;
 
@@ -56,8 +56,8 @@ static int parse_index(const char *s, double max, double *v)
 	return parse_num(s, v) == 0 && *v <= max ? 0 : -1;
 }
 
-/* one line's five fields into r */
-static int parse_rec(char **tok, size_t line, rec *r)
+/* one line's five or six fields (nt) into r */
+static int parse_rec(char **tok, size_t nt, size_t line, rec *r)
 {
 	double layer;
 
@@ -78,15 +78,21 @@ static int parse_rec(char **tok, size_t line, rec *r)
 		nv_seterr("line %zu: error '%s' is not a finite number ≥ 0", line, tok[4]);
 		return -1;
 	}
+	r->spent = r->bpw;
+	if (nt == 6 && (parse_num(tok[5], &r->spent) < 0 || !(r->spent > 0 && r->spent < 16))) {
+		nv_seterr("line %zu: spent '%s' is not a budget (0 < spent < 16)", line, tok[5]);
+		return -1;
+	}
 	r->layer = (size_t)layer;
 	r->line = line;
 	return (r->name = nv_strdup(tok[0])) ? 0 : -1;
 }
 
-static int is_header(char **tok)
+static int is_header(char **tok, size_t nt)
 {
 	return !strcmp(tok[0], "tensor") && !strcmp(tok[1], "layer") &&
-	       !strcmp(tok[2], "weights") && !strcmp(tok[3], "bpw") && !strcmp(tok[4], "error");
+	       !strcmp(tok[2], "weights") && !strcmp(tok[3], "bpw") && !strcmp(tok[4], "error") &&
+	       (nt == 5 || !strcmp(tok[5], "spent"));
 }
 
 /* every measurement line of text into *out (n records) */
@@ -104,12 +110,12 @@ static int read_recs(const char *text, size_t len, rec **out, size_t *n)
 		nt = nv_fields(it.buf, tok, NFIELDS);
 		if (nt == 0)
 			continue;
-		if (nt != NFIELDS) {
-			nv_seterr("line %zu: %zu fields, want 5 (tensor layer weights bpw error)",
-				  it.line, nt);
+		if (nt != 5 && nt != 6) {
+			nv_seterr("line %zu: %zu fields, want 5 or 6 (tensor layer weights bpw error "
+				  "[spent])", it.line, nt);
 			goto fail;
 		}
-		if (is_header(tok))
+		if (is_header(tok, nt))
 			continue;
 		if (*n == cap) {
 			rec *nr = nv_realloc(*out, cap = cap ? 2 * cap : 64, sizeof(rec));
@@ -117,7 +123,7 @@ static int read_recs(const char *text, size_t len, rec **out, size_t *n)
 				goto fail;
 			*out = nr;
 		}
-		if (parse_rec(tok, it.line, &(*out)[*n]) < 0)
+		if (parse_rec(tok, nt, it.line, &(*out)[*n]) < 0)
 			goto fail;
 		(*n)++;
 	}
@@ -205,7 +211,7 @@ static int group_recs(rec *r, size_t n, alloc_set *s)
 		c->layer = r[i].layer;
 		c->weights = r[i].w;
 		for (size_t k = i; k < j; k++)
-			c->pts[c->npts++] = (alloc_point){ r[k].bpw, r[k].err };
+			c->pts[c->npts++] = (alloc_point){ r[k].bpw, r[k].spent, r[k].err };
 		s->n++;
 	}
 	qsort(s->c, s->n, sizeof(*s->c), cmp_curve);
@@ -290,7 +296,7 @@ static int layer_curve(const alloc_curve *c, size_t i, size_t j, alloc_curve *ou
 	for (size_t k = i; k < j; k++)
 		out->weights += c[k].weights;
 	for (size_t p = 0; p < c[i].npts; p++) {
-		double b = c[i].pts[p].bpw, e = 0;
+		double b = c[i].pts[p].bpw, e = 0, bits = 0;
 		size_t k;
 
 		for (k = i; k < j; k++) {
@@ -298,9 +304,10 @@ static int layer_curve(const alloc_curve *c, size_t i, size_t j, alloc_curve *ou
 			if (q < 0)
 				break;
 			e += c[k].pts[q].err;
+			bits += c[k].weights * c[k].pts[q].spent;
 		}
 		if (k == j)
-			out->pts[out->npts++] = (alloc_point){ b, e };
+			out->pts[out->npts++] = (alloc_point){ b, bits / out->weights, e };
 	}
 	if (out->npts == 0) {
 		nv_seterr("layer %zu: its %zu tensors share no bpw value ('%s' and '%s' differ)",
@@ -328,9 +335,11 @@ int alloc_by_layer(const alloc_set *in, alloc_set *out)
 
 /* ---- the multiple-choice knapsack ---- */
 
-/* one group's options as costs (bits) and errors, ascending cost */
+/* one group's options as costs (bits) and errors, ascending cost (then
+ * error); ord maps an option back to its curve point */
 typedef struct {
 	const double *cost, *err; /* (n) */
+	const size_t *ord;        /* (n) */
 	size_t n;
 	size_t start;             /* the cheapest option (least error among equals) */
 } grp;
@@ -514,6 +523,58 @@ static int mckp_solve(const grp *g, size_t ng, double budget, size_t limit, size
 	return 0;
 }
 
+/* a curve point as an option: ascending spent bits, then error, then bpw */
+typedef struct {
+	double spent, err, bpw;
+	size_t j;
+} opt;
+
+static int cmp_opt(const void *a, const void *b)
+{
+	const opt *x = a, *y = b;
+
+	if (x->spent != y->spent)
+		return x->spent < y->spent ? -1 : 1;
+	if (x->err != y->err)
+		return x->err < y->err ? -1 : 1;
+	return (x->bpw > y->bpw) - (x->bpw < y->bpw);
+}
+
+/* curve c as a group: cost, err and ord in one allocation each (freed by free_groups) */
+static int group_of(const alloc_curve *c, grp *g)
+{
+	double *cost = nv_malloc(2 * c->npts, sizeof(double));
+	size_t *ord = nv_malloc(c->npts, sizeof(size_t));
+	opt *o = nv_malloc(c->npts, sizeof(opt));
+
+	if (!cost || !ord || !o) {
+		free(cost);
+		free(ord);
+		free(o);
+		return -1;
+	}
+	for (size_t j = 0; j < c->npts; j++)
+		o[j] = (opt){ c->pts[j].spent, c->pts[j].err, c->pts[j].bpw, j };
+	qsort(o, c->npts, sizeof(opt), cmp_opt);
+	for (size_t j = 0; j < c->npts; j++) {
+		cost[j] = c->weights * o[j].spent;
+		cost[c->npts + j] = o[j].err;
+		ord[j] = o[j].j;
+	}
+	free(o);
+	*g = (grp){ cost, cost + c->npts, ord, c->npts, 0 };
+	return 0;
+}
+
+static void free_groups(grp *g, size_t ng)
+{
+	for (size_t i = 0; i < ng; i++) {
+		free((void *)g[i].cost);
+		free((void *)g[i].ord);
+	}
+	free(g);
+}
+
 /* options of the curves not kept, as groups over bits; idx maps back */
 static grp *make_groups(const alloc_set *s, const unsigned char *kept, size_t *ng, size_t **idx)
 {
@@ -524,38 +585,20 @@ static grp *make_groups(const alloc_set *s, const unsigned char *kept, size_t *n
 	if (!g || !*idx)
 		goto fail;
 	for (size_t i = 0; i < s->n; i++) {
-		const alloc_curve *c = &s->c[i];
-		double *cost, *err;
-
 		if (kept[i])
 			continue;
-		cost = nv_malloc(2 * c->npts, sizeof(double));
-		if (!cost)
+		if (group_of(&s->c[i], &g[n]) < 0)
 			goto fail;
-		err = cost + c->npts;
-		for (size_t j = 0; j < c->npts; j++) {
-			cost[j] = c->weights * c->pts[j].bpw;
-			err[j] = c->pts[j].err;
-		}
-		g[n] = (grp){ cost, err, c->npts, 0 };
 		(*idx)[n++] = i;
 	}
 	*ng = n;
 	return g;
 fail:
-	for (size_t i = 0; g && i < n; i++)
-		free((void *)g[i].cost);
-	free(g);
+	if (g)
+		free_groups(g, n);
 	free(*idx);
 	*idx = NULL;
 	return NULL;
-}
-
-static void free_groups(grp *g, size_t ng)
-{
-	for (size_t i = 0; i < ng; i++)
-		free((void *)g[i].cost);
-	free(g);
 }
 
 /* the least bits the groups can be stored in */
@@ -599,7 +642,7 @@ static int solve_kept(const alloc_set *s, const alloc_opts *o, const unsigned ch
 		for (size_t i = 0; i < s->n; i++)
 			r->choice[i] = ALLOC_KEPT;
 		for (size_t i = 0; i < ng; i++) {
-			r->choice[idx[i]] = ch[i];
+			r->choice[idx[i]] = g[i].ord[ch[i]];
 			r->bits += g[i].cost[ch[i]];
 		}
 		rc = 0;
@@ -725,7 +768,7 @@ int alloc_per_layer(const alloc_set *s, const alloc_result *r, double **bpw, dou
 
 		if (w[l] == 0)
 			(*bpw)[l] = (*err)[l] = 0;
-		(*bpw)[l] += c->weights * (k ? ALLOC_KEEP_BPW : c->pts[r->choice[i]].bpw);
+		(*bpw)[l] += c->weights * (k ? ALLOC_KEEP_BPW : c->pts[r->choice[i]].spent);
 		(*err)[l] += k ? 0 : c->pts[r->choice[i]].err;
 		w[l] += c->weights;
 	}
@@ -845,7 +888,11 @@ double alloc_ceiling(const alloc_set *s)
 	for (size_t i = 0; i < s->n; i++) {
 		const alloc_curve *c = &s->c[i];
 
-		bits += c->weights * c->pts[c->npts - 1].bpw;
+		double top = 0;
+
+		for (size_t j = 0; j < c->npts; j++)
+			top = fmax(top, c->pts[j].spent);
+		bits += c->weights * top;
 		w += c->weights;
 	}
 	return w > 0 ? bits / w : 0;

@@ -3,14 +3,16 @@
  *
  * Input: per-tensor error curves, one measurement a line
  *
- *   <tensor> <layer> <weights> <bpw> <error>     ('#' comments, blank lines,
- *                                                 and a header row allowed)
+ *   <tensor> <layer> <weights> <bpw> <error> [<spent>]   ('#' comments, blank
+ *                                        lines, and a header row allowed)
  *
  * where bpw is the budget the tensor was encoded at (the request a plan
- * would make) and error what that encoding cost (any additive measure: the
- * allocator minimises the sum).  A group is one tensor, or one layer whose
+ * would make), error what that encoding cost (any additive measure: the
+ * allocator minimises the sum) and spent the bits per weight it stored (the
+ * rank rule rounds a request down, or up to its floor; bpw when absent):
+ * the budget is counted in spent bits, so a plan spends what it says.  A group is one tensor, or one layer whose
  * tensors are summed at the budgets they share.  Choosing one point per
- * group so that Σ weights·bpw ≤ target·Σ weights with the least Σ error is
+ * group so that Σ weights·spent ≤ target·Σ weights with the least Σ error is
  * a multiple-choice knapsack:
  *
  *   - the Lagrangian (convex-hull) relaxation: every group's points reduced
@@ -44,7 +46,7 @@
 #define ALLOC_KEPT ((size_t)-1)
 
 typedef struct {
-	double bpw, err;
+	double bpw, spent, err; /* the request, the bits per weight it stored, the error */
 } alloc_point;
 
 typedef struct {
@@ -82,7 +84,7 @@ typedef struct {
 
 typedef struct {
 	size_t *choice;     /* (n) index into the curve's pts, or ALLOC_KEPT */
-	double bits;        /* Σ weights·bpw, kept weights at 16 */
+	double bits;        /* Σ weights·spent, kept weights at 16 */
 	double weights;     /* Σ weights */
 	double err;         /* Σ error of the encoded groups */
 	double bound;       /* a lower bound on err for the same kept layers */
@@ -97,14 +99,14 @@ typedef struct {
 int alloc_solve(const alloc_set *s, const alloc_opts *o, alloc_result *r);
 void alloc_result_free(alloc_result *r);
 
-/* the largest average bpw the curves reach: every curve at its top point */
+/* the largest average the curves can spend: every curve at its dearest point */
 double alloc_ceiling(const alloc_set *s);
 
 /* the plan: layer groups as "layer bpw" rows, tensor groups as tensor
  * rules, kept layers as keep rules; a comment line first */
 int alloc_write_plan(FILE *f, const alloc_set *s, const alloc_result *r, double target);
 
-/* per layer: the weighted mean bpw of its groups (16 when kept) and its
+/* per layer: the weighted mean spent bits of its groups (16 when kept) and its
  * summed error; arrays of *nl entries for layers 0..*nl-1 (a layer absent
  * from the curves gets NaN) */
 int alloc_per_layer(const alloc_set *s, const alloc_result *r, double **bpw, double **err,

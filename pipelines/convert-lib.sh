@@ -306,11 +306,14 @@ summarise() {
 	mv "$rep" "$out/model.cmf.blr.txt"
 }
 
-# curves OUT 'B…': "tensor layer weights bpw error" from the sweep's report
-# lines; the error is the square of the relative SEL error (nvg) or of the
-# relative Frobenius error (dual-svid): an energy, additive over tensors
+# curves OUT 'B…': "tensor layer weights bpw error spent" from the sweep's
+# report lines; the error is the square of the relative SEL error (nvg) or
+# of the relative Frobenius error (dual-svid): an energy, additive over
+# tensors; spent the payload's budget bits per weight, blr(5)'s
+# P·(r(m+n) + 16(m+n+r)) for its paths P and rank r, which the rank rule
+# rounds away from the request
 curves() {
-	echo "tensor layer weights bpw error"
+	echo "tensor layer weights bpw error spent"
 	awk -v out="$1" -v budgets="$2" '
 	BEGIN { nb = split(budgets, b, " ") }
 	$3 == "keep" { next }
@@ -320,10 +323,11 @@ curves() {
 			if ((getline line <f) <= 0) { printf "convert: cannot read %s\n", f >"/dev/stderr"; exit 1 }
 			close(f)
 			if (line == "refused") continue
-			n = split(line, w, " "); v = ""; s = 0
+			n = split(line, w, " "); v = ""; s = 0; p = ""; r = ""
 			for (j = 1; j < n; j++) { if (w[j] == "stored") s = 1; if ((s && w[j] == "sel") || w[j] == "frob") v = w[j + 1] }
-			if (v == "") { printf "convert: no error in the sweep report of %s at %s bpw: %s\n", $1, b[i], line >"/dev/stderr"; exit 1 }
-			printf "%s %s %.0f %s %.9g\n", $1, $2, $4 * $5, b[i], v * v
+			for (j = 1; j <= n && r == ""; j++) if (w[j] ~ /^P[12]$/ && w[j + 1] ~ /^r[0-9]+$/) { p = substr(w[j], 2); r = substr(w[j + 1], 2) }
+			if (v == "" || r == "") { printf "convert: no error or rank in the sweep report of %s at %s bpw: %s\n", $1, b[i], line >"/dev/stderr"; exit 1 }
+			printf "%s %s %.0f %s %.9g %.9g\n", $1, $2, $4 * $5, b[i], v * v, p * (r * ($4 + $5) + 16 * ($4 + $5 + r)) / ($4 * $5)
 		}
 	}' "$1/tensors.txt"
 }

@@ -71,10 +71,11 @@ test_expect_success 'kept tensors are never encoded and keep their bytes' '
 
 test_expect_success 'the sweep writes error curves for plan-alloc' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw BPW=2.5 SWEEP_BPW="1.6 4" sweep -j2 2>err &&
-	head -n 1 sw/curves.txt >h && echo "tensor layer weights bpw error" >expect && test_cmp expect h &&
+	head -n 1 sw/curves.txt >h && echo "tensor layer weights bpw error spent" >expect && test_cmp expect h &&
 	test "$(wc -l <sw/curves.txt)" -eq 29 &&
-	awk "NR > 1 && !(\$4 == 1.6 || \$4 == 4) { exit 1 } NR > 1 && !(\$5 > 0 && \$5 < 1) { exit 1 }" sw/curves.txt &&
-	test_grep "^model.layers.1.mlp.down_proj.weight 1 11008 4 0\.[0-9]" sw/curves.txt
+	awk "NR > 1 && !(\$4 == 1.6 || \$4 == 4) { exit 1 } NR > 1 && !(\$5 > 0 && \$5 < 1) { exit 1 }
+		NR > 1 && !(\$6 > 0 && \$6 < 16) { exit 1 }" sw/curves.txt &&
+	test_grep "^model.layers.1.mlp.down_proj.weight 1 11008 4 0\.[0-9]* [0-9.]*$" sw/curves.txt
 '
 
 test_expect_success 'a sweep budget equal to the conversion'"'"'s own reuses its encodings, byte for byte' '
@@ -97,6 +98,20 @@ test_expect_success 'the sweep brackets the budget: 1, 3 and 4 added around 2.5'
 	awk "NR > 1 { s[\$4] = 1 } END { exit !((1 in s) && (3 in s) && (4 in s) && (2.5 in s)) }" own/curves.txt
 '
 
+# spent: the payload's own budget bits (blr-pack info, through the report),
+# not the request
+test_expect_success 'the curves'"'"' spent bits are the payloads'"'"' at the conversion'"'"'s budget' '
+	while read -r name l b m n s lead; do
+		blr-pack info own/L$l/$s.blr >info &&
+		awk -v t="$name" -v w=$((m * n)) "\$1 == \"bits\" { printf \"%s %.6f\\n\", t, \$2 / w }" info ||
+		return 1
+	done <own/tensors.txt | sort >expect &&
+	awk "NR > 1 && \$4 == \"2.5\" { printf \"%s %.6f\\n\", \$1, \$6 }" own/curves.txt | sort >actual &&
+	test "$(wc -l <actual)" -eq 14 &&
+	test_cmp expect actual &&
+	awk "NR > 1 && \$6 != \$4 { n++ } END { exit !(n > 0) }" own/curves.txt
+'
+
 test_expect_success 'the bracket below 2 bpw: 1.5 (not 2) and 0.5 added around 1; b/1.5 and 1.5 b add nothing' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw1 BPW=1 SWEEP_BPW="0.7 1 1.25" sweep -j2 2>err &&
 	awk "NR > 1 { s[\$4] = 1 } END { n = 0; for (b in s) n++; exit !(n == 5 && (0.5 in s) && (0.7 in s) && (1 in s) && (1.25 in s) && (1.5 in s)) }" sw1/curves.txt &&
@@ -105,14 +120,16 @@ test_expect_success 'the bracket below 2 bpw: 1.5 (not 2) and 0.5 added around 1
 	awk "NR > 1 { s[\$4] = 1 } END { n = 0; for (b in s) n++; exit !(n == 3) }" sw1/curves.txt
 '
 
-test_expect_success 'a plan from plan-alloc is converted as allocated, within its budget' '
+test_expect_success 'a plan from plan-alloc is converted as allocated, spending what it says' '
 	plan-alloc -q --bpw 2.5 -o sw.plan sw/curves.txt &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw2 BPW=2.5 PLAN=sw.plan -j2 2>err &&
 	grep "^tensor " sw.plan | awk "{ print \$2, \$3 }" | sort >expect &&
 	report_lines sw2/model.cmf.blr.txt | awk "{ print \$1, \$4 }" | sort >actual &&
 	test_cmp expect actual &&
-	report_lines sw2/model.cmf.blr.txt | awk "{ split(\$3, d, \"x\"); w = d[1] * d[2]; R += \$4 * w; W += w }
-		END { exit !(R / W <= 2.5 * (1 + 1e-9)) }"
+	report_lines sw2/model.cmf.blr.txt | awk "{ split(\$3, d, \"x\"); w = d[1] * d[2]; R += \$5 * w; W += w }
+		END { printf \"%.9g\\n\", R / W; exit !(R / W <= 2.5 * (1 + 1e-9)) }" >spent &&
+	p=$(sed -n "s/^# plan-alloc: .*; plan \([0-9.]*\) bpw.*/\1/p" sw.plan) &&
+	awk -v a="$(cat spent)" -v p="$p" "BEGIN { exit !(a - p < 1e-6 && p - a < 1e-6) }"
 '
 
 test_expect_success 'cmf-patch apply --provenance merges the block, refuses a non-object' '

@@ -29,6 +29,46 @@ static void parses_curves(void)
 	   s.c[0].pts[1].bpw == 1.0 && s.c[0].pts[1].err == 3, "t.a read, points by bpw");
 	ok(!strcmp(s.c[1].name, "t.b") && s.c[1].layer == 1 && s.c[1].npts == 2 &&
 	   s.c[1].pts[1].bpw == 2.0 && s.c[1].pts[1].err == 0.5, "t.b read");
+	ok(s.c[0].pts[0].spent == 0.5 && s.c[1].pts[1].spent == 2.0,
+	   "five fields: spent is the bpw");
+	alloc_free(&s);
+}
+
+/*
+ * the sixth field: the budget counts spent bits, the plan names the
+ * requests.  a spends 1.25 at 1 bpw and 1.25 at 1.5 (the rank rule rounds
+ * both to one rank), b 0.75 at 1 and 1.5 at 1.5.  At 1.25 bpw over 200
+ * weights (250 bits) a costs 125 at either request, so it takes 1.5 (error
+ * 2.5), and leaves b 125, enough for b at 1 (75) only: error 2.5 + 2, spent
+ * 200 bits.  By bpw alone a at 1.5 and b at 1 would count 250 bits.  By
+ * layer the two sum at the budgets they share, their spent bits weighted by
+ * their weights.
+ */
+static void spent_counts(void)
+{
+	alloc_set s, l;
+	alloc_result res;
+	alloc_opts o = { .bpw = 1.25 };
+
+	ok(parse("tensor layer weights bpw error spent\n"
+		 "a 0 100 1 3 1.25\na 0 100 1.5 2.5 1.25\nb 0 100 1 2 0.75\nb 0 100 1.5 1 1.5\n",
+		 &s) == 0, "six fields parse: %s", nv_err());
+	ok(s.c[0].pts[1].spent == 1.25 && s.c[1].pts[0].spent == 0.75, "spent read");
+	ok(alloc_solve(&s, &o, &res) == 0, "solved");
+	ok(res.choice[0] == 1 && res.choice[1] == 0 && res.err == 2.5 + 2 && res.bits == 200,
+	   "a at its better request of the same bits, b at 1: error %g, %g bits", res.err, res.bits);
+	ok(alloc_ceiling(&s) == (125.0 + 150.0) / 200, "the ceiling counts the dearest spent bits");
+	alloc_result_free(&res);
+	if (alloc_by_layer(&s, &l) < 0) {
+		ok(0, "by layer: %s", nv_err());
+		alloc_free(&s);
+		return;
+	}
+	ok(l.n == 1 && l.c[0].npts == 2 && l.c[0].pts[0].spent == 1.0 &&
+		   l.c[0].pts[1].spent == 1.375,
+	   "by layer: spent weighted by weights (%g, %g)", l.c[0].pts[0].spent,
+	   l.c[0].pts[1].spent);
+	alloc_free(&l);
 	alloc_free(&s);
 }
 
@@ -36,9 +76,9 @@ static void rejects_bad_curves(void)
 {
 	static const struct { const char *text, *msg; } bad[] = {
 		{ "a 0 10 1\n", "line 1: 4 fields" },
-		{ "a 0 10 1 2 3\n", "line 1: 6 fields" },
+		{ "a 0 10 1 2 3 4\n", "line 1: 7 fields" },
 		/* a plan splits at \v and \f: a curve must, or plan-alloc writes an unreadable plan */
-		{ "a\vb 0 10 1 2\n", "line 1: 6 fields" },
+		{ "a\vb 0 10 1 2 1\n", "line 1: 7 fields" },
 		{ "a x 10 1 2\n", "line 1: layer 'x'" },
 		{ "a -1 10 1 2\n", "line 1: layer '-1'" },
 		{ "a 0 0 1 2\n", "line 1: weights '0'" },
@@ -48,6 +88,10 @@ static void rejects_bad_curves(void)
 		{ "a 0 10 nan 2\n", "line 1: bpw 'nan'" },
 		{ "a 0 10 1 -1\n", "line 1: error '-1'" },
 		{ "a 0 10 1 inf\n", "line 1: error 'inf'" },
+		{ "a 0 10 1 2 0\n", "line 1: spent '0'" },
+		{ "a 0 10 1 2 16\n", "line 1: spent '16'" },
+		{ "a 0 10 1 2 nan\n", "line 1: spent 'nan'" },
+		{ "tensor layer weights bpw error bits\n", "line 1: layer 'layer'" },
 		{ "a 0 10 1 2\nb 0 5 1 1\na 1 10 2 1\n", "line 3: tensor 'a' in layer 1" },
 		{ "a 0 10 1 2\na 0 11 2 1\n", "line 2: tensor 'a' has 11 weights" },
 		{ "a 0 10 1 2\n\na 0 10 1 1\n", "line 3: tensor 'a' at 1 bpw already" },
@@ -64,8 +108,13 @@ static void rejects_bad_curves(void)
 	alloc_free(&s);
 }
 
-/* a random instance: ng tensors over nl layers, np budgets each */
-static void make_set(tap_rng *r, size_t ng, size_t nl, size_t np, int convex, alloc_set *s)
+/*
+ * a random instance: ng tensors over nl layers, np budgets each; with
+ * apart, each point's spent bits are its bpw times 0.7 to 1.3 (so not
+ * always ascending with bpw, as a rank rule's rounding may make them)
+ */
+static void make_set(tap_rng *r, size_t ng, size_t nl, size_t np, int convex, int apart,
+		     alloc_set *s)
 {
 	static const double grid[] = { 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0 };
 
@@ -85,7 +134,9 @@ static void make_set(tap_rng *r, size_t ng, size_t nl, size_t np, int convex, al
 		for (size_t j = 0; j < np; j++) {
 			double b = grid[j];
 			/* a·e^{-kb} is convex in b, hence in bits; the other draws anything */
-			c->pts[j] = (alloc_point){ b, convex ? a * exp(-k * b) : 10 * rng_unif(r) };
+			c->pts[j] = (alloc_point){ b, b, convex ? a * exp(-k * b) : 10 * rng_unif(r) };
+			if (apart)
+				c->pts[j].spent = b * (0.7 + 0.6 * rng_unif(r));
 		}
 	}
 }
@@ -105,7 +156,7 @@ static double brute(const alloc_set *s, const unsigned char *kept, double budget
 				bits += 16 * s->c[i].weights;
 				continue;
 			}
-			bits += s->c[i].weights * s->c[i].pts[idx[i]].bpw;
+			bits += s->c[i].weights * s->c[i].pts[idx[i]].spent;
 			err += s->c[i].pts[idx[i]].err;
 		}
 		if (bits <= budget_bits * (1 + 1e-12) && err < best)
@@ -137,8 +188,14 @@ static double draw_target(tap_rng *r, const alloc_set *s)
 	double lo = 0, hi = 0, w = total_w(s);
 
 	for (size_t i = 0; i < s->n; i++) {
-		lo += s->c[i].weights * s->c[i].pts[0].bpw;
-		hi += s->c[i].weights * s->c[i].pts[s->c[i].npts - 1].bpw;
+		double a = INFINITY, b = 0;
+
+		for (size_t j = 0; j < s->c[i].npts; j++) {
+			a = fmin(a, s->c[i].pts[j].spent);
+			b = fmax(b, s->c[i].pts[j].spent);
+		}
+		lo += s->c[i].weights * a;
+		hi += s->c[i].weights * b;
 	}
 	return (lo + (hi - lo) * rng_unif(r)) / w;
 }
@@ -153,7 +210,7 @@ static int result_adds_up(const alloc_set *s, const alloc_result *res)
 			bits += 16 * s->c[i].weights;
 			continue;
 		}
-		bits += s->c[i].weights * s->c[i].pts[res->choice[i]].bpw;
+		bits += s->c[i].weights * s->c[i].pts[res->choice[i]].spent;
 		err += s->c[i].pts[res->choice[i]].err;
 	}
 	return fabs(bits - res->bits) <= 1e-9 * bits && fabs(err - res->err) <= 1e-9 * (1 + err);
@@ -165,9 +222,9 @@ static int result_adds_up(const alloc_set *s, const alloc_result *res)
  * differently); errors agree to 1e-9 relative (sums of a few doubles in
  * different orders).
  */
-static void matches_brute_force(int convex)
+static void matches_brute_force(int convex, int apart)
 {
-	tap_rng r = { convex ? 11u : 12u };
+	tap_rng r = { convex ? 11u : apart ? 13u : 12u };
 	int all_opt = 1, all_eq = 1, all_budget = 1, all_bound = 1, all_sum = 1;
 
 	for (int it = 0; it < 300; it++) {
@@ -177,7 +234,7 @@ static void matches_brute_force(int convex)
 		alloc_opts o = { 0 };
 		double want;
 
-		make_set(&r, ng, ng, np, convex, &s);
+		make_set(&r, ng, ng, np, convex, apart, &s);
 		o.bpw = draw_target(&r, &s);
 		want = brute(&s, NULL, o.bpw * total_w(&s));
 		if (alloc_solve(&s, &o, &res) < 0) {
@@ -197,7 +254,7 @@ static void matches_brute_force(int convex)
 		alloc_result_free(&res);
 		alloc_free(&s);
 	}
-	const char *kind = convex ? "convex" : "non-convex";
+	const char *kind = convex ? "convex" : apart ? "spent apart from bpw" : "non-convex";
 	ok(all_eq, "%s curves: 300 random instances match the brute-force optimum", kind);
 	ok(all_opt, "%s curves: every search finished (proved optimal)", kind);
 	ok(all_budget, "%s curves: every plan meets its budget", kind);
@@ -237,7 +294,7 @@ static void node_limit_still_feasible(void)
 	for (int it = 0; it < 50; it++) {
 		double want;
 
-		make_set(&r, 6, 6, 5, 0, &s);
+		make_set(&r, 6, 6, 5, 0, 0, &s);
 		o.bpw = draw_target(&r, &s);
 		o.node_limit = 1;
 		want = brute(&s, NULL, o.bpw * total_w(&s));
@@ -291,7 +348,7 @@ static void keep_matches_brute_force(void)
 		double lerr[8] = { 0 }, want;
 		size_t top = 0;
 
-		make_set(&r, 6, 3, 4, it % 2, &s);
+		make_set(&r, 6, 3, 4, it % 2, it % 3 == 0, &s);
 		o.bpw = 6 + 4 * rng_unif(&r);
 		if (alloc_solve(&s, &o, &plain) < 0) {
 			good = 0;
@@ -416,8 +473,10 @@ int main(void)
 {
 	parses_curves();
 	rejects_bad_curves();
-	matches_brute_force(1);
-	matches_brute_force(0);
+	spent_counts();
+	matches_brute_force(1, 0);
+	matches_brute_force(0, 0);
+	matches_brute_force(0, 1);
 	convex_bound_is_tight_on_a_step();
 	node_limit_still_feasible();
 	floor_and_keep_errors();

@@ -120,6 +120,9 @@ test_expect_success 'the bracket below 2 bpw: 1.5 (not 2) and 0.5 added around 1
 	awk "NR > 1 { s[\$4] = 1 } END { n = 0; for (b in s) n++; exit !(n == 3) }" sw1/curves.txt
 '
 
+# the bits a conversion stores are the plan's where each layer's encoder
+# picks the path count the sweep's did; on other inputs it may pick the
+# other, whose rank rounds differently (1% allowed; here they agree)
 test_expect_success 'a plan from plan-alloc is converted as allocated, spending what it says' '
 	plan-alloc -q --bpw 2.5 -o sw.plan sw/curves.txt &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw2 BPW=2.5 PLAN=sw.plan -j2 2>err &&
@@ -129,7 +132,7 @@ test_expect_success 'a plan from plan-alloc is converted as allocated, spending 
 	report_lines sw2/model.cmf.blr.txt | awk "{ split(\$3, d, \"x\"); w = d[1] * d[2]; R += \$5 * w; W += w }
 		END { printf \"%.9g\\n\", R / W; exit !(R / W <= 2.5 * (1 + 1e-9)) }" >spent &&
 	p=$(sed -n "s/^# plan-alloc: .*; plan \([0-9.]*\) bpw.*/\1/p" sw.plan) &&
-	awk -v a="$(cat spent)" -v p="$p" "BEGIN { exit !(a - p < 1e-6 && p - a < 1e-6) }"
+	awk -v a="$(cat spent)" -v p="$p" "BEGIN { exit !(a - p < 0.01 * p && p - a < 0.01 * p) }"
 '
 
 test_expect_success 'cmf-patch apply --provenance merges the block, refuses a non-object' '

@@ -18,7 +18,7 @@
 #   convert-lib.sh patches OUT [SUB]
 #                     (SUB: the payloads' subdirectory of L<n>/, "tuned/" after blr-tune)
 #   convert-lib.sh report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE
-#   convert-lib.sh curves OUT 'B1 B2 …'
+#   convert-lib.sh curves OUT 'B1 B2 …' [sel|block]
 set -eo pipefail
 
 T=${BIN:+${BIN%/}/}
@@ -306,15 +306,17 @@ summarise() {
 	mv "$rep" "$out/model.cmf.blr.txt"
 }
 
-# curves OUT 'B…': "tensor layer weights bpw error spent" from the sweep's
-# report lines; the error is the square of the relative SEL error (nvg) or
-# of the relative Frobenius error (dual-svid): an energy, additive over
-# tensors; spent the payload's budget bits per weight, blr(5)'s
-# P·(r(m+n) + 16(m+n+r)) for its paths P and rank r, which the rank rule
-# rounds away from the request
+# curves OUT 'B…' [sel|block]: "tensor layer weights bpw error spent" from
+# the sweep's report lines; the error is the square of the relative SEL
+# error (nvg) or of the relative Frobenius error (dual-svid): an energy,
+# additive over tensors; with block, the SEL loss of the block with that
+# payload alone (L.s.b.block, blr-tune's report: relative to the block's
+# own contribution, an energy too); spent the payload's budget bits per
+# weight, blr(5)'s P·(r(m+n) + 16(m+n+r)) for its paths P and rank r, which
+# the rank rule rounds away from the request
 curves() {
 	echo "tensor layer weights bpw error spent"
-	awk -v out="$1" -v budgets="$2" '
+	awk -v out="$1" -v budgets="$2" -v measure="${3:-sel}" '
 	BEGIN { nb = split(budgets, b, " ") }
 	$3 == "keep" { next }
 	{
@@ -327,7 +329,15 @@ curves() {
 			for (j = 1; j < n; j++) { if (w[j] == "stored") s = 1; if ((s && w[j] == "sel") || w[j] == "frob") v = w[j + 1] }
 			for (j = 1; j <= n && r == ""; j++) if (w[j] ~ /^P[12]$/ && w[j + 1] ~ /^r[0-9]+$/) { p = substr(w[j], 2); r = substr(w[j + 1], 2) }
 			if (v == "" || r == "") { printf "convert: no error or rank in the sweep report of %s at %s bpw: %s\n", $1, b[i], line >"/dev/stderr"; exit 1 }
-			printf "%s %s %.0f %s %.9g %.9g\n", $1, $2, $4 * $5, b[i], v * v, p * (r * ($4 + $5) + 16 * ($4 + $5 + r)) / ($4 * $5)
+			e = v * v
+			if (measure == "block") {
+				f = out "/sweep/L" $2 "." $6 "." b[i] ".block"
+				if ((getline line <f) <= 0) { printf "convert: cannot read %s\n", f >"/dev/stderr"; exit 1 }
+				close(f)
+				if (split(line, w, " ") < 9 || w[8] != "sel") { printf "convert: not a block report: %s: %s\n", f, line >"/dev/stderr"; exit 1 }
+				e = w[9]
+			}
+			printf "%s %s %.0f %s %.9g %.9g\n", $1, $2, $4 * $5, b[i], e, p * (r * ($4 + $5) + 16 * ($4 + $5 + r)) / ($4 * $5)
 		}
 	}' "$1/tensors.txt"
 }

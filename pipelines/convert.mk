@@ -58,7 +58,10 @@
 # report line); like CALIBRATE it is not stamped (nor are its tokens), and
 # switching it redoes only the last steps.
 # Other targets: `sweep` (OUT/curves.txt: every tensor encoded at each of
-# SWEEP_BPW, widened to bracket BPW; the input of plan-alloc), `layers` (the generated rules only),
+# SWEEP_BPW, widened to bracket BPW; the input of plan-alloc; its error the
+# squared relative SEL error, or with SWEEP_ERROR=block the block's
+# relative output error with that payload alone in the source's layer, on
+# the conversion's states: blr-tune --layer --steps 0), `layers` (the generated rules only),
 # `layer-L` (layer L's payloads and the state after it: one cluster job).
 # Tools come from BIN when it is set, else from PATH.  Logs are in OUT/logs.
 
@@ -111,6 +114,7 @@ TUNE_AHEAD ?= $(TUNE_AHEAD_DEFAULT)
 E2E_STEPS  ?= 120
 E2E_TOKENS ?=
 SWEEP_BPW  ?= 0.3 0.4 0.55 0.7 0.8 1 1.25 1.5
+SWEEP_ERROR ?= sel
 BIN        ?=
 
 Q := $(if $(filter 1,$(V)),,@)
@@ -279,6 +283,10 @@ endif
 ifneq ($(file <$(OUT)/e2e.set),$(E2E_SET))
 $(file >$(OUT)/e2e.set,$(E2E_SET))
 endif
+# and the sweep's curves follow OUT/sweep.set, the measure of their errors
+ifneq ($(file <$(OUT)/sweep.set),$(SWEEP_ERROR))
+$(file >$(OUT)/sweep.set,$(SWEEP_ERROR))
+endif
 # the temporaries a killed run left (no rerun would replace them): every file
 # of the conversion's naming, NAME.tmp and the tools' NAME.tmp.PID; under the
 # lock no process of an earlier run is left to be writing one
@@ -352,6 +360,12 @@ NVG_DEPS = $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).
 # transport (layers ≥ 1): the lead's cross-moments and the source stream's SEL Gram
 xport = $(and $(filter 1,$(TRANSPORT)),$(filter-out 0,$(1)))
 SRC_STREAM := $(filter 1,$(TRANSPORT) $(TUNE))
+ifeq ($(filter sel block,$(SWEEP_ERROR)),)
+$(error convert.mk: SWEEP_ERROR '$(SWEEP_ERROR)' is not sel or block)
+endif
+ifeq ($(SWEEP_ERROR)$(and $(filter nvg,$(METHOD)),$(SRC_STREAM)),block)
+$(error convert.mk: SWEEP_ERROR=block measures nvg payloads against the source stream: METHOD=nvg with TRANSPORT=1 or TUNE=1)
+endif
 XP_DEPS = $(if $(call xport,$(1)),$(OUT)/L$(1)/g.$(2).fit.cross $(OUT)/L$(1)/g.$(2).sel.cross \
 	$(OUT)/L$(1)/src.$(2).sel.gram)
 XP_ARGS = $(if $(call xport,$(1)),--cross $(OUT)/L$(1)/g.$(2).fit.cross \
@@ -509,22 +523,34 @@ SWEEP_LIST := $(shell awk -v b='$(BPW)' -v l='$(SWEEP_BPW)' 'BEGIN { \
 # (nvg: a sweep budget spelled as the tensor's own budget in the conversion is
 # that encoding, the same bytes, so its report is copied rather than encoded again)
 sweep_own = $(and $(filter nvg,$(METHOD)),$(filter $(3),$(BPW_$(1)_$(2))))
+# each sweep payload is kept beside its report (L.s.b.blr, none when refused),
+# for SWEEP_ERROR=block to measure in the block
 define sweep_rule
 ifneq ($(call sweep_own,$(1),$(2),$(3)),)
 $(OUT)/sweep/L$(1).$(2).$(3).rep: $(OUT)/L$(1)/$(2).rep
 	@mkdir -p $(OUT)/sweep
+	$(Q)if [ -f $(OUT)/L$(1)/$(2).blr ]; then cp $(OUT)/L$(1)/$(2).blr $(OUT)/sweep/L$(1).$(2).$(3).blr; fi
 	$(Q)cp $$< $$@.tmp && mv $$@.tmp $$@
 else
 $(OUT)/sweep/L$(1).$(2).$(3).rep: $(call SWEEP_DEPS,$(1),$(2)) | $(OUT)/L$(1)/.dir
 	@mkdir -p $(OUT)/sweep
-	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ - '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call SWEEP_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
+	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ $(OUT)/sweep/L$(1).$(2).$(3).blr '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call SWEEP_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
 endif
+# the block's relative output error with this payload alone: blr-tune's SEL loss, no step
+$(OUT)/sweep/L$(1).$(2).$(3).block: $(OUT)/sweep/L$(1).$(2).$(3).rep $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state)
+	$(Q)rm -rf $$@.d && mkdir -p $$@.d
+	$(Q)if [ "$$$$(cat $$<)" = refused ]; then echo refused >$$@.tmp; \
+	elif ! [ -f $(OUT)/sweep/L$(1).$(2).$(3).blr ]; then \
+		echo "convert: $(OUT)/sweep/L$(1).$(2).$(3).blr: a sweep made before its payloads were kept; remove $(OUT)/sweep to sweep again" >&2; exit 1; \
+	else \
+		$$(STEP_ENV) $(LIB) step $(LOG)/sweep.L$(1).$(2).$(3).block.log -- $(T)blr-tune --layer $(1) -q --steps 0 -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) --patch $(NAME_$(1)_$(2))=$(OUT)/sweep/L$(1).$(2).$(3).blr -o $$@.d >$$@.tmp; fi
+	$(Q)rm -rf $$@.d && mv $$@.tmp $$@
 endef
-SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(OUT)/sweep/L$(l).$(s).$(b).rep)))
+SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(OUT)/sweep/L$(l).$(s).$(b).$(if $(filter block,$(SWEEP_ERROR)),block,rep))))
 $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(eval $(call sweep_rule,$(l),$(s),$(b))))))
 
 sweep: $(OUT)/curves.txt
-$(OUT)/curves.txt: $(SWEEPS)
-	$(Q)$(LIB) curves $(OUT) '$(SWEEP_LIST)' >$@.tmp
+$(OUT)/curves.txt: $(SWEEPS) $(OUT)/sweep.set
+	$(Q)$(LIB) curves $(OUT) '$(SWEEP_LIST)' $(SWEEP_ERROR) >$@.tmp
 	$(Q)mv $@.tmp $@
 endif

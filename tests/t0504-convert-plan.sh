@@ -112,6 +112,30 @@ test_expect_success 'the curves'"'"' spent bits are the payloads'"'"' at the con
 	awk "NR > 1 && \$6 != \$4 { n++ } END { exit !(n > 0) }" own/curves.txt
 '
 
+# SWEEP_ERROR=block: each sweep payload measured in its block alone, as
+# blr-tune --layer --steps 0 measures it by hand; the curves rebuilt when the
+# measure changes; refused without the source stream
+test_expect_success 'SWEEP_ERROR=block: the curves'"'"' errors are the block'"'"'s, as blr-tune gives them' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bl BPW=2.5 TUNE=1 SWEEP_BPW="1.6 4" sweep -j2 2>err &&
+	cp bl/curves.txt sel.curves &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bl BPW=2.5 TUNE=1 SWEEP_BPW="1.6 4" SWEEP_ERROR=block sweep -j2 2>err &&
+	test "$(wc -l <bl/curves.txt)" -eq "$(wc -l <sel.curves)" &&
+	test_must_fail cmp -s sel.curves bl/curves.txt &&
+	awk "{ print \$1, \$2, \$3, \$4, \$6 }" sel.curves >a && awk "{ print \$1, \$2, \$3, \$4, \$6 }" bl/curves.txt >b &&
+	test_cmp a b &&
+	mkdir hb &&
+	blr-tune --layer 1 -q --steps 0 -m s2.cmf --tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128 --state bl/S1.state --src-state bl/src/S1.state \
+		--patch model.layers.1.self_attn.k_proj.weight=bl/sweep/L1.k.4.blr -o hb >rep.hb &&
+	e=$(sed -n "s/.* sel \([0-9.]*\) -> [0-9.]* | step .*/\1/p" rep.hb) &&
+	test_grep "^model.layers.1.self_attn.k_proj.weight 1 2048 4 $e " bl/curves.txt &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bl BPW=2.5 TUNE=1 SWEEP_BPW="1.6 4" sweep -j2 2>err &&
+	test_cmp sel.curves bl/curves.txt &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw BPW=2.5 SWEEP_BPW="1.6 4" SWEEP_ERROR=block sweep 2>err &&
+	test_grep "SWEEP_ERROR=block measures nvg payloads against the source stream" err &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bl BPW=2.5 TUNE=1 SWEEP_ERROR=frob sweep 2>err &&
+	test_grep "SWEEP_ERROR .frob. is not sel or block" err
+'
+
 test_expect_success 'the bracket below 2 bpw: 1.5 (not 2) and 0.5 added around 1; b/1.5 and 1.5 b add nothing' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw1 BPW=1 SWEEP_BPW="0.7 1 1.25" sweep -j2 2>err &&
 	awk "NR > 1 { s[\$4] = 1 } END { n = 0; for (b in s) n++; exit !(n == 5 && (0.5 in s) && (0.7 in s) && (1 in s) && (1.25 in s) && (1.5 in s)) }" sw1/curves.txt &&

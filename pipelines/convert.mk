@@ -438,17 +438,21 @@ $(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT
 	$(Q)$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1) $(SUB)` --next-state $$@
 endef
 
+# both streams entering layer L for blr-tune --layer (layer 0 starts from the embeddings)
+streams_arg = $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state)
+streams_dep = $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state)
+
 # block reconstruction (TUNE=1): the layer's payloads tuned together into L/tuned/
 SUB := $(if $(filter 1,$(TUNE)),tuned/)
 tune_dep = $(if $(and $(filter 1,$(TUNE)),$(ENC_$(1))),$(OUT)/L$(1)/tune.txt)
 # TUNE_AHEAD=1: the loss after the next block, which the last layer has not
 ahead_arg = $(if $(and $(filter 1,$(TUNE_AHEAD)),$(filter-out $(lastword $(LAYERS)),$(1))),--lookahead 1)
 define tune
-$(OUT)/L$(1)/tune.txt: $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
+$(OUT)/L$(1)/tune.txt: $(call streams_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
 	@$(call say,'layer $(1)/$(NLAYERS): tune the block')
 	$(Q)mkdir -p $(OUT)/L$(1)/tuned
 	$(Q)args=`$(LIB) patch-args $(OUT) $(1)`; if [ -n "$$$$args" ]; then \
-		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) --steps $(TUNE_STEPS) --lr $(TUNE_LR) --loss $(TUNE_LOSS) $(call ahead_arg,$(1)) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
+		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) --steps $(TUNE_STEPS) --lr $(TUNE_LR) --loss $(TUNE_LOSS) $(call ahead_arg,$(1)) $(call streams_arg,$(1)) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
 	else echo "layer $(1): nothing encoded" >$$@.tmp; fi
 	$(Q)sed 's/^/convert: /' $$@.tmp >&2
 	$(Q)mv $$@.tmp $$@
@@ -537,13 +541,13 @@ $(OUT)/sweep/L$(1).$(2).$(3).rep: $(call SWEEP_DEPS,$(1),$(2)) | $(OUT)/L$(1)/.d
 	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/sweep.L$(1).$(2).$(3).log $$@ $(OUT)/sweep/L$(1).$(2).$(3).blr '$(MODEL)' $(NAME_$(1)_$(2)) -- $(T)nvg-encode $(call SWEEP_OPTS,$(1),$(2)) $(call ENCODE_COMMON,$(1),$(2)) --bpw $(3)
 endif
 # the block's relative output error with this payload alone: blr-tune's SEL loss, no step
-$(OUT)/sweep/L$(1).$(2).$(3).block: $(OUT)/sweep/L$(1).$(2).$(3).rep $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state)
+$(OUT)/sweep/L$(1).$(2).$(3).block: $(OUT)/sweep/L$(1).$(2).$(3).rep $(call streams_dep,$(1))
 	$(Q)rm -rf $$@.d && mkdir -p $$@.d
 	$(Q)if [ "$$$$(cat $$<)" = refused ]; then echo refused >$$@.tmp; \
 	elif ! [ -f $(OUT)/sweep/L$(1).$(2).$(3).blr ]; then \
 		echo "convert: $(OUT)/sweep/L$(1).$(2).$(3).blr: a sweep made before its payloads were kept; remove $(OUT)/sweep to sweep again" >&2; exit 1; \
 	else \
-		$$(STEP_ENV) $(LIB) step $(LOG)/sweep.L$(1).$(2).$(3).block.log -- $(T)blr-tune --layer $(1) -q --steps 0 -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) --patch $(NAME_$(1)_$(2))=$(OUT)/sweep/L$(1).$(2).$(3).blr -o $$@.d >$$@.tmp; fi
+		$$(STEP_ENV) $(LIB) step $(LOG)/sweep.L$(1).$(2).$(3).block.log -- $(T)blr-tune --layer $(1) -q --steps 0 -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(call streams_arg,$(1)) --patch $(NAME_$(1)_$(2))=$(OUT)/sweep/L$(1).$(2).$(3).blr -o $$@.d >$$@.tmp; fi
 	$(Q)rm -rf $$@.d && mv $$@.tmp $$@
 endef
 SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(OUT)/sweep/L$(l).$(s).$(b).$(if $(filter block,$(SWEEP_ERROR)),block,rep))))

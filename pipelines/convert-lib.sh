@@ -19,6 +19,7 @@
 #                     (SUB: the payloads' subdirectory of L<n>/, "tuned/" after blr-tune)
 #   convert-lib.sh report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE
 #   convert-lib.sh curves OUT 'B1 B2 …' [sel|block]
+#   convert-lib.sh best OUT MODEL tokens|text CALIB FIT SEL WINDOW
 set -eo pipefail
 
 T=${BIN:+${BIN%/}/}
@@ -342,6 +343,48 @@ curves() {
 	}' "$1/tensors.txt"
 }
 
+# best OUT MODEL tokens|text CALIB FIT SEL WINDOW: the conversion in OUT and
+# the plan's in OUT/plan scored against MODEL on the SEL tokens (the SEL
+# after the first FIT of the calibration, in windows of WINDOW): cmf-eval's
+# KL(source ‖ model).  OUT/best.txt gives both, their stored body bits, and
+# which is kept: the plan only when its KL is lower.  OUT/best.cmf and
+# OUT/best.cmf.blr.txt are that model and its report (hard links where the
+# file system allows, else copies); best.txt is written last
+best() {
+	local out=$1 src=$2 kind=$3 calib=$4 fit=$5 sel=$6 window=$7 ids who m kl
+	ids=$out/best.sel.tmp
+	trap "rm -f $(printf %q "$out")/best.*.tmp" EXIT
+	if [ "$kind" = text ]; then
+		"${T}cmf-eval" -m "$src" --text "$calib" --tokenize "$out/best.ids.tmp" >/dev/null
+		calib=$out/best.ids.tmp
+	fi
+	dd if="$calib" of="$ids" bs=64K iflag=skip_bytes,count_bytes skip=$((4 * fit)) \
+		count=$((4 * sel)) status=none
+	[ "$(stat -c %s "$ids")" -eq $((4 * sel)) ] ||
+		die "$calib: fewer than FIT $fit + SEL $sel calibration tokens"
+	: >"$out/best.txt.tmp"
+	for who in uniform plan; do
+		m=$out/model.cmf
+		[ "$who" = plan ] && m=$out/plan/model.cmf
+		"${T}cmf-eval" -q -m "$m" --base "$src" --tokens "$ids" --window "$window" >"$out/best.eval.tmp"
+		kl=$(sed -n 's/^kl //p' "$out/best.eval.tmp")
+		[ -n "$kl" ] || die "cmf-eval gave no KL for $m"
+		printf '%s kl %s nll %s body_bpw %s model %s\n' "$who" "$kl" \
+			"$(sed -n 's/^nll //p' "$out/best.eval.tmp")" \
+			"$(sed -n 's/^# total blr body \([^ ]*\) bpw.*/\1/p' "$m.blr.txt")" "$m" >>"$out/best.txt.tmp"
+	done
+	awk '{ kl[$1] = $3 } END { print "kept", (kl["plan"] + 0 < kl["uniform"] + 0) ? "plan" : "uniform" }' \
+		"$out/best.txt.tmp" >>"$out/best.txt.tmp"
+	m=$out/model.cmf
+	grep -qx 'kept plan' "$out/best.txt.tmp" && m=$out/plan/model.cmf
+	for who in cmf cmf.blr.txt; do
+		ln -f "${m%.cmf}.$who" "$out/best.$who.tmp" 2>/dev/null || cp "${m%.cmf}.$who" "$out/best.$who.tmp"
+	done
+	mv "$out/best.cmf.tmp" "$out/best.cmf"
+	mv "$out/best.cmf.blr.txt.tmp" "$out/best.cmf.blr.txt"
+	mv "$out/best.txt.tmp" "$out/best.txt"
+}
+
 cmd=$1
 shift
 case $cmd in
@@ -354,5 +397,6 @@ patch-args) patch_args "$@" ;;
 patches) patches "$@" ;;
 report) report "$@" ;;
 curves) curves "$@" ;;
+best) best "$@" ;;
 *) die "convert-lib.sh: unknown step '$cmd'" ;;
 esac

@@ -62,7 +62,12 @@
 # squared relative SEL error, or with SWEEP_ERROR=block the block's
 # relative output error with that payload alone in the source's layer, on
 # the conversion's states: blr-tune --layer --steps 0), `layers` (the generated rules only),
-# `layer-L` (layer L's payloads and the state after it: one cluster job).
+# `layer-L` (layer L's payloads and the state after it: one cluster job),
+# `best` (this conversion, the sweep, a plan at BPW from its curves
+# (OUT/plan.txt, plan-alloc) and the plan's conversion in OUT/plan with every
+# other setting the same; both models scored against MODEL on the SEL tokens
+# by cmf-eval's KL: OUT/best.txt says which is kept, the plan only when it is
+# better, and OUT/best.cmf, OUT/best.cmf.blr.txt are that model and report).
 # Tools come from BIN when it is set, else from PATH.  Logs are in OUT/logs.
 
 SHELL := /bin/bash
@@ -191,6 +196,14 @@ endif
 ifneq ($(and $(TOKENS),$(TEXT)),)
 $(error convert.mk: give TOKENS or TEXT, not both)
 endif
+ifneq ($(filter best,$(MAKECMDGOALS)),)
+ifneq ($(PLAN),)
+$(error convert.mk: best makes its own plan in OUT/plan.txt: leave PLAN out)
+endif
+ifeq ($(or $(TOKENS),$(TEXT)),)
+$(error convert.mk: best scores both models on the calibration's SEL tokens: give TOKENS or TEXT)
+endif
+endif
 CALIB := $(or $(TOKENS),$(TEXT))
 # the Grams are captured for nvg, and for dual-svid's SEL errors when there is data
 CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
@@ -297,7 +310,7 @@ endif
 # the rest is the locked make's (the one started by hand only takes the lock)
 ifneq ($(UNLOCKED),1)
 
-.PHONY: all layers sweep help
+.PHONY: all layers sweep best help
 all: $(OUT)/model.cmf $(OUT)/model.cmf.blr.txt
 
 help:
@@ -557,4 +570,22 @@ sweep: $(OUT)/curves.txt
 $(OUT)/curves.txt: $(SWEEPS) $(OUT)/sweep.set
 	$(Q)$(LIB) curves $(OUT) '$(SWEEP_LIST)' $(SWEEP_ERROR) >$@.tmp
 	$(Q)mv $@.tmp $@
+
+# ---- best: this conversion or a plan's at the same budget, the one nearer the source ----
+best: $(OUT)/best.txt
+$(OUT)/plan.txt: $(OUT)/curves.txt
+	@$(call say,'plan at $(BPW) bpw from the curves of the sweep')
+	$(Q)$(LIB) step $(LOG)/plan.log -- $(T)plan-alloc --bpw $(BPW) -q -o $@.tmp $<
+	$(Q)mv $@.tmp $@
+# the plan's conversion, every setting but PLAN this one's (a new plan starts
+# it afresh); run each time, so that it resumes and follows CALIBRATE and E2E
+.PHONY: plan-conversion
+plan-conversion: $(OUT)/plan.txt
+	$(Q)if [ -f $(OUT)/plan/params ] && ! grep -q "plan=$$(cksum <$< | tr ' ' :)" $(OUT)/plan/params; then rm -rf $(OUT)/plan; fi
+	$(Q)$(MAKE) -f $(PIPE)/convert.mk OUT=$(OUT)/plan PLAN=$(OUT)/plan.txt all
+$(OUT)/plan/model.cmf: plan-conversion ; @:
+$(OUT)/best.cmf $(OUT)/best.cmf.blr.txt $(OUT)/best.txt &: $(OUT)/model.cmf $(OUT)/plan/model.cmf
+	@$(call say,'score $(OUT)/model.cmf and $(OUT)/plan/model.cmf against $(MODEL) on the SEL tokens')
+	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/best.log -- $(LIB) best $(OUT) '$(MODEL)' $(if $(TOKENS),tokens,text) '$(CALIB)' $(FIT_TOKENS) $(SEL_TOKENS) $(WINDOW)
+	$(Q)sed 's/^/convert: /' $(OUT)/best.txt >&2
 endif

@@ -67,6 +67,19 @@ test_expect_success 'a plan changed by hand: the plan'"'"'s conversion starts af
 	test_grep "^plan kl $(sed -n "s/^kl //p" ev) " b/best.txt
 '
 
+# blr-tune --final-norm scores its SEL windows by KL too, by its own code:
+# the judge's numbers equal its report's (6 digits printed by both)
+test_expect_success 'CALIBRATE=1: both scores equal the calibration'"'"'s own KL on the SEL windows' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=c BPW=2.5 SWEEP_BPW="1.6 4" CALIBRATE=1 best -j2 2>err &&
+	for who in uniform plan; do
+		d=c && { [ $who = uniform ] || d=c/plan; } &&
+		k=$(sed -n "s/^final-norm: kl sel [0-9.]* -> \([0-9.]*\) .*/\1/p" $d/calibrate.txt) &&
+		j=$(awk -v w=$who "\$1 == w { print \$3 }" c/best.txt) &&
+		awk -v a="$k" -v b="$j" "BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-5 * a) }" ||
+		{ echo "$who: calibration $k, judge $j"; return 1; }
+	done
+'
+
 # the judge alone, on models whose order is known: the source itself has KL 0
 judge_dir() {
 	mkdir -p "$1/plan" &&

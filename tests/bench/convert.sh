@@ -15,11 +15,12 @@
 # perplexity, KL divergence and top-1 agreement against the source on
 # held-out TinyStories text, of the model before the calibration (row
 # LABEL), after it (row LABEL+cal) and after the end-to-end step (row
-# LABEL+cal+e2e, its time the whole conversion's).  Then, per budget, a plan from plan-alloc over
-# the sweep's curves (every tensor encoded at each budget of BENCH_SWEEP on
-# the nvg conversion's Grams; the conversion's own budget is reused, not
-# encoded again), converted with every step at the same average budget and
-# measured the same way.
+# LABEL+cal+e2e, its time the whole conversion's).  Then, per budget,
+# convert.mk's best on the nvg conversion: the sweep's curves (every tensor
+# encoded at each budget of BENCH_SWEEP on the conversion's Grams; its own
+# budget reused, not encoded again; SWEEP_ERROR from the environment), a
+# plan from plan-alloc at the same budget, converted with every step and
+# measured the same way, and which of the two the judge keeps.
 #
 # Each conversion is measured uninterrupted and its measurements are kept
 # in BENCH_OUT/<name>-<bpw>.{times,total,eval,eval-applied} with its
@@ -29,9 +30,7 @@
 #
 # Environment: BENCH_MODEL (smollm2 | stories260K), BENCH_BPW, BENCH_STEPS,
 # BENCH_SWEEP (auto: b/1.5, b and 1.5 b for budget b: convert.mk's bracket,
-# so that the sweep adds no budget of its own), BENCH_SWEEP_ON (a
-# budget of BENCH_BPW: one sweep, on that conversion's Grams, for every
-# plan; by default each budget sweeps its own conversion), JOBS, FIT_TOKENS
+# so that the sweep adds no budget of its own), JOBS, FIT_TOKENS
 # (8192), SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
 # (build/bench-convert), BENCH_PLAN (1: also the plans), BENCH_DUAL (1: also
 # dual-svid), BENCH_E2E (1: the nvg conversions end with the end-to-end step;
@@ -98,9 +97,10 @@ echo "model $src, $jobs jobs, FIT $fit SEL $sel window $window, eval $eval_token
 printf '%-20s %5s %8s %8s %8s %7s %8s %7s %7s %8s %8s %9s %10s %8s %7s\n' method bpw capture \
 	contexts encode tune advance calib e2e total rss_MiB body_bpw perplexity KL top1
 
-# row LABEL BPW DIR EVAL DROP: one table row from DIR's kept measurements
-# (DROP: the last steps not yet run in the model measured, "calib e2e" or
-# "e2e"; their time is not counted)
+# row LABEL BPW M EVAL DROP [DIR]: one table row from the kept measurements
+# M.times and M.total of the conversion in DIR (default M) (DROP: the last
+# steps not yet run in the model measured, "calib e2e" or "e2e"; their time
+# is not counted)
 row() {
 	awk -v m="$1" -v b="$2" -v drop="$5" '
 	FILENAME ~ /times$/ {
@@ -121,7 +121,7 @@ row() {
 		printf "%-20s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %7.1f %8.1f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
 			m, b, t["capture"], t["contexts"], t["encode"], t["tune"], t["advance"], t["calib"],
 			t["e2e"], total, rss / 1024, body, v["ppl"], v["kl"], v["top1"]
-	}' "$3.times" "$3.total" "$4" "$3/model.cmf.blr.txt"
+	}' "$3.times" "$3.total" "$4" "${6:-$3}/model.cmf.blr.txt"
 }
 
 # convert DIR LABEL METHOD BPW PLAN [VAR=VALUE...]: the conversion (convert.mk
@@ -142,25 +142,39 @@ convert() {
 			METHOD="$m" ${plan:+PLAN="$plan"} FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" \
 			BIN="$wrap" "$@" -j "$jobs" 2>"$dir.log"
 		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }' >"$dir.total"
-		# CALIBRATE=0 E2E=0 writes no applied.cmf; E2E=1 after the calibration, calibrated.cmf
-		if [ -f "$dir/applied.cmf" ] && ! cmp -s "$dir/applied.cmf" "$dir/model.cmf"; then
-			evaluate "$dir/applied.cmf" "$dir.eval-applied"
-		fi
-		if [ -f "$dir/calibrated.cmf" ] && grep -q '^1' "$dir/e2e.set"; then
-			evaluate "$dir/calibrated.cmf" "$dir.eval-calibrated"
-		fi
-		evaluate "$dir/model.cmf" "$dir.eval"
+		measure "$dir" "$dir"
 		echo "$key" >"$dir.key"
 	fi
-	if [ -s "$dir.eval-calibrated" ]; then
-		row "$label" "$b" "$dir" "$dir.eval-applied" "calib e2e"
-		row "$label+cal" "$b" "$dir" "$dir.eval-calibrated" "e2e"
-		row "$label+cal+e2e" "$b" "$dir" "$dir.eval" ""
-	elif [ -s "$dir.eval-applied" ]; then
-		row "$label" "$b" "$dir" "$dir.eval-applied" "calib"
-		row "$label+cal" "$b" "$dir" "$dir.eval" ""
+	rows "$label" "$b" "$dir" "$dir"
+}
+
+# measure DIR M: the models of the conversion in DIR evaluated into M.eval
+# (model.cmf), M.eval-applied (before the calibration) and
+# M.eval-calibrated (before the end-to-end step), each where it is a model
+# of its own (CALIBRATE=0 E2E=0 writes no applied.cmf; E2E=1 after the
+# calibration, calibrated.cmf)
+measure() {
+	rm -f "$2.eval-applied" "$2.eval-calibrated"
+	if [ -f "$1/applied.cmf" ] && ! cmp -s "$1/applied.cmf" "$1/model.cmf"; then
+		evaluate "$1/applied.cmf" "$2.eval-applied"
+	fi
+	if [ -f "$1/calibrated.cmf" ] && grep -q '^1' "$1/e2e.set"; then
+		evaluate "$1/calibrated.cmf" "$2.eval-calibrated"
+	fi
+	evaluate "$1/model.cmf" "$2.eval"
+}
+
+# rows LABEL BPW M DIR: the rows of M's measurements, one per model evaluated
+rows() {
+	if [ -s "$3.eval-calibrated" ]; then
+		row "$1" "$2" "$3" "$3.eval-applied" "calib e2e" "$4"
+		row "$1+cal" "$2" "$3" "$3.eval-calibrated" "e2e" "$4"
+		row "$1+cal+e2e" "$2" "$3" "$3.eval" "" "$4"
+	elif [ -s "$3.eval-applied" ]; then
+		row "$1" "$2" "$3" "$3.eval-applied" "calib" "$4"
+		row "$1+cal" "$2" "$3" "$3.eval" "" "$4"
 	else
-		row "$label" "$b" "$dir" "$dir.eval" ""
+		row "$1" "$2" "$3" "$3.eval" "" "$4"
 	fi
 }
 
@@ -171,6 +185,37 @@ evaluate() {
 	mv "$2.tmp" "$2"
 }
 
+# plan_rows BPW: convert.mk's best on the nvg conversion at BPW (made first
+# if missing): its sweep (timed alone), a plan at BPW, the plan's
+# conversion (its rows, measured like every conversion) and the judge's
+# choice between the two on the SEL tokens
+plan_rows() {
+	local b=$1 u=$out/nvg-$1 p=$out/nvg-plan-$1 pts=$sweep t0 key
+	[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", b / 1.5, b, 1.5 * b }')
+	[ -f "$u/model.cmf" ] || convert "$u" nvg+tr+tune nvg "$b" "" $all >/dev/null
+	t0=$(date +%s.%N)
+	make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$u" BPW="$b" \
+		FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" SWEEP_BPW="$pts" \
+		$all -j "$jobs" sweep 2>"$out/sweep-$b.log"
+	echo "# sweep on nvg-$b at $pts bpw ($(cat "$u/sweep.set") errors): $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+	key="$(cat "$u.key") curves=$(cksum <"$u/curves.txt")"
+	if ! [ -s "$u/best.txt" ] || ! [ -s "$p.eval" ] || [ "$(cat "$p.key" 2>/dev/null)" != "$key" ]; then
+		rm -f "$p.total" "$p.key" "$p.eval" "$p.eval-applied" "$p.eval-calibrated"
+		export BENCH_TIMES=$p.times
+		rm -f "$BENCH_TIMES"
+		t0=$(date +%s.%N)
+		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$u" BPW="$b" \
+			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$wrap" SWEEP_BPW="$pts" \
+			$all -j "$jobs" best 2>"$p.log"
+		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }' >"$p.total"
+		measure "$u/plan" "$p"
+		echo "$key" >"$p.key"
+	fi
+	sed -n 's/^# plan-alloc: target/# plan-alloc: target/p' "$u/plan.txt"
+	rows nvg+tr+tune+plan "$b" "$p" "$u/plan"
+	echo "# best on the SEL tokens: $(awk '$1 != "kept" { printf "%s KL %s, ", $1, $3 } $1 == "kept" { print $0 }' "$u/best.txt")"
+}
+
 for b in $budgets; do
 	for v in $steps; do
 		set -- $(variant "$v")
@@ -178,19 +223,6 @@ for b in $budgets; do
 	done
 	[ "${BENCH_DUAL:-1}" = 0 ] || convert "$out/dual-svid-$b" dual-svid dual-svid "$b" ""
 	if [ "${BENCH_PLAN:-1}" = 1 ]; then
-		pts=$sweep
-		# the own budget spelled as convert.mk spells it (1.0 is 1), so that the sweep reuses it
-		[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", b / 1.5, b, 1.5 * b }')
-		on=${BENCH_SWEEP_ON:-$b}
-		[ -f "$out/nvg-$on/model.cmf" ] || convert "$out/nvg-$on" nvg+tr+tune nvg "$on" "" $all >/dev/null
-		t0=$(date +%s.%N)
-		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$out/nvg-$on" BPW="$on" \
-			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" SWEEP_BPW="$pts" \
-			$all -j "$jobs" sweep 2>"$out/sweep-$on.log"
-		echo "# sweep on nvg-$on at $pts bpw: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
-		"$bin/plan-alloc" --bpw "$b" --plot "$out/plan-$b.svg" -o "$out/plan-$b.plan" \
-			"$out/nvg-$on/curves.txt" 2>"$out/plan-$b.summary"
-		sed -n 's/^plan-alloc: target/# plan-alloc: target/p' "$out/plan-$b.summary"
-		convert "$out/nvg-plan-$b" nvg+tr+tune+plan nvg "$b" "$out/plan-$b.plan" $all
+		plan_rows "$b"
 	fi
 done

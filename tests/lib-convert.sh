@@ -38,6 +38,17 @@ tool_wrappers() {
 	done
 }
 
+# a layer's projections, short:long (the names convert.mk gives a layer's payloads)
+SHORTS="q:self_attn.q_proj k:self_attn.k_proj v:self_attn.v_proj o:self_attn.o_proj
+gate:mlp.gate_proj up:mlp.up_proj down:mlp.down_proj"
+
+# layer_patches L DIR: --patch NAME=DIR/short.blr for layer L's seven projections
+layer_patches() {
+	for s in $SHORTS; do
+		printf ' --patch model.layers.%s.%s.weight=%s/%s.blr' "$1" "${s#*:}" "$2" "${s%%:*}"
+	done
+}
+
 # the report's tensor lines (comments dropped)
 report_lines() {
 	grep -v '^#' "$1"

@@ -109,7 +109,7 @@ test_expect_success '-h prints the man page SYNOPSIS' '
 
 test_expect_success 'usage errors: exit 2' '
 	test_expect_code 2 blr-tune -m c/model.cmf --base s2.cmf --tokens cal.u32 -o x.cmf 2>err &&
-	test_grep "say what to tune" err &&
+	test_grep "say what to do" err &&
 	test_expect_code 2 blr-tune $TUNE -m c/model.cmf 2>err &&
 	test_expect_code 2 blr-tune $TUNE -m c/model.cmf --lr 0 -o x.cmf 2>err &&
 	test_expect_code 2 blr-tune $TUNE -m c/model.cmf --text held.txt -o x.cmf 2>err &&

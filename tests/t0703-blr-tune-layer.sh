@@ -7,16 +7,6 @@
 . "$TEST_DIR/lib-convert.sh"
 
 C="--tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128"
-SHORTS="q:self_attn.q_proj k:self_attn.k_proj v:self_attn.v_proj o:self_attn.o_proj
-gate:mlp.gate_proj up:mlp.up_proj down:mlp.down_proj"
-
-# patches L DIR: --patch NAME=DIR/short.blr for layer L's seven projections
-patches() {
-	for s in $SHORTS; do
-		printf ' --patch model.layers.%s.%s.weight=%s/%s.blr' "$1" "${s#*:}" "$2" "${s%%:*}"
-	done
-}
-
 # applied L0DIR L1DIR: NAME=PAYLOAD arguments of cmf-patch apply for both layers
 applied() {
 	for s in $SHORTS; do
@@ -34,7 +24,7 @@ test_expect_success 'setup: a two-layer conversion at 2 bpw, the source stream' 
 test_expect_success 'layer 1: SEL never worse, every payload written, signs and sizes kept' '
 	mkdir t1 &&
 	blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --steps 60 -o t1 >rep 2>err &&
+		$(layer_patches 1 c/L1) --steps 60 -o t1 >rep 2>err &&
 	test_grep "^layer 1: loss fit [0-9.]* -> [0-9.]* sel [0-9.]* -> [0-9.]* \| step [0-9]* of 60 \|" rep &&
 	test_grep "\| norm sel [0-9]\.[0-9]* -> [0-9]\.[0-9]*$" rep &&
 	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" rep >sel &&
@@ -48,10 +38,10 @@ test_expect_success 'layer 1: SEL never worse, every payload written, signs and 
 test_expect_success 'same inputs, same bytes; no steps, the inputs back' '
 	mkdir t1b t0s &&
 	blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --steps 60 -o t1b >rep2 &&
+		$(layer_patches 1 c/L1) --steps 60 -o t1b >rep2 &&
 	for s in q k v o gate up down; do cmp t1/$s.blr t1b/$s.blr || return 1; done &&
 	blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --steps 0 -o t0s >rep0 &&
+		$(layer_patches 1 c/L1) --steps 0 -o t0s >rep0 &&
 	test_grep "step 0 of 0" rep0 &&
 	for s in q k v o gate up down; do cmp c/L1/$s.blr t0s/$s.blr || return 1; done
 '
@@ -59,12 +49,12 @@ test_expect_success 'same inputs, same bytes; no steps, the inputs back' '
 test_expect_success '--loss: mse the default; normed never worse on SEL, signs kept, its own bytes, the same twice' '
 	mkdir tm tn tn2 &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --steps 60 --loss mse -o tm >rep.m &&
+		$(layer_patches 1 c/L1) --steps 60 --loss mse -o tm >rep.m &&
 	for s in q k v o gate up down; do cmp t1/$s.blr tm/$s.blr || return 1; done &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --steps 60 --loss normed -o tn >rep.n &&
+		$(layer_patches 1 c/L1) --steps 60 --loss normed -o tn >rep.n &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --steps 60 --loss normed -o tn2 >rep.n2 &&
+		$(layer_patches 1 c/L1) --steps 60 --loss normed -o tn2 >rep.n2 &&
 	test "$(cut -d"|" -f1,2,4 rep.n)" = "$(cut -d"|" -f1,2,4 rep.n2)" &&
 	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" rep.n >sel.n &&
 	awk "{ exit !(\$2 <= \$1) }" sel.n &&
@@ -73,7 +63,7 @@ test_expect_success '--loss: mse the default; normed never worse on SEL, signs k
 	done &&
 	test_must_fail cmp -s tn/down.blr tm/down.blr &&
 	test_expect_code 2 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --loss l1 -o bad 2>err &&
+		$(layer_patches 1 c/L1) --loss l1 -o bad 2>err &&
 	test_grep "bad --loss .l1.: mse or normed" err &&
 	test_expect_code 2 blr-tune --final-norm -m c/model.cmf --base s2.cmf $C --loss normed -o bad.cmf 2>err &&
 	test_grep "loss is for --layer" err &&
@@ -104,7 +94,7 @@ test_expect_success '--lookahead 1: the loss is the next source block'"'"'s outp
 	gram-capture -q -m p0.cmf $C -l 0 --next-state S1p.state &&
 	gram-capture -q -m s2.cmf $C -l 1 --state S1p.state --next-state S2p.state &&
 	gram-capture -q -m s2.cmf $C -l 1 --state S1src.state --next-state S2src.state &&
-	blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --lookahead 1 --steps 0 -o la0 >rep.la0 &&
+	blr-tune --layer 0 -m s2.cmf $C $(layer_patches 0 c/L0) --lookahead 1 --steps 0 -o la0 >rep.la0 &&
 	sel=$(sed -n "s/.* sel \([0-9.]*\) -> [0-9.]* | step .*/\1/p" rep.la0) &&
 	"$NVG_PY" -c "
 import sys, numpy as np
@@ -117,17 +107,17 @@ e = ((z[sel] - zs[sel]) ** 2).sum(1).mean() / ((zs[sel] - ys[sel]) ** 2).sum(1).
 print(e, sys.argv[1])
 sys.exit(int(abs(e - float(sys.argv[1])) > 1e-5 * e + 1e-6))
 " "$sel" &&
-	blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --lookahead 1 --steps 40 -o la >rep.la &&
+	blr-tune --layer 0 -m s2.cmf $C $(layer_patches 0 c/L0) --lookahead 1 --steps 40 -o la >rep.la &&
 	sed -n "s/.* sel \([0-9.]*\) -> \([0-9.]*\) .*/\1 \2/p" rep.la >sel.la &&
 	awk "{ exit !(\$2 < \$1) }" sel.la &&
 	for s in q k v o gate up down; do
 		"$NVG_PY" "$TEST_DIR/ref/samesigns.py" c/L0/$s.blr la/$s.blr || return 1
 	done &&
 	mkdir la2 &&
-	blr-tune --layer 0 -q -m s2.cmf $C $(patches 0 c/L0) --lookahead 1 --steps 40 -o la2 >/dev/null &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(layer_patches 0 c/L0) --lookahead 1 --steps 40 -o la2 >/dev/null &&
 	for s in q k v o gate up down; do cmp la/$s.blr la2/$s.blr || return 1; done &&
 	mkdir l0 &&
-	blr-tune --layer 0 -q -m s2.cmf $C $(patches 0 c/L0) --steps 40 -o l0 >/dev/null &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(layer_patches 0 c/L0) --steps 40 -o l0 >/dev/null &&
 	test_must_fail cmp -s la/down.blr l0/down.blr ||
 	{ cat rep.la0 rep.la; false; }
 '
@@ -135,9 +125,9 @@ sys.exit(int(abs(e - float(sys.argv[1])) > 1e-5 * e + 1e-6))
 test_expect_success '--lookahead: the last layer, a bad value and other modes are refused' '
 	mkdir bada &&
 	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) --lookahead 1 -o bada 2>err &&
+		$(layer_patches 1 c/L1) --lookahead 1 -o bada 2>err &&
 	test_grep "layer 1 is the last" err && test_one_line_error err &&
-	test_expect_code 2 blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --lookahead 2 -o bada 2>err &&
+	test_expect_code 2 blr-tune --layer 0 -m s2.cmf $C $(layer_patches 0 c/L0) --lookahead 2 -o bada 2>err &&
 	test_grep "bad --lookahead .2.: 0 or 1" err &&
 	test_expect_code 2 blr-tune --final-norm -m c/model.cmf --base s2.cmf $C --lookahead 1 \
 		-o bad.cmf 2>err &&
@@ -147,7 +137,7 @@ test_expect_success '--lookahead: the last layer, a bad value and other modes ar
 
 test_expect_success 'layer 0 starts from the embeddings' '
 	mkdir t0 &&
-	blr-tune --layer 0 -m s2.cmf $C $(patches 0 c/L0) --steps 20 -o t0 >rep.0 &&
+	blr-tune --layer 0 -m s2.cmf $C $(layer_patches 0 c/L0) --steps 20 -o t0 >rep.0 &&
 	test_grep "^layer 0: " rep.0 && test -f t0/down.blr
 '
 
@@ -156,10 +146,10 @@ test_expect_success 'bad input: one line, exit 1, nothing written' '
 	gram-capture -q -m s2.cmf --tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 \
 		--window 64 -l 0 --next-state S1w64.state &&
 	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state S1w64.state \
-		--src-state S1src.state $(patches 1 c/L1) -o bad 2>err &&
+		--src-state S1src.state $(layer_patches 1 c/L1) -o bad 2>err &&
 	test_grep "window" err && test_one_line_error err &&
 	test_expect_code 1 blr-tune --layer 0 -m s2.cmf $C --state c/S1.state \
-		--src-state S1src.state $(patches 0 c/L0) -o bad 2>err &&
+		--src-state S1src.state $(layer_patches 0 c/L0) -o bad 2>err &&
 	test_grep "layer" err && test_one_line_error err &&
 	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
 		--patch model.layers.1.self_attn.q_proj.weight=c/L1/down.blr -o bad 2>err &&
@@ -168,15 +158,15 @@ test_expect_success 'bad input: one line, exit 1, nothing written' '
 		--patch model.layers.0.self_attn.q_proj.weight=c/L0/q.blr -o bad 2>err &&
 	test_grep "not a projection of layer 1" err && test_one_line_error err &&
 	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) -o rep 2>err &&
+		$(layer_patches 1 c/L1) -o rep 2>err &&
 	test_grep "is not a directory" err &&
 	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
-		$(patches 1 c/L1) -o c/L1 2>err &&
+		$(layer_patches 1 c/L1) -o c/L1 2>err &&
 	test_grep "refusing to overwrite the input" err &&
-	test_expect_code 2 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state $(patches 1 c/L1) \
+	test_expect_code 2 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state $(layer_patches 1 c/L1) \
 		-o bad 2>err &&
 	test_expect_code 2 blr-tune --layer 1 -m s2.cmf $C --base s.cmf --state c/S1.state \
-		--src-state S1src.state $(patches 1 c/L1) -o bad 2>err &&
+		--src-state S1src.state $(layer_patches 1 c/L1) -o bad 2>err &&
 	test -z "$(ls bad)" && test_no_tmp_files . &&
 	for s in q k v o gate up down; do blr-pack info c/L1/$s.blr >/dev/null || return 1; done
 '
@@ -205,11 +195,11 @@ test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when 
 	test_no_grep "tune_" tu/params &&
 	mkdir hand &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state ts/S1.state --src-state ts/src/S1.state \
-		$(patches 1 ts/L1) --steps 7 --lr 0.03 -o hand >rep.hand &&
+		$(layer_patches 1 ts/L1) --steps 7 --lr 0.03 -o hand >rep.hand &&
 	for s in q k v o gate up down; do cmp hand/$s.blr ts/L1/tuned/$s.blr || return 1; done &&
 	mkdir dflt &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state tu/S1.state --src-state tu/src/S1.state \
-		$(patches 1 tu/L1) -o dflt >rep.dflt &&
+		$(layer_patches 1 tu/L1) -o dflt >rep.dflt &&
 	test_grep "step [0-9]* of 50 " rep.dflt &&
 	for s in q k v o gate up down; do cmp dflt/$s.blr tu/L1/tuned/$s.blr || return 1; done &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu BPW=2 TUNE=1 TUNE_STEPS=7 2>err &&
@@ -236,7 +226,7 @@ test_expect_success 'TUNE_LOSS=normed: blr-tune --loss normed, stamped' '
 	test_grep " tune=1 tune_loss=normed$" tl/params &&
 	mkdir handn &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state tl/S1.state --src-state tl/src/S1.state \
-		$(patches 1 tl/L1) --loss normed -o handn >rep.handn &&
+		$(layer_patches 1 tl/L1) --loss normed -o handn >rep.handn &&
 	for s in q k v o gate up down; do cmp handn/$s.blr tl/L1/tuned/$s.blr || return 1; done &&
 	test_must_fail cmp -s tl/model.cmf tu/model.cmf
 '
@@ -245,10 +235,10 @@ test_expect_success 'TUNE_AHEAD=1: --lookahead 1 on every layer but the last, st
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=ta BPW=2 TUNE=1 TUNE_AHEAD=1 -j2 2>err &&
 	test_grep " tune=1 tune_ahead=1$" ta/params &&
 	mkdir hand0 hand1 &&
-	blr-tune --layer 0 -q -m s2.cmf $C $(patches 0 ta/L0) --lookahead 1 -o hand0 >/dev/null &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(layer_patches 0 ta/L0) --lookahead 1 -o hand0 >/dev/null &&
 	for s in q k v o gate up down; do cmp hand0/$s.blr ta/L0/tuned/$s.blr || return 1; done &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state ta/S1.state --src-state ta/src/S1.state \
-		$(patches 1 ta/L1) -o hand1 >/dev/null &&
+		$(layer_patches 1 ta/L1) -o hand1 >/dev/null &&
 	for s in q k v o gate up down; do cmp hand1/$s.blr ta/L1/tuned/$s.blr || return 1; done &&
 	test_must_fail cmp -s ta/model.cmf tu/model.cmf
 '

@@ -7,6 +7,7 @@
 #include "mtune.h"
 #include "normcal.h"
 #include "parse.h"
+#include "perturb.h"
 #include "aout.h"
 #include "fileio.h"
 #include "tok.h"
@@ -71,6 +72,9 @@ static const char synopsis[] =
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
 	"         [--batch B] [--lr X] [--lr-decay none | cosine] [--eval-every K]\n"
 	"         [--seed N] [--cache-mib M] -o out.cmf [-q | -v]\n"
+	"blr-tune --perturb L -m source.cmf (--tokens file | --text file)\n"
+	"         [--src-state S_L_src] --patch name=payload ... [--fit-tokens F]\n"
+	"         [--sel-tokens S] [--window W] [-q | -v]\n"
 	"blr-tune -h | --version\n";
 
 /* payloads a run takes: every projection of a model of up to 4096 layers */
@@ -81,7 +85,8 @@ typedef struct {
 	size_t fit, sel, window, steps, batch, eval_every, npatch, cache_mib;
 	long seed, layer;
 	double lr;
-	int final_norm, has_layer, e2e, progress, has_batch, has_lr, has_steps, has_cache;
+	int final_norm, has_layer, e2e, perturb, progress, has_batch, has_lr, has_steps, has_cache;
+	int has_tuning; /* an option only the tuning modes take: --eval-every, --seed, --lr-decay */
 	int decay; /* --lr-decay: -1 the mode's default, 0 none, 1 cosine */
 	int loss, has_loss; /* --loss: tn_loss */
 	int ahead, has_ahead; /* --lookahead */
@@ -138,7 +143,9 @@ static int parse_opt(int c, opts *o)
 	case 'w': return tool_bad_opt("--window", optarg, tool_parse_window(optarg, &o->window));
 	case 'n': o->has_steps = 1; return size_opt("--steps", optarg, 0, 1 << 20, &o->steps);
 	case 'B': o->has_batch = 1; return size_opt("--batch", optarg, 1, 1 << 16, &o->batch);
-	case 'e': return size_opt("--eval-every", optarg, 1, 1 << 20, &o->eval_every);
+	case 'e':
+		o->has_tuning = 1;
+		return size_opt("--eval-every", optarg, 1, 1 << 20, &o->eval_every);
 	case 'C': o->has_cache = 1; return size_opt("--cache-mib", optarg, 0, 1 << 30, &o->cache_mib);
 	case 'l':
 		o->has_lr = 1;
@@ -146,11 +153,14 @@ static int parse_opt(int c, opts *o)
 			return tool_usage_error("bad --lr '%s': %s", optarg, nv_err());
 		return 0;
 	case 'L':
-		o->has_layer = 1;
+	case 'P':
+		*(c == 'L' ? &o->has_layer : &o->perturb) = 1;
 		if (tool_parse_layer(optarg, &o->layer) < 0)
-			return tool_usage_error("bad --layer '%s': %s", optarg, nv_err());
+			return tool_usage_error("bad %s '%s': %s", c == 'L' ? "--layer" : "--perturb",
+						optarg, nv_err());
 		return 0;
 	case 'D':
+		o->has_tuning = 1;
 		if (strcmp(optarg, "none") && strcmp(optarg, "cosine"))
 			return tool_usage_error("bad --lr-decay '%s': none or cosine", optarg);
 		o->decay = strcmp(optarg, "cosine") == 0;
@@ -171,6 +181,7 @@ static int parse_opt(int c, opts *o)
 	case 'X': o->src_state = optarg; return 0;
 	case 'p': return add_patch(o, optarg);
 	case 's':
+		o->has_tuning = 1;
 		if (nv_parse_long(optarg, 0, 1L << 62, &o->seed) < 0)
 			return tool_usage_error("bad --seed '%s': %s", optarg, nv_err());
 		return 0;
@@ -195,6 +206,25 @@ static int check_layer(const opts *o)
 	return 0;
 }
 
+/* --perturb measures: no output file, no base, no tuning option */
+static int check_perturb(const opts *o)
+{
+	if (!o->model || !o->npatch)
+		return tool_usage_error("--perturb needs -m source.cmf and --patch");
+	if (o->out || o->base || o->state)
+		return tool_usage_error("--perturb takes no %s: it prints one line a payload",
+					o->out ? "-o" : o->base ? "--base" : "--state");
+	if (o->has_steps || o->has_lr || o->has_batch || o->has_tuning || o->has_cache ||
+	    o->has_loss || o->has_ahead)
+		return tool_usage_error("--perturb tunes nothing: no --steps, --lr, --batch, "
+					"--eval-every, --seed, --lr-decay, --cache-mib, --loss or "
+					"--lookahead");
+	if (!o->src_state && o->layer != 0)
+		return tool_usage_error("--perturb %ld needs --src-state (layer 0 starts from the "
+					"embeddings)", o->layer);
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
 	static const struct option lo[] = {
@@ -206,7 +236,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
 		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { "cache-mib", 1, 0, 'C' },
 		{ "lr-decay", 1, 0, 'D' }, { "loss", 1, 0, 'W' }, { "lookahead", 1, 0, 'A' },
-		{ 0, 0, 0, 0 },
+		{ "perturb", 1, 0, 'P' }, { 0, 0, 0, 0 },
 	};
 	int c, rc;
 
@@ -215,11 +245,13 @@ static int parse_args(int argc, char **argv, opts *o)
 			return rc;
 	if (optind < argc)
 		return tool_usage_error("unexpected argument '%s'", argv[optind]);
-	if (o->final_norm + o->has_layer + o->e2e != 1)
-		return tool_usage_error("say what to tune: one of --final-norm, --layer L and "
-					"--end-to-end");
+	if (o->final_norm + o->has_layer + o->e2e + o->perturb != 1)
+		return tool_usage_error("say what to do: one of --final-norm, --layer L, "
+					"--end-to-end and --perturb L");
 	if (!o->tokens == !o->text)
 		return tool_usage_error("give one of --tokens and --text");
+	if (o->perturb)
+		return check_perturb(o);
 	if (o->has_cache && !o->e2e)
 		return tool_usage_error("--cache-mib is for --end-to-end");
 	if ((o->has_loss || o->has_ahead) && !o->has_layer)
@@ -594,6 +626,59 @@ static int layer_mode(const opts *o, const fw_model *m, const uint32_t *ids, siz
 	return rc;
 }
 
+/*
+ * --perturb: each payload alone in the source, from the source's states
+ * entering the layer on the SEL windows; one line a payload
+ */
+static int perturb_run(const opts *o, const fw_model *m, const tn_input *in, const float *x,
+		       const fw_window *w, size_t nw)
+{
+	size_t s0 = 0, r0 = 0;
+	double *kl = nv_calloc(o->npatch, sizeof *kl), flops = 0, t0 = tool_now();
+	float *E = kl ? fw_head_f32(m) : NULL;
+	int rc = EXIT_FAIL;
+
+	while (s0 < nw && !w[s0].sel)
+		r0 += w[s0++].len - 1;
+	if (!E)
+		tool_fail("cannot read the head of", o->model);
+	else if (pt_kl(m, (int)o->layer, in, o->npatch, x + r0 * m->d, w + s0, nw - s0, E, kl,
+		       &flops) < 0)
+		tool_fail("cannot measure the payloads alone in", o->model);
+	else {
+		for (size_t i = 0; i < o->npatch; i++)
+			printf("%s %s kl %.9g\n", in[i].name, o->patch_file[i], kl[i]);
+		if (o->progress)
+			fprintf(stderr, "blr-tune: layer %ld, %zu payloads: %.1f s %.1f GFLOP/s\n",
+				o->layer, o->npatch, tool_now() - t0,
+				flops / (tool_now() - t0) * 1e-9);
+		rc = EXIT_OK;
+	}
+	free(E);
+	free(kl);
+	return rc;
+}
+
+static int perturb_mode(const opts *o, const fw_model *m, const uint32_t *ids, size_t n)
+{
+	tn_input *in = NULL;
+	fw_window *w = NULL;
+	float *x = NULL;
+	size_t nw, rows;
+	int rc = read_patches(o, &in);
+
+	if (rc == EXIT_OK && tn_rows(m, o->src_state, (int)o->layer, ids, n, o->fit, o->sel,
+				     o->window, &x, &w, &nw, &rows) < 0)
+		rc = tool_fail("cannot read the source stream of layer",
+			       o->src_state ? o->src_state : "embeddings");
+	if (rc == EXIT_OK)
+		rc = perturb_run(o, m, in, x, w, nw);
+	free(x);
+	free(w);
+	free_inputs(o, in);
+	return rc;
+}
+
 /* the source's final states (normalized, × its final norm's weight) and both heads */
 static int e2e_prepare(const opts *o, fw_model *m, fw_model *b, const uint32_t *ids,
 		       tune_data *t, fw_window **w, size_t *nw)
@@ -712,8 +797,9 @@ int main(int argc, char **argv)
 		free_patches(&o);
 		return rc == -2 ? tool_finish(EXIT_OK) : rc ? rc : EXIT_FAIL;
 	}
-	if (o.has_layer) {
-		rc = load_tokens(&o, &f, &ids, &n) ? EXIT_FAIL : layer_mode(&o, &m, ids, n);
+	if (o.has_layer || o.perturb) {
+		rc = load_tokens(&o, &f, &ids, &n) ? EXIT_FAIL
+		     : o.perturb ? perturb_mode(&o, &m, ids, n) : layer_mode(&o, &m, ids, n);
 		goto out;
 	}
 	if (tool_open_model(o.base, &bf, &bm)) {

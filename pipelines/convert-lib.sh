@@ -18,7 +18,7 @@
 #   convert-lib.sh patches OUT [SUB]
 #                     (SUB: the payloads' subdirectory of L<n>/, "tuned/" after blr-tune)
 #   convert-lib.sh report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE
-#   convert-lib.sh curves OUT 'B1 B2 …' [sel|block]
+#   convert-lib.sh curves OUT 'B1 B2 …' [sel|block|kl]
 #   convert-lib.sh best OUT MODEL tokens|text CALIB FIT SEL WINDOW
 set -eo pipefail
 
@@ -307,12 +307,14 @@ summarise() {
 	mv "$rep" "$out/model.cmf.blr.txt"
 }
 
-# curves OUT 'B…' [sel|block]: "tensor layer weights bpw error spent" from
+# curves OUT 'B…' [sel|block|kl]: "tensor layer weights bpw error spent" from
 # the sweep's report lines; the error is the square of the relative SEL
 # error (nvg) or of the relative Frobenius error (dual-svid): an energy,
 # additive over tensors; with block, the SEL loss of the block with that
 # payload alone (L.s.b.block, blr-tune's report: relative to the block's
-# own contribution, an energy too); spent the payload's budget bits per
+# own contribution, an energy too); with kl, the model's SEL KL with that
+# payload alone in the source (its line in L.kl, blr-tune --perturb:
+# second order in the error, so additive too); spent the payload's budget bits per
 # weight, blr(5)'s P·(r(m+n) + 16(m+n+r)) for its paths P and rank r, which
 # the rank rule rounds away from the request
 curves() {
@@ -331,6 +333,12 @@ curves() {
 			for (j = 1; j <= n && r == ""; j++) if (w[j] ~ /^P[12]$/ && w[j + 1] ~ /^r[0-9]+$/) { p = substr(w[j], 2); r = substr(w[j + 1], 2) }
 			if (v == "" || r == "") { printf "convert: no error or rank in the sweep report of %s at %s bpw: %s\n", $1, b[i], line >"/dev/stderr"; exit 1 }
 			e = v * v
+			if (measure == "kl") {
+				f = out "/sweep/L" $2 ".kl"; p0 = out "/sweep/L" $2 "." $6 "." b[i] ".blr"; e = ""
+				while ((getline line <f) > 0) if (split(line, w, " ") == 4 && w[2] == p0 && w[3] == "kl") e = w[4]
+				close(f)
+				if (e == "") { printf "convert: no KL for %s in %s\n", p0, f >"/dev/stderr"; exit 1 }
+			}
 			if (measure == "block") {
 				f = out "/sweep/L" $2 "." $6 "." b[i] ".block"
 				if ((getline line <f) <= 0) { printf "convert: cannot read %s\n", f >"/dev/stderr"; exit 1 }

@@ -61,7 +61,9 @@
 # SWEEP_BPW, widened to bracket BPW; the input of plan-alloc; its error the
 # squared relative SEL error, or with SWEEP_ERROR=block the block's
 # relative output error with that payload alone in the source's layer, on
-# the conversion's states: blr-tune --layer --steps 0), `layers` (the generated rules only),
+# the conversion's states: blr-tune --layer --steps 0, or with
+# SWEEP_ERROR=kl the model's SEL KL with that payload alone in the source,
+# from the source's states: blr-tune --perturb), `layers` (the generated rules only),
 # `layer-L` (layer L's payloads and the state after it: one cluster job),
 # `best` (this conversion, the sweep, a plan at BPW from its curves
 # (OUT/plan.txt, plan-alloc) and the plan's conversion in OUT/plan with every
@@ -373,11 +375,11 @@ NVG_DEPS = $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).
 # transport (layers ≥ 1): the lead's cross-moments and the source stream's SEL Gram
 xport = $(and $(filter 1,$(TRANSPORT)),$(filter-out 0,$(1)))
 SRC_STREAM := $(filter 1,$(TRANSPORT) $(TUNE))
-ifeq ($(filter sel block,$(SWEEP_ERROR)),)
-$(error convert.mk: SWEEP_ERROR '$(SWEEP_ERROR)' is not sel or block)
+ifeq ($(filter sel block kl,$(SWEEP_ERROR)),)
+$(error convert.mk: SWEEP_ERROR '$(SWEEP_ERROR)' is not sel, block or kl)
 endif
-ifeq ($(SWEEP_ERROR)$(and $(filter nvg,$(METHOD)),$(SRC_STREAM)),block)
-$(error convert.mk: SWEEP_ERROR=block measures nvg payloads against the source stream: METHOD=nvg with TRANSPORT=1 or TUNE=1)
+ifneq ($(and $(filter block kl,$(SWEEP_ERROR)),$(if $(and $(filter nvg,$(METHOD)),$(SRC_STREAM)),,x)),)
+$(error convert.mk: SWEEP_ERROR=$(SWEEP_ERROR) measures nvg payloads against the source stream: METHOD=nvg with TRANSPORT=1 or TUNE=1)
 endif
 XP_DEPS = $(if $(call xport,$(1)),$(OUT)/L$(1)/g.$(2).fit.cross $(OUT)/L$(1)/g.$(2).sel.cross \
 	$(OUT)/L$(1)/src.$(2).sel.gram)
@@ -563,8 +565,22 @@ $(OUT)/sweep/L$(1).$(2).$(3).block: $(OUT)/sweep/L$(1).$(2).$(3).rep $(call stre
 		$$(STEP_ENV) $(LIB) step $(LOG)/sweep.L$(1).$(2).$(3).block.log -- $(T)blr-tune --layer $(1) -q --steps 0 -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(call streams_arg,$(1)) --patch $(NAME_$(1)_$(2))=$(OUT)/sweep/L$(1).$(2).$(3).blr -o $$@.d >$$@.tmp; fi
 	$(Q)rm -rf $$@.d && mv $$@.tmp $$@
 endef
-SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(OUT)/sweep/L$(l).$(s).$(b).$(if $(filter block,$(SWEEP_ERROR)),block,rep))))
+# the model's KL with each of layer L's sweep payloads alone in the source
+# (blr-tune --perturb: from the source's states entering L, on SEL), one run a layer
+SWEEP_REPS = $(foreach s,$(ENC_$(1)),$(foreach b,$(SWEEP_LIST),$(OUT)/sweep/L$(1).$(s).$(b).rep))
+define sweep_kl
+$(OUT)/sweep/L$(1).kl: $(call SWEEP_REPS,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state)
+	$(Q)args=; $(foreach s,$(ENC_$(1)),$(foreach b,$(SWEEP_LIST),f=$(OUT)/sweep/L$(1).$(s).$(b); \
+		if [ "$$$$(cat $$$$f.rep)" != refused ]; then [ -f $$$$f.blr ] || { echo "convert: $$$$f.blr: a sweep made before its payloads were kept; remove $(OUT)/sweep to sweep again" >&2; exit 1; }; \
+		args="$$$$args --patch $(NAME_$(1)_$(s))=$$$$f.blr"; fi;)) \
+	if [ -n "$$$$args" ]; then $$(STEP_ENV) $(LIB) step $(LOG)/sweep.L$(1).kl.log -- $(T)blr-tune --perturb $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) $(if $(filter-out 0,$(1)),--src-state $(OUT)/src/S$(1).state) $$$$args >$$@.tmp; \
+	else : >$$@.tmp; fi
+	$(Q)mv $$@.tmp $$@
+endef
+SWEEPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(OUT)/sweep/L$(l).$(s).$(b).$(if $(filter block,$(SWEEP_ERROR)),block,rep)))) \
+	$(if $(filter kl,$(SWEEP_ERROR)),$(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(OUT)/sweep/L$(l).kl)))
 $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(foreach b,$(SWEEP_LIST),$(eval $(call sweep_rule,$(l),$(s),$(b))))))
+$(if $(filter kl,$(SWEEP_ERROR)),$(foreach l,$(LAYERS),$(if $(ENC_$(l)),$(eval $(call sweep_kl,$(l))))))
 
 sweep: $(OUT)/curves.txt
 $(OUT)/curves.txt: $(SWEEPS) $(OUT)/sweep.set

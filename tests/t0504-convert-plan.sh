@@ -133,7 +133,26 @@ test_expect_success 'SWEEP_ERROR=block: the curves'"'"' errors are the block'"'"
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw BPW=2.5 SWEEP_BPW="1.6 4" SWEEP_ERROR=block sweep 2>err &&
 	test_grep "SWEEP_ERROR=block measures nvg payloads against the source stream" err &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bl BPW=2.5 TUNE=1 SWEEP_ERROR=frob sweep 2>err &&
-	test_grep "SWEEP_ERROR .frob. is not sel or block" err
+	test_grep "SWEEP_ERROR .frob. is not sel, block or kl" err
+'
+
+# SWEEP_ERROR=kl: the model's SEL KL with each sweep payload alone in the
+# source, as blr-tune --perturb gives it by hand, one run a layer
+test_expect_success 'SWEEP_ERROR=kl: the curves'"'"' errors are the model'"'"'s KL with each payload alone' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bl BPW=2.5 TUNE=1 SWEEP_BPW="1.6 4" SWEEP_ERROR=kl sweep -j2 2>err &&
+	test "$(wc -l <bl/curves.txt)" -eq "$(wc -l <sel.curves)" &&
+	awk "{ print \$1, \$2, \$3, \$4, \$6 }" bl/curves.txt >k && test_cmp a k &&
+	test "$(wc -l <bl/sweep/L1.kl)" -eq 14 &&
+	blr-tune --perturb 1 -q -m s2.cmf --tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128 \
+		--src-state bl/src/S1.state --patch model.layers.1.self_attn.k_proj.weight=bl/sweep/L1.k.4.blr >rep.kl &&
+	e=$(awk "{ print \$4 }" rep.kl) &&
+	test_grep "^model.layers.1.self_attn.k_proj.weight 1 2048 4 $e " bl/curves.txt &&
+	blr-tune --perturb 0 -q -m s2.cmf --tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128 \
+		--patch model.layers.0.mlp.up_proj.weight=bl/sweep/L0.up.1.6.blr >rep.kl0 &&
+	e=$(awk "{ print \$4 }" rep.kl0) &&
+	test_grep "^model.layers.0.mlp.up_proj.weight 0 11008 1.6 $e " bl/curves.txt &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw BPW=2.5 SWEEP_BPW="1.6 4" SWEEP_ERROR=kl sweep 2>err &&
+	test_grep "SWEEP_ERROR=kl measures nvg payloads against the source stream" err
 '
 
 test_expect_success 'the bracket below 2 bpw: 1.5 (not 2) and 0.5 added around 1; b/1.5 and 1.5 b add nothing' '

@@ -52,9 +52,8 @@ test_expect_success 'the model kept is the one with the lower KL (the plan only 
 test_expect_success 'run again: nothing converted, scored or written' '
 	touch marker && sleep 1 &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=b BPW=2.5 SWEEP_BPW="1.6 4" best -j2 2>err &&
-	test ! -s err &&
 	find b -newer marker -type f ! -name .lock >new &&
-	test ! -s new
+	{ test ! -s err && test ! -s new || { cat err new; false; }; }
 '
 
 test_expect_success 'a plan changed by hand: the plan'"'"'s conversion starts afresh from it, and is scored again' '

@@ -634,7 +634,8 @@ static int perturb_run(const opts *o, const fw_model *m, const tn_input *in, con
 		       const fw_window *w, size_t nw)
 {
 	size_t s0 = 0, r0 = 0;
-	double *kl = nv_calloc(o->npatch, sizeof *kl), flops = 0, t0 = tool_now();
+	double *kl = nv_calloc(o->npatch, sizeof *kl);
+	double flops = 0, t0 = tool_now();
 	float *E = kl ? fw_head_f32(m) : NULL;
 	int rc = EXIT_FAIL;
 

@@ -144,7 +144,7 @@ test_expect_success 'bad input: one line, exit 1, nothing written' '
 		$C $(patches c) -o bad.cmf 2>err &&
 	test_expect_code 2 blr-tune --end-to-end --final-norm -m c/model.cmf --base s2.cmf $C \
 		$(patches c) -o bad.cmf 2>err &&
-	test_grep "one of --final-norm, --layer L and --end-to-end" err &&
+	test_grep "one of --final-norm, --layer L, --end-to-end and --perturb L" err &&
 	test_expect_code 2 blr-tune --final-norm -m c/model.cmf --base s2.cmf $C --cache-mib 1 \
 		-o bad.cmf 2>err &&
 	test_grep "cache-mib is for --end-to-end" err &&

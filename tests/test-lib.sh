@@ -41,7 +41,7 @@ fi
 export PATH
 cd "$TRASH" || exit 1
 
-# test_expect_success 'title' 'commands'
+# test_expect_success 'title' 'commands': ok or not ok on stdout, a failure's output and commands on stderr
 test_expect_success() {
 	test_count=$((test_count + 1))
 	if (eval "$2") >"$TRASH/.out.$test_count" 2>&1; then
@@ -49,9 +49,13 @@ test_expect_success() {
 	else
 		test_failures=$((test_failures + 1))
 		echo "not ok $test_count - $1"
-		sed -e 's/^/#   /' "$TRASH/.out.$test_count" | tail -n 40
-		printf '#   commands:\n'
-		printf '%s\n' "$2" | sed -e 's/^/#   > /'
+		# on stderr, which prove shows when it hides the TAP stream
+		{
+			echo "# $TEST_NAME: not ok $test_count - $1"
+			sed -e 's/^/#   /' "$TRASH/.out.$test_count" | tail -n 40
+			printf '#   commands:\n'
+			printf '%s\n' "$2" | sed -e 's/^/#   > /'
+		} >&2
 	fi
 	rm -f "$TRASH/.out.$test_count"
 }

@@ -22,6 +22,11 @@ NVG_DATA=${NVG_DATA:-$NVG_TOP/../shared/data}
 NVG_PY=${NVG_PY:-$NVG_BUILD/venv/bin/python3}
 export NVG_TOP NVG_BIN NVG_BUILD NVG_DATA NVG_PY
 
+# a test's own make runs alone: not in the jobserver of the make that runs the
+# tests (`make check -j2`), whose -j beside the test's own makes a sub-make
+# warn "-j2 forced in submake" on stderr
+unset MAKEFLAGS MFLAGS MAKELEVEL
+
 TRASH="$NVG_BUILD/trash/$TEST_NAME"
 rm -rf "$TRASH"
 mkdir -p "$TRASH" || { echo "Bail out! cannot create $TRASH"; exit 1; }

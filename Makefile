@@ -89,6 +89,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(call quiet,CC,$<)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
+# the vectorized exponentials (vmath.h): libmvec's through OpenMP SIMD, in this file only
+$(BUILD)/common/vmath.o: ALL_CFLAGS += -ffast-math -fopenmp-simd
+
 $(LIB): $(LIB_OBJ)
 	$(call quiet,AR,$@)rm -f $@ && ar rcs $@ $^
 

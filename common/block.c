@@ -5,6 +5,7 @@
 #include "linalg.h"
 #include "mem.h"
 #include "par.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -385,6 +386,10 @@ static void act_back(void *ctx, size_t lo, size_t hi)
 	const bk_act_job *j = ctx;
 	bk_cache *c = j->c;
 
+	if (j->act == CMF_ACT_SILU) {
+		nv_silu_back(c->g + lo, c->u + lo, c->dm + lo, c->dg + lo, c->du + lo, hi - lo);
+		return;
+	}
 	for (size_t i = lo; i < hi; i++) {
 		float g = c->g[i];
 

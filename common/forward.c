@@ -6,6 +6,7 @@
 #include "linalg.h"
 #include "mem.h"
 #include "par.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -504,6 +505,10 @@ static void act_part(void *ctx, size_t lo, size_t hi)
 {
 	const fw_act_job *j = ctx;
 
+	if (j->act == CMF_ACT_SILU) {
+		nv_silu_mul(j->g + lo, j->u + lo, j->y + lo, hi - lo);
+		return;
+	}
 	for (size_t i = lo; i < hi; i++)
 		j->y[i] = fw_act(j->act, j->g[i]) * j->u[i];
 }
@@ -565,23 +570,12 @@ static void att_softmax(float *S, size_t ld, size_t rows, size_t n, size_t r0, s
 {
 	for (size_t i = 0; i < rows; i++) {
 		size_t t = r0 + i, lo = window && t + 1 >= window + c0 ? t + 1 - window - c0 : 0;
-		float *r = S + i * ld, mx = r[lo];
+		float *r = S + i * ld;
 		size_t hi = t - c0; /* inclusive */
-		double sum = 0;
 
-		for (size_t j = lo + 1; j <= hi; j++)
-			mx = r[j] > mx ? r[j] : mx;
-		for (size_t j = lo; j <= hi; j++) {
-			r[j] = expf(r[j] - mx);
-			sum += r[j];
-		}
-		float inv = (float)(1.0 / sum);
-		for (size_t j = lo; j <= hi; j++)
-			r[j] *= inv;
-		for (size_t j = 0; j < lo; j++)
-			r[j] = 0;
-		for (size_t j = hi + 1; j < n; j++)
-			r[j] = 0;
+		nv_softmax_f(r + lo, hi + 1 - lo);
+		memset(r, 0, lo * sizeof *r);
+		memset(r + hi + 1, 0, (n - hi - 1) * sizeof *r);
 	}
 }
 
@@ -730,27 +724,19 @@ int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logit
 double fw_logsumexp(const float *row, size_t n, size_t *argmax)
 {
 	size_t am = 0;
-	double sum = 0;
 
 	for (size_t i = 1; i < n; i++)
 		if (row[i] > row[am])
 			am = i;
-	for (size_t i = 0; i < n; i++)
-		sum += exp((double)row[i] - row[am]);
 	if (argmax)
 		*argmax = am;
-	return row[am] + log(sum);
+	return row[am] + log(nv_sum_exp(row, n, row[am]));
 }
 
 double fw_kl(const float *p, double lse_p, const float *q, double lse_q, size_t n)
 {
-	double kl = 0;
+	double kl = nv_kl_row(p, lse_p, q, lse_q, n);
 
-	for (size_t i = 0; i < n; i++) {
-		double lp = p[i] - lse_p, lq = q[i] - lse_q;
-
-		kl += exp(lp) * (lp - lq);
-	}
 	return kl > 0 ? kl : 0;
 }
 

@@ -7,6 +7,7 @@
 #include "mem.h"
 #include "par.h"
 #include "rng.h"
+#include "vmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -48,33 +49,12 @@ static int scratch_init(nc_scratch *s, const nc_data *D)
 	return 0;
 }
 
-/* log Σ exp(z) of a row of n, f64 */
-static double lse(const float *z, size_t n)
-{
-	float mx = z[0];
-	double sum = 0;
-
-	for (size_t i = 1; i < n; i++)
-		if (z[i] > mx)
-			mx = z[i];
-	for (size_t i = 0; i < n; i++)
-		sum += exp((double)z[i] - mx);
-	return mx + log(sum);
-}
-
 /* KL(p ‖ q) of one row; z ← q − p when want_diff */
 static double row_kl(float *z, const float *zs, size_t V, int want_diff)
 {
-	double lq = lse(z, V), lp = lse(zs, V), kl = 0;
+	double lq = nv_lse(z, V), lp = nv_lse(zs, V);
 
-	for (size_t v = 0; v < V; v++) {
-		double a = zs[v] - lp, b = z[v] - lq, p = exp(a);
-
-		kl += p * (a - b);
-		if (want_diff)
-			z[v] = (float)(exp(b) - p);
-	}
-	return kl;
+	return want_diff ? nv_kl_row_diff(zs, lp, z, lq, V) : nv_kl_row(zs, lp, z, lq, V);
 }
 
 typedef struct {

@@ -55,9 +55,7 @@ double nv_lse(const float *x, size_t n)
 
 VM_CLONES double nv_kl_row(const float *p, double lse_p, const float *q, double lse_q, size_t n)
 {
-	double kl = 0;
-
-	double shift = lse_q - lse_p;
+	double kl = 0, shift = lse_q - lse_p;
 
 #pragma omp simd reduction(+ : kl)
 	for (size_t i = 0; i < n; i++) /* log p − log q as p − q + shift: 0 where p = q */
@@ -67,9 +65,7 @@ VM_CLONES double nv_kl_row(const float *p, double lse_p, const float *q, double 
 
 VM_CLONES double nv_kl_row_diff(const float *p, double lse_p, float *q, double lse_q, size_t n)
 {
-	double kl = 0;
-
-	double shift = lse_q - lse_p;
+	double kl = 0, shift = lse_q - lse_p;
 
 #pragma omp simd reduction(+ : kl)
 	for (size_t i = 0; i < n; i++) {

@@ -49,6 +49,15 @@ layer_patches() {
 	done
 }
 
+# curve_error_is CURVES NAME BPW E: the curves' error of NAME at BPW is E, as
+# numbers (the curves keep 9 significant digits, a tool's report 6 decimals:
+# 0.71777 there is 0.717770 here)
+curve_error_is() {
+	awk -v n="$2" -v b="$3" -v e="$4" \
+		'$1 == n && $4 == b + 0 && $5 == e + 0 { f = 1 } END { exit !f }' "$1" ||
+		{ echo "no error $4 for $2 at $3 bpw in $1" >&2; return 1; }
+}
+
 # the report's tensor lines (comments dropped)
 report_lines() {
 	grep -v '^#' "$1"

@@ -10,6 +10,7 @@
 
 #include "err.h"
 #include "linalg.h"
+#include "par.h"
 #include "tap.h"
 
 static tap_rng rng = {42};
@@ -427,6 +428,74 @@ static void test_blas_core(void)
 		unsetenv("OPENBLAS_CORETYPE");
 }
 
+typedef struct {
+	volatile float a, sub; /* a normal float whose square is subnormal; a subnormal */
+	int ftz, daz;
+} fp_probe;
+
+static void fp_probe_run(void *arg)
+{
+	fp_probe *p = arg;
+
+	p->ftz = p->a * p->a == 0.0f;
+	p->daz = p->sub * 1.0f == 0.0f && p->sub + p->sub == 0.0f;
+}
+
+/* sgemm of a subnormal-filled A (256 × 64) and ones (64 × 512) on two threads: every entry 0 */
+static int sgemm_flushes(void)
+{
+	size_t M = 256, N = 512, K = 64;
+	float *A = malloc(M * K * sizeof *A), *B = malloc(K * N * sizeof *B);
+	float *C = malloc(M * N * sizeof *C);
+	int zero = A && B && C;
+
+	for (size_t i = 0; zero && i < M * K; i++)
+		A[i] = FLT_MIN / 4;
+	for (size_t i = 0; zero && i < K * N; i++)
+		B[i] = 1.0f;
+	if (zero) {
+		nv_set_threads(2);
+		nv_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+		nv_set_threads(1);
+	}
+	for (size_t i = 0; zero && i < M * N; i++)
+		zero = C[i] == 0.0f;
+	free(A);
+	free(B);
+	free(C);
+	return zero;
+}
+
+/*
+ * nv_fp_flush: with it on, a product that would be subnormal is 0 and a
+ * subnormal operand counts as 0, in the calling thread, in the threads
+ * nv_par starts after it and in nv_sgemm's tiles; off, both are kept; it
+ * returns the setting it found
+ */
+static void test_fp_flush(void)
+{
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+	fp_probe p[2] = { { 1e-20f, FLT_MIN / 4, 0, 0 }, { 1e-20f, FLT_MIN / 4, 0, 0 } };
+	int was = nv_fp_flush(1);
+
+	ok(nv_fp_flush(1) == 1, "nv_fp_flush reports the flush it set");
+	fp_probe_run(&p[0]);
+	ok(p[0].ftz, "flushed: 1e-20 squared (1e-40) is 0");
+	ok(p[0].daz, "flushed: a subnormal operand counts as 0");
+	p[0].ftz = p[0].daz = 0;
+	nv_par(p, 2, sizeof p[0], fp_probe_run);
+	ok(p[0].ftz && p[0].daz && p[1].ftz && p[1].daz, "a thread nv_par starts flushes too");
+	ok(sgemm_flushes(), "nv_sgemm on two threads gives 0 for subnormal products");
+	ok(nv_fp_flush(0) == 1, "turned off, it reports the flush it found");
+	fp_probe_run(&p[0]);
+	ok(!p[0].ftz && !p[0].daz, "kept: 1e-20 squared and a subnormal times 1 are not 0");
+	ok(!sgemm_flushes(), "nv_sgemm keeps subnormal products");
+	nv_fp_flush(was);
+#else
+	ok(nv_fp_flush(1) == 0, "no flush mode on this CPU: nv_fp_flush reports none");
+#endif
+}
+
 /* A = Q·diag(λ)·Qᵀ, λ from 1 down to 1/cond log-spaced (a Gram as ill-conditioned as the encoders see) */
 static void graded_spd(nv_mat *a, size_t n, double cond)
 {
@@ -585,6 +654,7 @@ int main(void)
 {
 	nv_set_threads(1);
 	test_blas_core();
+	test_fp_flush();
 	test_posv_many();
 	test_gemm();
 	test_syrk();

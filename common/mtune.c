@@ -204,18 +204,32 @@ static void close_tensors(mt_run *u, size_t l)
 			tp_close(&u->t[i]);
 }
 
+/* layer l's tuned tensors into lt (at most FW_NMAT); their count */
+static size_t layer_tensors(mt_run *u, size_t l, tp_tensor *lt[FW_NMAT])
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < u->nt && n < FW_NMAT; i++)
+		if ((size_t)u->layer[i] == l)
+			lt[n++] = &u->t[i];
+	return n;
+}
+
 /* layer l's tuned tensors opened, their factors at the current scales in fac (else NULL) */
 static int open_factors(mt_run *u, size_t l, const bk_factor *fac[FW_NMAT])
 {
+	tp_tensor *lt[FW_NMAT] = { 0 };
+	size_t n = layer_tensors(u, l, lt);
+
 	memset(fac, 0, FW_NMAT * sizeof *fac);
-	for (size_t i = 0; i < u->nt; i++)
-		if ((size_t)u->layer[i] == l) {
-			if (tp_open(&u->t[i]) < 0) {
-				close_tensors(u, l);
-				return -1;
-			}
-			fac[u->t[i].which] = tp_factor(&u->t[i]);
+	for (size_t i = 0; i < n; i++)
+		if (tp_open(lt[i]) < 0) {
+			close_tensors(u, l);
+			return -1;
 		}
+	tp_factor_many(lt, n);
+	for (size_t i = 0; i < n; i++)
+		fac[lt[i]->which] = &lt[i]->fac;
 	return 0;
 }
 
@@ -426,9 +440,12 @@ static int layer_back(mt_run *u, size_t l, const size_t *win, size_t nb)
 		bk_backward(m, ly, fac, c, u->dy + off * d, dw, l > u->lmin ? u->dy + off * d : NULL);
 		u->flops += (held ? 2 : 3) * bk_flops(m, fac, T);
 	}
-	for (size_t i = 0; rc == 0 && i < u->nt; i++)
-		if ((size_t)u->layer[i] == l)
-			tp_chain(&u->t[i]);
+	if (rc == 0) {
+		tp_tensor *lt[FW_NMAT] = { 0 };
+		size_t n = layer_tensors(u, l, lt);
+
+		tp_chain_many(lt, n);
+	}
 	close_tensors(u, l);
 	fw_layer_free(ly);
 	if (held)

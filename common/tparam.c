@@ -5,7 +5,9 @@
 #include "blr.h"
 #include "f16.h"
 #include "le.h"
+#include "linalg.h"
 #include "mem.h"
+#include "par.h"
 #include "rng.h"
 
 #include <math.h>
@@ -134,6 +136,16 @@ fail:
 	return -1;
 }
 
+/* one row of a path's factors: x[c] = s·sgn[c], xl[c] = x[c]·l[c] */
+static void factor_row(float *restrict x, float *restrict xl, const float *restrict sgn,
+		       const float *restrict l, float s, size_t r)
+{
+	for (size_t c = 0; c < r; c++) {
+		x[c] = s * sgn[c];
+		xl[c] = x[c] * l[c];
+	}
+}
+
 const bk_factor *tp_factor(tp_tensor *t)
 {
 	size_t m = t->m, n = t->n, r = t->r, k = t->np * r;
@@ -142,24 +154,33 @@ const bk_factor *tp_factor(tp_tensor *t)
 		const float *h = t->v[p], *g = h + m, *lv = g + n;
 
 		for (size_t i = 0; i < m; i++)
-			for (size_t c = 0; c < r; c++) {
-				size_t at = i * k + p * r + c;
-
-				t->a[at] = h[i] * t->su[p][i * r + c];
-				t->al[at] = t->a[at] * lv[c];
-			}
+			factor_row(t->a + i * k + p * r, t->al + i * k + p * r, t->su[p] + i * r, lv, h[i], r);
 		for (size_t j = 0; j < n; j++)
-			for (size_t c = 0; c < r; c++) {
-				size_t at = j * k + p * r + c;
-
-				t->b[at] = g[j] * t->sv[p][j * r + c];
-				t->bl[at] = t->b[at] * lv[c];
-			}
+			factor_row(t->b + j * k + p * r, t->bl + j * k + p * r, t->sv[p] + j * r, lv, g[j], r);
 	}
 	memset(t->pg, 0, m * k * sizeof(float));
 	memset(t->qg, 0, n * k * sizeof(float));
 	t->fac = (bk_factor){ k, t->a, t->al, t->b, t->bl, t->pg, t->qg };
 	return &t->fac;
+}
+
+/* Σ_k sgn_k ℓ_k x_k in double, in k's order */
+static double signed_dot(const float *restrict sgn, const float *restrict lv,
+			 const float *restrict x, size_t r)
+{
+	double sum = 0;
+
+	for (size_t k = 0; k < r; k++)
+		sum += (double)sgn[k] * lv[k] * x[k];
+	return sum;
+}
+
+/* gl_k += h·sgn_k·x_k (sgn = ±1: the products are exact in either order) */
+static void signed_axpy(double *restrict gl, const float *restrict sgn, const float *restrict x,
+			double h, size_t r)
+{
+	for (size_t k = 0; k < r; k++)
+		gl[k] += h * ((double)sgn[k] * x[k]);
 }
 
 /*
@@ -175,20 +196,46 @@ void tp_chain(tp_tensor *t)
 		const float *P = t->pg + p * r, *Q = t->qg + p * r; /* path p's columns */
 		double *gh = t->gr[p], *gg = gh + m, *gl = gg + n;
 
-		memset(gh, 0, t->nv * sizeof(double));
-		for (size_t i = 0; i < m; i++)
-			for (size_t k = 0; k < r; k++) {
-				double su = t->su[p][i * r + k], pk = P[i * kk + k];
-
-				gh[i] += su * lv[k] * pk;
-				gl[k] += h[i] * su * pk;
-			}
+		memset(gl, 0, r * sizeof(double));
+		for (size_t i = 0; i < m; i++) {
+			gh[i] = signed_dot(t->su[p] + i * r, lv, P + i * kk, r);
+			signed_axpy(gl, t->su[p] + i * r, P + i * kk, h[i], r);
+		}
 		for (size_t j = 0; j < n; j++)
-			for (size_t k = 0; k < r; k++)
-				gg[j] += t->sv[p][j * r + k] * lv[k] * Q[j * kk + k];
+			gg[j] = signed_dot(t->sv[p] + j * r, lv, Q + j * kk, r);
 		for (size_t i = 0; i < t->nv; i++)
 			gh[i] *= t->v[p][i];
 	}
+}
+
+static void factor_item(void *ctx, size_t i, size_t thread)
+{
+	(void)thread;
+	tp_factor(((tp_tensor *const *)ctx)[i]);
+}
+
+static void chain_item(void *ctx, size_t i, size_t thread)
+{
+	(void)thread;
+	tp_chain(((tp_tensor *const *)ctx)[i]);
+}
+
+/* fn of each of n tensors on the BLAS thread count of our own threads */
+static void each_tensor(tp_tensor *const *t, size_t n, void (*fn)(void *, size_t, size_t))
+{
+	int nt = nv_get_threads();
+
+	nv_par_items(n, nt < 1 ? 1 : (size_t)nt, fn, (void *)t);
+}
+
+void tp_factor_many(tp_tensor *const *t, size_t n)
+{
+	each_tensor(t, n, factor_item);
+}
+
+void tp_chain_many(tp_tensor *const *t, size_t n)
+{
+	each_tensor(t, n, chain_item);
 }
 
 void tp_adam(tp_tensor *t, double lr, size_t step)

@@ -58,6 +58,11 @@ const bk_factor *tp_factor(tp_tensor *t);
 /* (open) gr ← ∂L/∂s of every scale, from the P and Q the backward added up */
 void tp_chain(tp_tensor *t);
 
+/* tp_factor, or tp_chain, of each of n open tensors, each computed whole by
+ * one of nv_get_threads() threads (the same bytes at any count) */
+void tp_factor_many(tp_tensor *const *t, size_t n);
+void tp_chain_many(tp_tensor *const *t, size_t n);
+
 /* one Adam step (1-based) of rate lr on s from gr; the scales follow */
 void tp_adam(tp_tensor *t, double lr, size_t step);
 

@@ -140,9 +140,13 @@ static int batch_grad(tn_run *u, const size_t *win, size_t nb)
 	size_t d = u->m->d, count = 0;
 	const bk_factor *fac[FW_NMAT] = { 0 };
 	float *dw[FW_NMAT] = { 0 }, *none[FW_NMAT] = { 0 };
+	tp_tensor *all[FW_NMAT];
 
 	for (size_t i = 0; i < u->nt; i++)
-		fac[u->t[i].which] = tp_factor(&u->t[i]);
+		all[i] = &u->t[i];
+	tp_factor_many(all, u->nt);
+	for (size_t i = 0; i < u->nt; i++)
+		fac[u->t[i].which] = &u->t[i].fac;
 	for (size_t b = 0; b < nb; b++)
 		count += u->w[win[b]].len - 1;
 	for (size_t b = 0; b < nb; b++) {
@@ -163,8 +167,7 @@ static int batch_grad(tn_run *u, const size_t *win, size_t nb)
 		bk_backward(u->m, &u->ly, fac, &u->c, u->ahead ? u->dz : u->dy, dw, NULL);
 		u->flops += 3.0 * measured_flops(u, fac, T);
 	}
-	for (size_t i = 0; i < u->nt; i++)
-		tp_chain(&u->t[i]);
+	tp_chain_many(all, u->nt);
 	return 0;
 }
 

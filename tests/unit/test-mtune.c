@@ -220,6 +220,28 @@ static void check_gradient(fixture *f)
 	}
 }
 
+/* the gradient at one thread and at two: the same bits (a layer's tensors are shared among the threads) */
+static void check_threads(fixture *f)
+{
+	size_t win[FITW] = { 0, 1 };
+	double *g[2][NT], kl[2];
+	int rc = 0, same = 1;
+
+	for (int k = 0; k < 2; k++) {
+		nv_set_threads(k + 1);
+		for (int t = 0; t < NT; t++)
+			g[k][t] = calloc(f->np[t] * (f->m[t] + f->n[t] + R), sizeof(double));
+		rc |= mt_gradient(&f->mc, f->in, NT, &f->D, win, FITW, &kl[k], g[k]);
+	}
+	nv_set_threads(1);
+	for (int t = 0; t < NT; t++) {
+		same = same && !memcmp(g[0][t], g[1][t], f->np[t] * (f->m[t] + f->n[t] + R) * sizeof(double));
+		free(g[0][t]);
+		free(g[1][t]);
+	}
+	ok(rc == 0 && same && kl[0] == kl[1], "one thread and two: the same KL and gradient bits");
+}
+
 static void check_tune(fixture *f)
 {
 	tn_opts o = { 12, 1, 3, 0.01, 5, 0 };
@@ -391,6 +413,7 @@ int main(void)
 
 	setup(&f, &r);
 	check_gradient(&f);
+	check_threads(&f);
 	check_tune(&f);
 	check_keep(&f);
 	check_lr_at();

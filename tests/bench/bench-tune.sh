@@ -26,14 +26,9 @@ mkdir -p "$W" && cd "$W" || exit 1
 # shellcheck source=../lib-smollm2.sh
 . "$TOP/tests/lib-smollm2.sh"
 
-${CC:-cc} -O2 -o sgemm-rate "$TOP/tests/bench/sgemm-rate.c" \
-	$(pkg-config --cflags --libs openblas) || exit 1
-echo "OpenBLAS: $(OPENBLAS_VERBOSE=2 ./sgemm-rate 8 8 8 1 2>&1 | grep -i core | head -1)"
-echo "threads: ${OPENBLAS_NUM_THREADS:-default}, cpus: $(nproc)"
-
-median() {
-	sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
-}
+# shellcheck source=lib-bench.sh
+. "$TOP/tests/bench/lib-bench.sh"
+bench_sgemm_rate "$TOP" || exit 1
 
 smollm2_gguf || exit 1
 [ -s sm.cmf ] || "$BIN/cmf-patch" import -o sm.cmf "$GGUF" || exit 1

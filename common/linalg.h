@@ -139,9 +139,10 @@ void nv_unserial(void);
  * thread's arithmetic, results and operands both (x86's FTZ and DAZ,
  * aarch64's FZ), for it and the threads it creates afterwards (nv_par's
  * inherit it); returns the previous setting (0 where the CPU has no such
- * mode).  The forward's softmax and SwiGLU make subnormals, and each product
- * that reads one runs several times slower: the f32 tools (cmf-eval,
- * gram-capture, blr-tune) flush from the start of main.
+ * mode).  The forward's softmax and SwiGLU can make subnormals (a model far
+ * from its source, a very peaked attention), and each product that reads
+ * one runs several times slower: the f32 tools (cmf-eval, gram-capture,
+ * blr-tune) flush from the start of main.
  */
 int nv_fp_flush(int on);
 

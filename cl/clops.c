@@ -228,6 +228,47 @@ void nvcl_q_zero(nvcl_q *q, cl_mem dst, size_t floats)
 		nvcl_q_fail(q, "clearing %zu floats on the device: %s", floats, nvcl_strerror(st));
 }
 
+/* a rows × cols block at element off of a buffer of leading dimension ld,
+ * to (write) or from a dense host block */
+void nvcl_q_rect(nvcl_q *q, cl_mem buf, size_t off, size_t ld, size_t rows, size_t cols,
+		 float *host, int write)
+{
+	const size_t F = sizeof(float);
+	const size_t bo[3] = { off % ld * F, off / ld, 0 }, ho[3] = { 0, 0, 0 };
+	const size_t reg[3] = { cols * F, rows, 1 };
+	cl_int st;
+
+	if (q->err || rows == 0 || cols == 0)
+		return;
+	if (write)
+		st = clEnqueueWriteBufferRect(q->q, buf, CL_TRUE, bo, ho, reg, ld * F, 0,
+					      cols * F, 0, host, 0, NULL, NULL);
+	else
+		st = clEnqueueReadBufferRect(q->q, buf, CL_TRUE, bo, ho, reg, ld * F, 0, cols * F,
+					     0, host, 0, NULL, NULL);
+	if (st != CL_SUCCESS)
+		nvcl_q_fail(q, "%s a %zu × %zu block %s the device: %s",
+			    write ? "writing" : "reading", rows, cols, write ? "to" : "from",
+			    nvcl_strerror(st));
+}
+
+void nvcl_q_copy_rect(nvcl_q *q, cl_mem dst, size_t doff, size_t ldd, cl_mem src, size_t soff,
+		      size_t lds, size_t rows, size_t cols)
+{
+	const size_t F = sizeof(float);
+	const size_t so[3] = { soff % lds * F, soff / lds, 0 }, dO[3] = { doff % ldd * F, doff / ldd, 0 };
+	const size_t reg[3] = { cols * F, rows, 1 };
+	cl_int st;
+
+	if (q->err || rows == 0 || cols == 0)
+		return;
+	st = clEnqueueCopyBufferRect(q->q, src, dst, so, dO, reg, lds * F, 0, ldd * F, 0, 0, NULL,
+				     NULL);
+	if (st != CL_SUCCESS)
+		nvcl_q_fail(q, "copying a %zu × %zu block on the device: %s", rows, cols,
+			    nvcl_strerror(st));
+}
+
 /* ---------------------------------------------------------------- clBLAST */
 
 /*
@@ -267,6 +308,96 @@ void nvcl_gemm(nvcl_q *q, int ta, int tb, size_t M, size_t N, size_t K, float al
 {
 	nvcl_gemm_ld(q, ta, tb, M, N, K, alpha, A, 0, ta ? M : K, B, 0, tb ? K : N, beta, C, 0,
 		     N);
+}
+
+/* after a clBLAST call: the queue fails naming the routine and its shape */
+static void blast_check(nvcl_q *q, CLBlastStatusCode st, const char *what, size_t a, size_t b)
+{
+	if (st != CLBlastSuccess)
+		nvcl_q_fail(q, "clBLAST %s (%zu × %zu) on '%s': %s", what, a, b, q->c->dev_name,
+			    nvcl_blast_strerror(st));
+}
+
+void nvcl_syrk_lower(nvcl_q *q, size_t n, size_t k, float alpha, cl_mem A, size_t offa,
+		     size_t lda, float beta, cl_mem C, size_t offc, size_t ldc)
+{
+	CLBlastStatusCode st;
+
+	if (q->err || n == 0 || k == 0)
+		return;
+	pthread_mutex_lock(&blast_lock);
+	st = CLBlastSsyrk(CLBlastLayoutRowMajor, CLBlastTriangleLower, CLBlastTransposeNo, n, k,
+			  alpha, A, offa, lda, beta, C, offc, ldc, &q->q, NULL);
+	pthread_mutex_unlock(&blast_lock);
+	q->flops += (double)n * (double)n * (double)k;
+	blast_check(q, st, "ssyrk", n, k);
+}
+
+void nvcl_gemv_ld(nvcl_q *q, int trans, size_t m, size_t n, float alpha, cl_mem A,
+		  size_t offa, size_t lda, cl_mem x, size_t offx, float beta, cl_mem y,
+		  size_t offy)
+{
+	CLBlastStatusCode st;
+
+	if (q->err || m == 0 || n == 0)
+		return;
+	pthread_mutex_lock(&blast_lock);
+	st = CLBlastSgemv(CLBlastLayoutRowMajor, trans ? CLBlastTransposeYes : CLBlastTransposeNo,
+			  m, n, alpha, A, offa, lda, x, offx, 1, beta, y, offy, 1, &q->q, NULL);
+	pthread_mutex_unlock(&blast_lock);
+	q->flops += 2.0 * (double)m * (double)n;
+	blast_check(q, st, "sgemv", m, n);
+}
+
+double nvcl_dot(nvcl_q *q, size_t n, cl_mem x, cl_mem y, cl_mem scratch)
+{
+	CLBlastStatusCode st;
+	float v = 0.0f;
+
+	if (q->err || n == 0)
+		return 0.0;
+	pthread_mutex_lock(&blast_lock);
+	st = CLBlastSdot(n, scratch, 0, x, 0, 1, y, 0, 1, &q->q, NULL);
+	pthread_mutex_unlock(&blast_lock);
+	blast_check(q, st, "sdot", n, 1);
+	nvcl_q_read(q, scratch, 0, &v, 1);
+	return v;
+}
+
+void nvcl_axpy(nvcl_q *q, size_t n, float alpha, cl_mem x, cl_mem y)
+{
+	CLBlastStatusCode st;
+
+	if (q->err || n == 0)
+		return;
+	pthread_mutex_lock(&blast_lock);
+	st = CLBlastSaxpy(n, alpha, x, 0, 1, y, 0, 1, &q->q, NULL);
+	pthread_mutex_unlock(&blast_lock);
+	blast_check(q, st, "saxpy", n, 1);
+}
+
+void nvcl_scal(nvcl_q *q, size_t n, float alpha, cl_mem x)
+{
+	CLBlastStatusCode st;
+
+	if (q->err || n == 0)
+		return;
+	pthread_mutex_lock(&blast_lock);
+	st = CLBlastSscal(n, alpha, x, 0, 1, &q->q, NULL);
+	pthread_mutex_unlock(&blast_lock);
+	blast_check(q, st, "sscal", n, 1);
+}
+
+void nvcl_copy_inc(nvcl_q *q, size_t n, cl_mem x, size_t offx, size_t incx, cl_mem y)
+{
+	CLBlastStatusCode st;
+
+	if (q->err || n == 0)
+		return;
+	pthread_mutex_lock(&blast_lock);
+	st = CLBlastScopy(n, x, offx, incx, y, 0, 1, &q->q, NULL);
+	pthread_mutex_unlock(&blast_lock);
+	blast_check(q, st, "scopy", n, incx);
 }
 
 /* ---------------------------------------------------------------- kernels */

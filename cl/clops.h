@@ -55,6 +55,13 @@ void nvcl_q_read(nvcl_q *q, cl_mem src, size_t off, float *dst, size_t floats);
 void nvcl_q_read_d(nvcl_q *q, cl_mem src, size_t off, double *dst, size_t floats);
 void nvcl_q_copy(nvcl_q *q, cl_mem dst, size_t doff, cl_mem src, size_t soff, size_t floats);
 void nvcl_q_zero(nvcl_q *q, cl_mem dst, size_t floats);
+/* the rows × cols block at element off of buf (leading dimension ld) from
+ * (write = 0) or to a dense host block (blocking) */
+void nvcl_q_rect(nvcl_q *q, cl_mem buf, size_t off, size_t ld, size_t rows, size_t cols,
+		 float *host, int write);
+/* the rows × cols block at soff of src (leading dimension lds) to doff of dst (ldd) */
+void nvcl_q_copy_rect(nvcl_q *q, cl_mem dst, size_t doff, size_t ldd, cl_mem src, size_t soff,
+		      size_t lds, size_t rows, size_t cols);
 
 /*
  * C (M × N, ldc, offc) = alpha · op(A) · op(B) + beta · C, op(X) = X or Xᵀ;
@@ -66,6 +73,23 @@ void nvcl_gemm_ld(nvcl_q *q, int ta, int tb, size_t M, size_t N, size_t K, float
 /* the same with dense leading dimensions and no offsets */
 void nvcl_gemm(nvcl_q *q, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
 	       cl_mem A, cl_mem B, float beta, cl_mem C);
+
+/* the lower triangle of C (n × n, ldc, offc) = alpha · A Aᵀ + beta · C, A (n × k, lda, offa) */
+void nvcl_syrk_lower(nvcl_q *q, size_t n, size_t k, float alpha, cl_mem A, size_t offa,
+		     size_t lda, float beta, cl_mem C, size_t offc, size_t ldc);
+/* y (from offy) = alpha · op(A) x (from offx) + beta · y, A (m × n, lda, offa), op(A) = A
+ * or Aᵀ when trans (then x has m entries and y n) */
+void nvcl_gemv_ld(nvcl_q *q, int trans, size_t m, size_t n, float alpha, cl_mem A,
+		  size_t offa, size_t lda, cl_mem x, size_t offx, float beta, cl_mem y,
+		  size_t offy);
+/* xᵀy (n), through the one-float device buffer scratch (waits for the queue) */
+double nvcl_dot(nvcl_q *q, size_t n, cl_mem x, cl_mem y, cl_mem scratch);
+/* y += alpha · x (n) */
+void nvcl_axpy(nvcl_q *q, size_t n, float alpha, cl_mem x, cl_mem y);
+/* x *= alpha (n) */
+void nvcl_scal(nvcl_q *q, size_t n, float alpha, cl_mem x);
+/* y (n, dense) = x[offx + i·incx] */
+void nvcl_copy_inc(nvcl_q *q, size_t n, cl_mem x, size_t offx, size_t incx, cl_mem y);
 
 /* out (rows × cols, ldo, from offo) = diag(rs) · in (rows × cols, ldi) · diag(cs);
  * rs/cs NULL = 1; out may be in (offo 0, ldo = ldi) */

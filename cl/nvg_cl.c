@@ -9,6 +9,7 @@
 
 #include "blr.h"
 #include "clhost.h"
+#include "clsolve.h"
 #include "clops.h"
 #include "err.h"
 #include "mem.h"
@@ -513,6 +514,13 @@ static void als_h(tctx *t, dmodel *md, cl_mem bhb, cl_mem whb)
 		free(gm[a][0]), free(gm[a][1]);
 }
 
+/*
+ * the g step's stop: the excess of its objective over the minimum, relative
+ * to it (the CPU's PCG stops at 1e-12 in f64; f32 residuals stop meaning
+ * much below about 1e-10)
+ */
+#define G_TOL 1e-10
+
 /* g of path p: (Hf ∘ S_V K S_Vᵀ) g = diag(Cᵀ·(WH − other paths)), C = M S_Vᵀ */
 static void als_g(tctx *t, dmodel *md, size_t p)
 {
@@ -520,7 +528,6 @@ static void als_g(tctx *t, dmodel *md, size_t p)
 	cl_mem mm = hsl(t, md, p, 1, 1), k = nvcl_q_buf(t->q, r * r, "K");
 	cl_mem svk = nvcl_q_buf(t->q, n * r, "S_V·K"), ctc = nvcl_q_buf(t->q, n * n, "CᵀC");
 	cl_mem rv = nvcl_q_buf(t->q, n, "g rhs");
-	double *sys = hvec(t, n * n), *rhs = hvec(t, n), *x = hvec(t, n);
 
 	if (md->np > 1)
 		residual_h(t, md, p, t->e2);
@@ -531,19 +538,11 @@ static void als_g(tctx *t, dmodel *md, size_t p)
 	nvcl_gemm(t->q, 0, 1, n, n, r, 1.0f, svk, md->p[p].sv, 0.0f, ctc);
 	nvcl_hadamard(t->q, ctc, t->hc->hf, n * n);
 	nvcl_coldot(t->q, rv, t->e1, 0, n, md->np > 1 ? t->e2 : t->wh, 0, n, m, n);
-	nvcl_q_read_d(t->q, ctc, 0, sys, n * n);
-	nvcl_q_read_d(t->q, rv, 0, rhs, n);
-	/* a singular system keeps the old g */
-	if (!t->q->err) {
-		int rc = clh_solve_spd(sys, rhs, n, 1e-10, x);
-		if (rc < 0)
-			nvcl_q_fail(t->q, "the g step: %s", nv_err());
-		if (rc == 0)
-			memcpy(md->p[p].g, x, n * sizeof(double));
-	}
+	/* on the device, from the current g; a singular system keeps the old g, a
+	 * failure leaves the queue failed with its reason */
+	nvcl_solve_spd(t->q, ctc, rv, n, 1e-10, G_TOL, NVCL_CHOL_NB, md->p[p].g, NULL);
 	nvcl_release(&mm), nvcl_release(&k), nvcl_release(&svk), nvcl_release(&ctc);
 	nvcl_release(&rv);
-	free(sys), free(rhs), free(x);
 }
 
 /* exact block least squares in the H metric: ℓ, h, g; each step a minimum */
@@ -744,8 +743,10 @@ static void build_init(tctx *t, size_t r, size_t paths, dmodel *md)
 size_t nvcl_tensor_bytes(size_t m, size_t n, size_t r)
 {
 	size_t s = m < n ? m : n, big = m > n ? m : n;
-	/* W, WH, three scratch, T·L, Wpᵀ: 7 m×n; the latent Gram; CᵀC; rank-r pieces */
-	double f = 7.0 * (double)m * n + (double)s * s + (double)n * n +
+	/* W, WH, three scratch, T·L, Wpᵀ: 7 m×n; the latent Gram; CᵀC and its factor
+	 * (with the factor's block inverses and panel); rank-r pieces */
+	double f = 7.0 * (double)m * n + (double)s * s + 2.0 * (double)n * n +
+		   2.0 * (double)n * NVCL_CHOL_NB +
 		   24.0 * (double)(m + n) * r + 4.0 * (double)r * r + 8.0 * big;
 	return f * 4 > (double)SIZE_MAX ? SIZE_MAX : (size_t)(f * 4);
 }

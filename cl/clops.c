@@ -215,17 +215,21 @@ void nvcl_q_copy(nvcl_q *q, cl_mem dst, size_t doff, cl_mem src, size_t soff, si
 		nvcl_q_fail(q, "copying %zu floats on the device: %s", floats, nvcl_strerror(st));
 }
 
-void nvcl_q_zero(nvcl_q *q, cl_mem dst, size_t floats)
+void nvcl_q_fill(nvcl_q *q, cl_mem dst, float value, size_t floats)
 {
-	const float z = 0.0f;
 	cl_int st;
 
 	if (q->err || floats == 0)
 		return;
-	st = clEnqueueFillBuffer(q->q, dst, &z, sizeof(z), 0, floats * sizeof(float), 0, NULL,
-				 NULL);
+	st = clEnqueueFillBuffer(q->q, dst, &value, sizeof(value), 0, floats * sizeof(float), 0,
+				 NULL, NULL);
 	if (st != CL_SUCCESS)
-		nvcl_q_fail(q, "clearing %zu floats on the device: %s", floats, nvcl_strerror(st));
+		nvcl_q_fail(q, "filling %zu floats on the device: %s", floats, nvcl_strerror(st));
+}
+
+void nvcl_q_zero(nvcl_q *q, cl_mem dst, size_t floats)
+{
+	nvcl_q_fill(q, dst, 0.0f, floats);
 }
 
 /* a rows × cols block at element off of a buffer of leading dimension ld,
@@ -364,16 +368,37 @@ double nvcl_dot(nvcl_q *q, size_t n, cl_mem x, cl_mem y, cl_mem scratch)
 	return v;
 }
 
-void nvcl_axpy(nvcl_q *q, size_t n, float alpha, cl_mem x, cl_mem y)
+void nvcl_axpy_inc(nvcl_q *q, size_t n, float alpha, cl_mem x, size_t offx, size_t incx,
+		   cl_mem y, size_t offy, size_t incy)
 {
 	CLBlastStatusCode st;
 
 	if (q->err || n == 0)
 		return;
 	pthread_mutex_lock(&blast_lock);
-	st = CLBlastSaxpy(n, alpha, x, 0, 1, y, 0, 1, &q->q, NULL);
+	st = CLBlastSaxpy(n, alpha, x, offx, incx, y, offy, incy, &q->q, NULL);
 	pthread_mutex_unlock(&blast_lock);
 	blast_check(q, st, "saxpy", n, 1);
+}
+
+void nvcl_axpy(nvcl_q *q, size_t n, float alpha, cl_mem x, cl_mem y)
+{
+	nvcl_axpy_inc(q, n, alpha, x, 0, 1, y, 0, 1);
+}
+
+double nvcl_nrm2(nvcl_q *q, size_t n, cl_mem x, cl_mem scratch)
+{
+	CLBlastStatusCode st;
+	float v = 0.0f;
+
+	if (q->err || n == 0)
+		return 0.0;
+	pthread_mutex_lock(&blast_lock);
+	st = CLBlastSnrm2(n, scratch, 0, x, 0, 1, &q->q, NULL);
+	pthread_mutex_unlock(&blast_lock);
+	blast_check(q, st, "snrm2", n, 1);
+	nvcl_q_read(q, scratch, 0, &v, 1);
+	return v;
 }
 
 void nvcl_scal(nvcl_q *q, size_t n, float alpha, cl_mem x)

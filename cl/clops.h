@@ -55,6 +55,7 @@ void nvcl_q_read(nvcl_q *q, cl_mem src, size_t off, float *dst, size_t floats);
 void nvcl_q_read_d(nvcl_q *q, cl_mem src, size_t off, double *dst, size_t floats);
 void nvcl_q_copy(nvcl_q *q, cl_mem dst, size_t doff, cl_mem src, size_t soff, size_t floats);
 void nvcl_q_zero(nvcl_q *q, cl_mem dst, size_t floats);
+void nvcl_q_fill(nvcl_q *q, cl_mem dst, float value, size_t floats);
 /* the rows × cols block at element off of buf (leading dimension ld) from
  * (write = 0) or to a dense host block (blocking) */
 void nvcl_q_rect(nvcl_q *q, cl_mem buf, size_t off, size_t ld, size_t rows, size_t cols,
@@ -86,6 +87,11 @@ void nvcl_gemv_ld(nvcl_q *q, int trans, size_t m, size_t n, float alpha, cl_mem 
 double nvcl_dot(nvcl_q *q, size_t n, cl_mem x, cl_mem y, cl_mem scratch);
 /* y += alpha · x (n) */
 void nvcl_axpy(nvcl_q *q, size_t n, float alpha, cl_mem x, cl_mem y);
+/* the same on x[offx + i·incx] and y[offy + i·incy] */
+void nvcl_axpy_inc(nvcl_q *q, size_t n, float alpha, cl_mem x, size_t offx, size_t incx,
+		   cl_mem y, size_t offy, size_t incy);
+/* ‖x‖₂ (n), through the one-float device buffer scratch (waits for the queue) */
+double nvcl_nrm2(nvcl_q *q, size_t n, cl_mem x, cl_mem scratch);
 /* x *= alpha (n) */
 void nvcl_scal(nvcl_q *q, size_t n, float alpha, cl_mem x);
 /* y (n, dense) = x[offx + i·incx] */

@@ -9,13 +9,26 @@
 
 #include "blr.h"
 #include "clhost.h"
-#include "clsolve.h"
 #include "clops.h"
+#include "clpolar.h"
+#include "clsolve.h"
 #include "err.h"
 #include "mem.h"
 #include "nvg.h"
 #include "pack.h"
 #include "prof.h"
+
+/*
+ * the g step's stop: the excess of its objective over the minimum, relative
+ * to it (the CPU's PCG stops at 1e-12 in f64; f32 residuals stop meaning
+ * much below about 1e-10)
+ */
+#define G_TOL 1e-10
+
+/* the ITQ polar factor's Newton–Schulz: at most 60 steps (a σ of 10⁻⁶ of
+ * ‖M‖_F takes about 40), to an orthogonality of 1e-6 or f32's floor */
+#define NS_STEPS 60
+#define NS_TOL 1e-6
 
 #define BLOCK 128       /* columns of one lazy block of the V search */
 #define FLIP_THR 1e-6f  /* a flip must beat this relative size (f32 resolution) */
@@ -311,6 +324,21 @@ static void latents(tctx *t, cl_mem tm, size_t r, cl_mem *up, cl_mem *vp)
 /* ---------------------------------------------------------------- ITQ */
 
 /*
+ * rot ← the polar factor of mm (r × r), on the device by Newton–Schulz; an
+ * mm too ill-conditioned for it goes to the host's SVD (rh, mh: r × r host
+ * scratch)
+ */
+static void itq_polar(tctx *t, cl_mem mm, size_t r, cl_mem rot, double *rh, double *mh)
+{
+	if (nvcl_polar_ns(t->q, mm, r, rot, NS_STEPS, NS_TOL, NULL, NULL) != 1)
+		return;
+	nvcl_q_read_d(t->q, mm, 0, mh, r * r);
+	if (!t->q->err && clh_polar(mh, r, rh) < 0)
+		nvcl_q_fail(t->q, "%s", nv_err());
+	nvcl_q_write_d(t->q, rot, 0, rh, r * r);
+}
+
+/*
  * the H-weighted ITQ gauge: the orthogonal R that brings the row-normalised
  * [U′; V′] R nearest the hypercube with rows weighted by w²; up, vp ← ·R
  */
@@ -342,21 +370,18 @@ static void itq(tctx *t, cl_mem *up, cl_mem *vp, const double *wu, const double 
 	nvcl_scale_rc(t->q, x, 0, r, x, r, inr, NULL, nn, r);
 	for (size_t i = 0; i < r; i++)
 		rh[i * r + i] = 1.0;
+	nvcl_q_write_d(t->q, rot, 0, rh, r * r);
 	for (int it = 0; it < iters && !t->q->err; it++) {
 		st = t0(t);
-		nvcl_q_write_d(t->q, rot, 0, rh, r * r);
 		nvcl_gemm(t->q, 0, 0, nn, r, r, 1.0f, x, rot, 0.0f, xr);
 		nvcl_sign_w(t->q, xr, xr, w2d, nn, r);
 		nvcl_gemm(t->q, 1, 0, r, r, nn, 1.0f, x, xr, 0.0f, mm);
-		nvcl_q_read_d(t->q, mm, 0, mh, r * r);
 		t1(t, "itq.gemm", st, 0);
 		st = t0(t);
-		if (!t->q->err && clh_polar(mh, r, rh) < 0)
-			nvcl_q_fail(t->q, "%s", nv_err());
+		itq_polar(t, mm, r, rot, rh, mh);
 		t1(t, "itq.polar", st, 0);
 	}
 	st = t0(t);
-	nvcl_q_write_d(t->q, rot, 0, rh, r * r);
 	nvcl_gemm(t->q, 0, 0, m, r, r, 1.0f, *up, rot, 0.0f, xr);
 	nvcl_q_copy(t->q, *up, 0, xr, 0, m * r);
 	nvcl_gemm(t->q, 0, 0, n, r, r, 1.0f, *vp, rot, 0.0f, xr);
@@ -513,13 +538,6 @@ static void als_h(tctx *t, dmodel *md, cl_mem bhb, cl_mem whb)
 	for (int a = 0; a < 2; a++)
 		free(gm[a][0]), free(gm[a][1]);
 }
-
-/*
- * the g step's stop: the excess of its objective over the minimum, relative
- * to it (the CPU's PCG stops at 1e-12 in f64; f32 residuals stop meaning
- * much below about 1e-10)
- */
-#define G_TOL 1e-10
 
 /* g of path p: (Hf ∘ S_V K S_Vᵀ) g = diag(Cᵀ·(WH − other paths)), C = M S_Vᵀ */
 static void als_g(tctx *t, dmodel *md, size_t p)

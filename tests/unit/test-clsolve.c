@@ -21,13 +21,8 @@
 #include "err.h"
 #include "linalg.h"
 #include "tap.h"
+#include "cltest.h"
 
-/* as test-cl.c: PoCL's threads and LeakSanitizer's tracer do not mix */
-const char *__lsan_default_options(void);
-const char *__lsan_default_options(void)
-{
-	return "detect_leaks=0";
-}
 
 enum { N = 300, R = 40, T = 600, NB = 64 };
 
@@ -251,14 +246,8 @@ int main(void)
 	nvcl_ctx c;
 	nvcl_q q;
 
-	if (!ok(nvcl_open(-1, -1, &c) == 0, "an OpenCL device opens (PoCL)")) {
-		diag("%s", nv_err());
+	if (!cl_open_q(&c, &q))
 		return done_testing();
-	}
-	if (!ok(nvcl_q_init(&q, &c) == 0, "a queue and the kernels")) {
-		nvcl_close(&c);
-		return done_testing();
-	}
 	g_system(a, b);
 	test_rect(&q);
 	test_chol(&q, a);

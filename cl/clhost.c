@@ -50,27 +50,6 @@ int clh_polar(double *m, size_t r, double *rot)
 	return 0;
 }
 
-int clh_solve_spd(double *a, const double *b, size_t k, double eps, double *x)
-{
-	double tr = 0, ridge;
-	double *f = nv_malloc(k * k, sizeof(double));
-	int info = 1;
-
-	if (!f)
-		return -1;
-	for (size_t i = 0; i < k; i++)
-		tr += a[i * k + i];
-	ridge = eps * fmax(tr / (double)k, 1e-300);
-	for (int attempt = 0; attempt < 4 && info > 0; attempt++, ridge *= 100) {
-		memcpy(x, b, k * sizeof(double));
-		info = nv_posv_rm(a, k, 'U', ridge, f, x);
-	}
-	free(f);
-	if (info > 0)
-		nv_seterr("a %zu × %zu normal system is not positive definite", k, k);
-	return info;
-}
-
 /* u = a·v (rows) */
 static void matvec(const double *a, size_t rows, size_t c, const double *v, double *u)
 {

@@ -19,17 +19,6 @@ int clh_eig_top(double *g, size_t s, size_t k, double *lam, double *vec);
 /* the orthogonal polar factor U·Vᵀ of m (r × r) into rot (r × r) (nv_polar) */
 int clh_polar(double *m, size_t r, double *rot);
 
-/*
- * x = (a + ridge·I)⁻¹ b (x apart from a and b) for a symmetric a (k × k, its
- * upper triangle read), ridge = eps·mean(diag a), as the CPU encoder solves;
- * f32 rounding of a can cost it definiteness, so the ridge grows ×100 (at
- * most 3 times) before giving up.  1 with reason when a never is positive
- * definite (the caller keeps its old values, as the CPU encoder does: the
- * error cannot rise); -1 with reason when an entry of a, b or x is not
- * finite, or on exhaustion.
- */
-int clh_solve_spd(double *a, const double *b, size_t k, double eps, double *x);
-
 /* the non-negative rank-1 fit |a| ≈ left·rightᵀ (a rows × c) by power iteration */
 void clh_rank1_pos(const double *a, size_t rows, size_t c, double *left, double *right);
 

@@ -67,7 +67,8 @@ int nvcl_chol(nvcl_q *q, cl_mem f, cl_mem inv, size_t n, size_t nb, double ridge
 			break;
 		rc = block_factor(blk, bi, b, ridge);
 		if (rc < 0)
-			nvcl_q_fail(q, "the g system: an entry of its factor is not finite");
+			nvcl_q_fail(q, "a %zu × %zu normal system: an entry of its factor is not "
+				    "finite", n, n);
 		if (rc != 0)
 			break;
 		nvcl_q_rect(q, f, k0 * n + k0, n, b, b, blk, 1);
@@ -193,7 +194,7 @@ static int diag_mean(nvcl_q *q, cl_mem a, size_t n, cl_mem tmp, double *mean)
 		s += d[i];
 	free(d);
 	if (!q->err && !isfinite(s))
-		nvcl_q_fail(q, "the g system: its diagonal is not finite");
+		nvcl_q_fail(q, "a %zu × %zu normal system: its diagonal is not finite", n, n);
 	*mean = fmax(s / (double)n, 1e-300);
 	return q->err ? -1 : 0;
 }
@@ -208,7 +209,8 @@ static void take(nvcl_q *q, cl_mem dx, size_t n, double *x)
 	nvcl_q_read_d(q, dx, 0, got, n);
 	for (size_t i = 0; i < n && !q->err; i++)
 		if (!isfinite(got[i]))
-			nvcl_q_fail(q, "the g system: its solution is not finite");
+			nvcl_q_fail(q, "a %zu × %zu normal system: its solution is not finite",
+				    n, n);
 	for (size_t i = 0; i < n && !q->err; i++)
 		x[i] = got[i];
 	free(got);
@@ -236,7 +238,7 @@ int nvcl_solve_spd(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double eps, double t
 	nvcl_solve_info tmp, *in = info ? info : &tmp;
 	pcg_vecs w = { nvcl_q_buf(q, n, "x"), nvcl_q_buf(q, n, "r"), nvcl_q_buf(q, n, "z"),
 		       nvcl_q_buf(q, n, "p"), nvcl_q_buf(q, n, "A·p"), nvcl_q_buf(q, 1, "dot"),
-		       nvcl_q_buf(q, nb, "a block"), nvcl_q_buf(q, n * n, "the g system's factor"),
+		       nvcl_q_buf(q, nb, "a block"), nvcl_q_buf(q, n * n, "a normal system's factor"),
 		       nvcl_q_buf(q, n * nb, "the factor's block inverses"), nb };
 	double mean = 0, fridge;
 	int rc = -1;

@@ -1,7 +1,8 @@
 /*
- * clsolve.h - the device encoder's n × n solves on the device: the g step's
- * SPD system (n the tensor's columns: 11008 for a 7B down_proj), which used
- * to go to the host whole and be factored there in f64.
+ * clsolve.h - the device encoder's normal equations solved on the device:
+ * the g step's n × n system (n the tensor's columns: 11008 for a 7B
+ * down_proj) and the rank scales' (2r × 2r at most), which used to go to
+ * the host whole and be factored there in f64.
  *
  * The factor: a blocked Cholesky, right-looking.  Each diagonal block (nb ×
  * nb) comes to the host, is factored and its factor inverted in f64 LAPACK
@@ -20,8 +21,8 @@
  * the identity, and the iteration takes the solution past what the factor
  * alone gives.
  *
- * Safeguards, as the host solve (clhost.h clh_solve_spd) has them: the
- * system solved is a + ridge·I with ridge = eps·mean(diag a); the factor's
+ * Safeguards, as the CPU encoder's solves (linalg.h nv_solve_spd) have them:
+ * the system solved is a + ridge·I with ridge = eps·mean(diag a); the factor's
  * own ridge starts at 1e-6·mean(diag a) (f32 rounding costs definiteness
  * far above eps) and grows ×100 up to three times before the system is
  * called not positive definite; a direction of non-positive curvature
@@ -66,7 +67,7 @@ void nvcl_chol_apply(nvcl_q *q, cl_mem f, cl_mem inv, size_t n, size_t nb, cl_me
  * f64) the start on entry.  The excess of the quadratic's value over its
  * minimum ends at most tol relative to it (at most 50 steps).  0; 1 when
  * the system is not positive definite (x unchanged: the caller keeps its
- * values, as the host solve's callers do); -1 when the queue failed.
+ * values, as the CPU encoder does); -1 when the queue failed.
  * info may be NULL.
  */
 int nvcl_solve_spd(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double eps, double tol,

@@ -466,7 +466,6 @@ static void als_l(tctx *t, dmodel *md, cl_mem b, cl_mem bhb, cl_mem whb)
 	size_t m = md->m, n = md->n, r = md->r, pr = md->np * r;
 	cl_mem hb = nvcl_q_buf(t->q, n * pr, "Hf·B"), a = nvcl_q_buf(t->q, m * pr, "A");
 	cl_mem ata = nvcl_q_buf(t->q, pr * pr, "AᵀA"), rv = nvcl_q_buf(t->q, pr, "ℓ rhs");
-	double *sys = hvec(t, pr * pr), *k2 = hvec(t, pr * pr), *rhs = hvec(t, pr);
 	double *lam = hvec(t, pr);
 
 	for (size_t p = 0; p < md->np; p++) {
@@ -480,21 +479,16 @@ static void als_l(tctx *t, dmodel *md, cl_mem b, cl_mem bhb, cl_mem whb)
 	nvcl_gemm(t->q, 0, 0, m, pr, n, 1.0f, t->wh, b, 0.0f, whb);
 	nvcl_gemm(t->q, 1, 0, pr, pr, m, 1.0f, a, a, 0.0f, ata);
 	nvcl_coldot(t->q, rv, a, 0, pr, whb, 0, pr, m, pr);
-	nvcl_q_read_d(t->q, ata, 0, sys, pr * pr);
-	nvcl_q_read_d(t->q, bhb, 0, k2, pr * pr);
-	nvcl_q_read_d(t->q, rv, 0, rhs, pr);
-	if (!t->q->err) {
-		for (size_t i = 0; i < pr * pr; i++)
-			sys[i] *= k2[i];
-		/* a singular system keeps the old ℓ */
-		int rc = clh_solve_spd(sys, rhs, pr, 1e-10, lam);
-		if (rc < 0)
-			nvcl_q_fail(t->q, "the ℓ step: %s", nv_err());
-		for (size_t p = 0; p < md->np && rc == 0; p++)
+	nvcl_hadamard(t->q, ata, bhb, pr * pr);
+	/* on the device as the g step, from the current ℓ; a singular system keeps the old ℓ */
+	for (size_t p = 0; p < md->np && !t->q->err; p++)
+		memcpy(lam + p * r, md->p[p].l, r * sizeof(double));
+	if (!t->q->err && nvcl_solve_spd(t->q, ata, rv, pr, 1e-10, G_TOL, NVCL_CHOL_NB, lam,
+					 NULL) == 0)
+		for (size_t p = 0; p < md->np; p++)
 			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
-	}
 	nvcl_release(&hb), nvcl_release(&a), nvcl_release(&ata), nvcl_release(&rv);
-	free(sys), free(k2), free(rhs), free(lam);
+	free(lam);
 }
 
 /* h (per row, joint over paths): 2×2 (or 1×1) normal equations per row */

@@ -1,6 +1,6 @@
 /*
  * test-clhost.c - the host side of the device encoder (cl/clhost.c): the
- * top eigenpairs, the polar factor, the ridged SPD solve, the inverse of an
+ * top eigenpairs, the polar factor, the inverse of an
  * upper factor and the non-negative rank-1 fit, each against its defining
  * property on fixed-seed inputs (the packer the device shares: test-pack).
  *
@@ -29,14 +29,6 @@ const char *__lsan_default_options(void)
 }
 
 static tap_rng rng = { 77 };
-
-static double maxabs_diff(const double *a, const double *b, size_t k)
-{
-	double e = 0;
-	for (size_t i = 0; i < k; i++)
-		e = fmax(e, fabs(a[i] - b[i]));
-	return e;
-}
 
 static void test_eig(void)
 {
@@ -99,36 +91,6 @@ static void test_polar(void)
 	   "an infinity is an error, not an abort: %s", nv_err());
 }
 
-static void test_solve(void)
-{
-	enum { K = 6 };
-	double a[K * K], b[K], x[K], ax[K];
-
-	for (int i = 0; i < K; i++) {
-		b[i] = rng_normal(&rng);
-		for (int j = 0; j < K; j++)
-			a[i * K + j] = (i == j ? 4.0 : 0.0) + 1.0 / (1.0 + i + j);
-	}
-	ok(clh_solve_spd(a, b, K, 0.0, x) == 0, "an SPD system solves");
-	for (int i = 0; i < K; i++) {
-		ax[i] = 0;
-		for (int j = 0; j < K; j++)
-			ax[i] += a[i * K + j] * x[j];
-	}
-	ok(maxabs_diff(ax, b, K) < 1e-12, "A x = b");
-	/* rank one and indefinite by a hair: the growing ridge makes it definite */
-	for (int i = 0; i < K; i++)
-		for (int j = 0; j < K; j++)
-			a[i * K + j] = 1.0 - (i == j ? 1e-14 : 0.0);
-	ok(clh_solve_spd(a, b, K, 1e-10, x) == 0, "a barely indefinite system gets a ridge");
-	memset(a, 0, sizeof(a));
-	a[0] = -1.0;
-	ok(clh_solve_spd(a, b, K, 1e-10, x) == 1, "a negative definite one is refused: 1");
-	a[0] = NAN;
-	ok(clh_solve_spd(a, b, K, 1e-10, x) == -1 && strstr(nv_err(), "not finite"),
-	   "a NaN is an error, not an abort: %s", nv_err());
-}
-
 static void test_upper_inv(void)
 {
 	enum { N = 7, LD = 10 };
@@ -174,7 +136,6 @@ int main(void)
 {
 	test_eig();
 	test_polar();
-	test_solve();
 	test_upper_inv();
 	test_rank1();
 	return done_testing();

@@ -192,6 +192,30 @@ static int fresh(nvcl_q *q, nvcl_ctx *c)
 	return nvcl_q_init(q, c);
 }
 
+/* rank one, indefinite by a hair: the ridges make it solvable, as on the CPU */
+static void test_barely(nvcl_q *q)
+{
+	enum { K = 40 };
+	float a[K * K], b[K];
+	double x[K] = { 0 }, sum = 0;
+	nvcl_solve_info in;
+
+	for (size_t i = 0; i < K; i++) {
+		b[i] = 1.0f;
+		for (size_t j = 0; j < K; j++)
+			a[i * K + j] = 1.0f - (i == j ? 1e-7f : 0.0f);
+	}
+	cl_mem A = nvcl_q_upload(q, a, K * K, "A"), B = nvcl_q_upload(q, b, K, "b");
+	int rc = nvcl_solve_spd(q, A, B, K, 1e-10, 1e-9, 16, x, &in);
+	for (size_t i = 0; i < K; i++)
+		sum += x[i];
+	/* any solution of the rank-one part has Σx = 1; the ridges pull it by ~1e-6 */
+	ok(rc == 0 && fabs(sum - 1.0) < 1e-3, "a barely indefinite rank-one system: Σx = %.6f (1), %d "
+				  "factorizations, ridge %.1e", sum, in.factors, in.ridge);
+	nvcl_release(&A);
+	nvcl_release(&B);
+}
+
 static void test_solve(nvcl_q *q, nvcl_ctx *c, const double *a, const double *b)
 {
 	double *want = malloc(sizeof(double) * N), *w = malloc(sizeof(double) * N * N);
@@ -199,7 +223,7 @@ static void test_solve(nvcl_q *q, nvcl_ctx *c, const double *a, const double *b)
 	float *af = to_f32(a, N * N), *bf = to_f32(b, N);
 	nvcl_solve_info in;
 
-	/* the reference: the f32-rounded system in f64 LAPACK, the host solve's ridge */
+	/* the reference: the f32-rounded system in f64 LAPACK, with the CPU encoder's ridge */
 	double *ar = malloc(sizeof(double) * N * N);
 	for (size_t i = 0; i < N * N; i++)
 		ar[i] = af[i];
@@ -222,6 +246,7 @@ static void test_solve(nvcl_q *q, nvcl_ctx *c, const double *a, const double *b)
 	ok(rc == 0 && in.iters < steps_cold, "from its own answer: %d steps, not %d", in.iters,
 	   steps_cold);
 
+	test_barely(q);
 	for (size_t i = 0; i < N * N; i++)
 		af[i] = -af[i];
 	nvcl_q_write(q, A, 0, af, N * N);

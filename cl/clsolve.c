@@ -10,7 +10,8 @@
 #define FACTOR_RIDGE 1e-6 /* the factor's first ridge, relative to mean(diag) */
 #define GROW 100.0
 #define TRIES 4
-#define MAX_STEPS 50
+#define MAX_STEPS 50 /* from a fresh factor */
+#define KEEP_STEPS 30 /* from a kept one, before factoring afresh (the CPU's count) */
 
 /* the diagonal block blk (b × b, f32) ← its lower Cholesky factor (+ ridge),
  * and inv ← that factor's inverse, both in f64 on the host: 0, 1 when not
@@ -105,18 +106,17 @@ void nvcl_chol_apply(nvcl_q *q, cl_mem f, cl_mem inv, size_t n, size_t nb, cl_me
 	}
 }
 
-/* the vectors of one solve, and the factor */
+/* the vectors of one solve, and its preconditioner */
 typedef struct {
 	cl_mem x, r, z, p, v, one, t;
-	cl_mem f, inv;
-	size_t nb;
+	nvcl_pc *pc;
 } pcg_vecs;
 
 /* z ← M⁻¹ r with M = L·Lᵀ */
 static void precond(nvcl_q *q, size_t n, const pcg_vecs *w)
 {
 	nvcl_q_copy(q, w->z, 0, w->r, 0, n);
-	nvcl_chol_apply(q, w->f, w->inv, n, w->nb, w->z, w->t);
+	nvcl_chol_apply(q, w->pc->f, w->pc->inv, n, w->pc->nb, w->z, w->t);
 }
 
 /* v ← (a + ridge·I) u */
@@ -127,13 +127,15 @@ static void apply(nvcl_q *q, cl_mem a, size_t n, double ridge, cl_mem u, cl_mem 
 }
 
 /*
- * PCG on (a + ridge·I) x = b from w->x: 0 at the tolerance or the step
- * limit, 1 on a direction of non-positive curvature
+ * PCG on (a + ridge·I) x = b from w->x: 0 at the tolerance, 2 at the step
+ * limit short of it, 1 on a direction of non-positive curvature; the steps
+ * are added to in->iters
  */
-static int pcg(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double ridge, double tol, pcg_vecs *w,
-	       nvcl_solve_info *in)
+static int pcg(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double ridge, double tol, int limit,
+	       pcg_vecs *w, nvcl_solve_info *in)
 {
 	double rz, bx;
+	int k;
 
 	apply(q, a, n, ridge, w->x, w->v);
 	nvcl_q_copy(q, w->r, 0, b, 0, n);
@@ -142,8 +144,7 @@ static int pcg(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double ridge, double tol
 	nvcl_q_copy(q, w->p, 0, w->z, 0, n);
 	rz = nvcl_dot(q, n, w->r, w->z, w->one);
 	bx = nvcl_dot(q, n, b, w->x, w->one);
-	for (in->iters = 0; !q->err && in->iters < MAX_STEPS && rz > tol * fabs(bx);
-	     in->iters++) {
+	for (k = 0; !q->err && k < limit && rz > tol * fabs(bx); k++, in->iters++) {
 		apply(q, a, n, ridge, w->p, w->v);
 		double pv = nvcl_dot(q, n, w->p, w->v, w->one);
 		if (!(pv > 0))
@@ -158,26 +159,38 @@ static int pcg(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double ridge, double tol
 		nvcl_axpy(q, n, 1.0f, w->z, w->p);
 	}
 	in->excess = rz / fmax(fabs(bx), 1e-300);
-	return 0;
+	return rz > tol * fabs(bx) ? 2 : 0;
 }
 
-/* the factor of a + ridge·I for the first ridge (from *ridge, ×100) that
- * factors: 0, 1 when none does, -1 on failure */
-static int factor(nvcl_q *q, cl_mem a, size_t n, pcg_vecs *w, double *ridge,
+void nvcl_pc_free(nvcl_pc *pc)
+{
+	nvcl_release(&pc->f);
+	nvcl_release(&pc->inv);
+}
+
+/* pc ← the factor of a + ridge·I for the first ridge (from *ridge, ×100) that
+ * factors: 0, 1 when none does (pc then empty), -1 on failure */
+static int factor(nvcl_q *q, cl_mem a, size_t n, nvcl_pc *pc, double *ridge,
 		  nvcl_solve_info *in)
 {
 	int rc = 1;
 
-	for (int t = 0; t < TRIES && rc == 1; t++, *ridge *= GROW) {
-		nvcl_q_copy(q, w->f, 0, a, 0, n * n);
-		in->factors++;
-		rc = nvcl_chol(q, w->f, w->inv, n, w->nb, *ridge);
-		if (rc == 0)
-			return 0;
+	if (pc->f && pc->n != n)
+		nvcl_pc_free(pc);
+	pc->n = n;
+	if (!pc->f) {
+		pc->f = nvcl_q_buf(q, n * n, "a normal system's factor");
+		pc->inv = nvcl_q_buf(q, n * pc->nb, "the factor's block inverses");
 	}
-	return rc;
+	for (int t = 0; t < TRIES && rc == 1 && !q->err; t++, *ridge *= GROW) {
+		nvcl_q_copy(q, pc->f, 0, a, 0, n * n);
+		in->factors++;
+		rc = nvcl_chol(q, pc->f, pc->inv, n, pc->nb, *ridge);
+	}
+	if (rc != 0)
+		nvcl_pc_free(pc);
+	return q->err ? -1 : rc;
 }
-
 /* mean(diag a) on the host: -1 when the queue failed or it is not finite */
 static int diag_mean(nvcl_q *q, cl_mem a, size_t n, cl_mem tmp, double *mean)
 {
@@ -216,43 +229,68 @@ static void take(nvcl_q *q, cl_mem dx, size_t n, double *x)
 	free(got);
 }
 
-/* PCG from x with the factor in w: 0, 1 not positive definite, -1 failure */
+/*
+ * PCG from x with w's preconditioner, at most limit steps: 0, 2 at the limit,
+ * 1 not positive definite, -1 failure; x takes the answer (also at 2)
+ */
 static int solve_with(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double ridge, double tol,
-		      pcg_vecs *w, double *x, nvcl_solve_info *in)
+		      int limit, pcg_vecs *w, double *x, nvcl_solve_info *in)
 {
 	int rc = 1;
 
 	for (int t = 0; t < TRIES && rc == 1 && !q->err; t++, ridge *= GROW) {
 		nvcl_q_write_d(q, w->x, 0, x, n);
 		in->ridge = ridge;
-		rc = pcg(q, a, b, n, ridge, tol, w, in);
+		rc = pcg(q, a, b, n, ridge, tol, limit, w, in);
 	}
-	if (rc == 0)
+	if (rc == 0 || rc == 2)
 		take(q, w->x, n, x);
+	return q->err ? -1 : rc;
+}
+
+/* a fresh factor, then PCG from x: 0, 1, -1 */
+static int solve_fresh(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double eps, double mean,
+		       double tol, pcg_vecs *w, double *x, nvcl_solve_info *in)
+{
+	double fridge = fmax(eps, FACTOR_RIDGE) * mean;
+	int rc = factor(q, a, n, w->pc, &fridge, in);
+
+	in->fridge = fridge;
+	if (rc == 0)
+		rc = solve_with(q, a, b, n, eps * mean, tol, MAX_STEPS, w, x, in);
+	return rc == 2 ? 0 : rc;
+}
+
+int nvcl_solve_spd_pc(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double eps, double tol,
+		      nvcl_pc *pc, double *x, nvcl_solve_info *info)
+{
+	nvcl_solve_info tmp, *in = info ? info : &tmp;
+	pcg_vecs w = { nvcl_q_buf(q, n, "x"), nvcl_q_buf(q, n, "r"), nvcl_q_buf(q, n, "z"),
+		       nvcl_q_buf(q, n, "p"), nvcl_q_buf(q, n, "A·p"), nvcl_q_buf(q, 1, "dot"),
+		       nvcl_q_buf(q, pc->nb, "a block"), pc };
+	double mean = 0;
+	int rc = -1;
+
+	*in = (nvcl_solve_info){ 0 };
+	if (diag_mean(q, a, n, w.v, &mean) == 0) {
+		rc = 2;
+		/* a kept factor first: a sweep moves the system little */
+		if (pc->f && pc->n == n)
+			rc = solve_with(q, a, b, n, eps * mean, tol, KEEP_STEPS, &w, x, in);
+		if (rc == 2)
+			rc = solve_fresh(q, a, b, n, eps, mean, tol, &w, x, in);
+	}
+	nvcl_release(&w.x), nvcl_release(&w.r), nvcl_release(&w.z), nvcl_release(&w.p);
+	nvcl_release(&w.v), nvcl_release(&w.one), nvcl_release(&w.t);
 	return q->err ? -1 : rc;
 }
 
 int nvcl_solve_spd(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double eps, double tol,
 		   size_t nb, double *x, nvcl_solve_info *info)
 {
-	nvcl_solve_info tmp, *in = info ? info : &tmp;
-	pcg_vecs w = { nvcl_q_buf(q, n, "x"), nvcl_q_buf(q, n, "r"), nvcl_q_buf(q, n, "z"),
-		       nvcl_q_buf(q, n, "p"), nvcl_q_buf(q, n, "A·p"), nvcl_q_buf(q, 1, "dot"),
-		       nvcl_q_buf(q, nb, "a block"), nvcl_q_buf(q, n * n, "a normal system's factor"),
-		       nvcl_q_buf(q, n * nb, "the factor's block inverses"), nb };
-	double mean = 0, fridge;
-	int rc = -1;
+	nvcl_pc pc = { .nb = nb };
+	int rc = nvcl_solve_spd_pc(q, a, b, n, eps, tol, &pc, x, info);
 
-	*in = (nvcl_solve_info){ 0 };
-	if (diag_mean(q, a, n, w.v, &mean) == 0) {
-		fridge = fmax(eps, FACTOR_RIDGE) * mean;
-		rc = factor(q, a, n, &w, &fridge, in);
-		in->fridge = fridge;
-		if (rc == 0)
-			rc = solve_with(q, a, b, n, eps * mean, tol, &w, x, in);
-	}
-	nvcl_release(&w.x), nvcl_release(&w.r), nvcl_release(&w.z), nvcl_release(&w.p);
-	nvcl_release(&w.v), nvcl_release(&w.one), nvcl_release(&w.t);
-	nvcl_release(&w.f), nvcl_release(&w.inv);
-	return q->err ? -1 : rc;
+	nvcl_pc_free(&pc);
+	return rc;
 }

@@ -61,6 +61,25 @@ int nvcl_chol(nvcl_q *q, cl_mem f, cl_mem inv, size_t n, size_t nb, double ridge
 void nvcl_chol_apply(nvcl_q *q, cl_mem f, cl_mem inv, size_t n, size_t nb, cl_mem x,
 		     cl_mem t);
 
+/* a preconditioner kept from one solve to the next: the factor of an
+ * earlier system (f NULL: none yet); nb set by the caller, the rest zero */
+typedef struct {
+	cl_mem f, inv;
+	size_t n, nb;
+} nvcl_pc;
+
+void nvcl_pc_free(nvcl_pc *pc);
+
+/*
+ * nvcl_solve_spd with a kept preconditioner: when pc holds a factor of
+ * the same size (an earlier sweep's system, which a sweep moves little),
+ * CG starts with it, and only when 30 steps do not reach tol is the system
+ * factored afresh (into pc, kept for the next solve), as the CPU's PCG
+ * does.  A system that is not positive definite empties pc.
+ */
+int nvcl_solve_spd_pc(nvcl_q *q, cl_mem a, cl_mem b, size_t n, double eps, double tol,
+		      nvcl_pc *pc, double *x, nvcl_solve_info *info);
+
 /*
  * x ← (a + ridge·I)⁻¹ b, ridge = eps·mean(diag a), for a symmetric a
  * (n × n on the device, both triangles), b (n) on the device, x (n, host

@@ -52,6 +52,7 @@ typedef struct {
 	cl_mem w, wh;      /* (m × n) target and W·Hf */
 	cl_mem e1, e2, e3; /* (m × n) scratch */
 	double wfit, wsel; /* tr(W H Wᵀ) for FIT and SEL */
+	nvcl_pc gpc[2];    /* each path's g factor, kept from sweep to sweep */
 	nv_prof pfs;
 	nv_prof *pf;       /* &pfs when profiling, else NULL */
 } tctx;
@@ -550,9 +551,12 @@ static void als_g(tctx *t, dmodel *md, size_t p)
 	nvcl_gemm(t->q, 0, 1, n, n, r, 1.0f, svk, md->p[p].sv, 0.0f, ctc);
 	nvcl_hadamard(t->q, ctc, t->hc->hf, n * n);
 	nvcl_coldot(t->q, rv, t->e1, 0, n, md->np > 1 ? t->e2 : t->wh, 0, n, m, n);
-	/* on the device, from the current g; a singular system keeps the old g, a
-	 * failure leaves the queue failed with its reason */
-	nvcl_solve_spd(t->q, ctc, rv, n, 1e-10, G_TOL, NVCL_CHOL_NB, md->p[p].g, NULL);
+	/* on the device, from the current g and the path's kept factor; a singular
+	 * system keeps the old g, a failure leaves the queue failed with its reason */
+	nvcl_solve_info in;
+	nvcl_solve_spd_pc(t->q, ctc, rv, n, 1e-10, G_TOL, &t->gpc[p], md->p[p].g, &in);
+	nv_prof_add(t->pf, "als.g.chol", 0, (uint64_t)in.factors);
+	nv_prof_add(t->pf, "als.g.pcg", 0, (uint64_t)in.iters);
 	nvcl_release(&mm), nvcl_release(&k), nvcl_release(&svk), nvcl_release(&ctc);
 	nvcl_release(&rv);
 }
@@ -738,6 +742,9 @@ static void refine(tctx *t, dmodel *md, int sweeps, int try_sweeps)
 static void build_init(tctx *t, size_t r, size_t paths, dmodel *md)
 {
 	*md = (dmodel){ .np = 1, .m = t->m, .n = t->n, .r = r };
+	/* a candidate's paths factor their first g systems afresh */
+	nvcl_pc_free(&t->gpc[0]);
+	nvcl_pc_free(&t->gpc[1]);
 	nvg_path(t, t->w, r, &md->p[0]);
 	als(t, md, 3);
 	if (paths == 2 && !t->q->err) {
@@ -755,10 +762,10 @@ static void build_init(tctx *t, size_t r, size_t paths, dmodel *md)
 size_t nvcl_tensor_bytes(size_t m, size_t n, size_t r)
 {
 	size_t s = m < n ? m : n, big = m > n ? m : n;
-	/* W, WH, three scratch, T·L, Wpᵀ: 7 m×n; the latent Gram; CᵀC and its factor
-	 * (with the factor's block inverses and panel); rank-r pieces */
-	double f = 7.0 * (double)m * n + (double)s * s + 2.0 * (double)n * n +
-		   2.0 * (double)n * NVCL_CHOL_NB +
+	/* W, WH, three scratch, T·L, Wpᵀ: 7 m×n; the latent Gram; CᵀC and the two
+	 * paths' kept factors (with their block inverses, and a panel); rank-r pieces */
+	double f = 7.0 * (double)m * n + (double)s * s + 3.0 * (double)n * n +
+		   3.0 * (double)n * NVCL_CHOL_NB +
 		   24.0 * (double)(m + n) * r + 4.0 * (double)r * r + 8.0 * big;
 	return f * 4 > (double)SIZE_MAX ? SIZE_MAX : (size_t)(f * 4);
 }
@@ -784,6 +791,7 @@ static void tensor_setup(tctx *t, const nvcl_job *job)
 	size_t mn = job->m * job->n;
 	double st = t0(t);
 
+	t->gpc[0] = t->gpc[1] = (nvcl_pc){ .nb = NVCL_CHOL_NB };
 	t->w = nvcl_q_upload(t->q, job->w, mn, "W");
 	t->wh = nvcl_q_buf(t->q, mn, "W·Hf");
 	t->e1 = nvcl_q_buf(t->q, mn, "scratch 1");
@@ -799,6 +807,8 @@ static void tensor_setup(tctx *t, const nvcl_job *job)
 
 static void tensor_free(tctx *t)
 {
+	nvcl_pc_free(&t->gpc[0]);
+	nvcl_pc_free(&t->gpc[1]);
 	nvcl_release(&t->w), nvcl_release(&t->wh);
 	nvcl_release(&t->e1), nvcl_release(&t->e2), nvcl_release(&t->e3);
 }

@@ -265,6 +265,57 @@ static void test_solve(nvcl_q *q, nvcl_ctx *c, const double *a, const double *b)
 	free(want), free(w), free(x), free(x2), free(af), free(bf), free(ar);
 }
 
+/* a kept factor: a nearby system solves through it without factoring, to the
+ * same answer; a far one, and one of another size, factor afresh */
+static void test_kept(nvcl_q *q, const double *a, const double *b)
+{
+	float *af = to_f32(a, N * N), *bf = to_f32(b, N);
+	double *x = calloc(N, sizeof(double)), *y = calloc(N, sizeof(double));
+	double *ar = malloc(sizeof(double) * N * N);
+	nvcl_pc pc = { .nb = NB };
+	nvcl_solve_info in;
+	cl_mem A = nvcl_q_upload(q, af, N * N, "A"), B = nvcl_q_upload(q, bf, N, "b");
+
+	ok(nvcl_solve_spd_pc(q, A, B, N, 1e-10, 1e-9, &pc, x, &in) == 0 && in.factors == 1 &&
+		   pc.f != NULL,
+	   "the first solve factors, and keeps the factor");
+	/* the system a sweep makes next: every entry moved by up to 1% */
+	for (size_t i = 0; i < N; i++)
+		for (size_t j = 0; j <= i; j++) {
+			double u = 1.0 + 0.01 * (2.0 * rng_unif(&rng) - 1.0);
+			af[i * N + j] = af[j * N + i] = (float)(a[i * N + j] * u);
+		}
+	for (size_t i = 0; i < N * N; i++)
+		ar[i] = af[i];
+	nvcl_q_write(q, A, 0, af, N * N);
+	int rc = nvcl_solve_spd_pc(q, A, B, N, 1e-10, 1e-9, &pc, x, &in);
+	ok(rc == 0 && in.factors == 0, "a system moved by 1%%: no factorization, %d CG steps",
+	   in.iters);
+	rc = nvcl_solve_spd(q, A, B, N, 1e-10, 1e-9, NB, y, NULL);
+	double e = energy_rel(ar, x, y);
+	ok(rc == 0 && e < 1e-6, "the same answer as a fresh factor's (%.1e)", e);
+	/* a far system: the variables in reverse order, whose scales the old
+	 * factor has backwards */
+	for (size_t i = 0; i < N; i++)
+		for (size_t j = 0; j < N; j++)
+			af[i * N + j] = (float)a[(N - 1 - i) * N + (N - 1 - j)];
+	nvcl_q_write(q, A, 0, af, N * N);
+	rc = nvcl_solve_spd_pc(q, A, B, N, 1e-10, 1e-9, &pc, x, &in);
+	ok(rc == 0 && in.factors == 1 && in.iters >= 30,
+	   "the variables reversed: factored afresh after %d steps", in.iters);
+	/* the leading half of that system */
+	for (size_t i = 0; i < N / 2; i++)
+		for (size_t j = 0; j < N / 2; j++)
+			af[i * (N / 2) + j] = af[i * N + j];
+	nvcl_q_write(q, A, 0, af, N * N / 4);
+	rc = nvcl_solve_spd_pc(q, A, B, N / 2, 1e-10, 1e-9, &pc, x, &in);
+	ok(rc == 0 && in.factors == 1 && pc.n == N / 2, "another size: factored afresh");
+	nvcl_pc_free(&pc);
+	nvcl_release(&A);
+	nvcl_release(&B);
+	free(af), free(bf), free(x), free(y), free(ar);
+}
+
 int main(void)
 {
 	double *a = malloc(sizeof(double) * N * N), *b = malloc(sizeof(double) * N);
@@ -278,6 +329,7 @@ int main(void)
 	test_chol(&q, a);
 	ok(fresh(&q, &c) == 0, "a fresh queue");
 	test_solve(&q, &c, a, b);
+	test_kept(&q, a, b);
 	nvcl_q_free(&q);
 	nvcl_close(&c);
 	free(a);

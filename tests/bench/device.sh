@@ -19,13 +19,15 @@
 #
 # Then the shapes of one Llama-2-7B layer (q/k/v/o 4096x4096, gate/up
 # 11008x4096, down 4096x11008) at BPW7B on the device, one run each with the
-# stage profile, the CPU path on CPU7B_SHAPES alone (the 11008-wide ones take
-# it far past the device machine's time), and the device's GFLOP/s against the
-# sgemm rate.
+# stage profile, and the device's GFLOP/s against the sgemm rate; the CPU
+# path only on CPU7B_SHAPES (none by default: a 4096x4096 at 1.0 bpw is some
+# 50 TFLOP on the CPU path, minutes even on 16 cores with the right kernels,
+# so it is a call of its own: SHAPES= SHAPES7B=4096x4096
+# CPU7B_SHAPES=4096x4096, with OPENBLAS_CORETYPE set for that machine's CPU).
 #
 # Knobs (environment): BPW (0.55), SHAPES ("576x576 192x576 1536x576
 # 576x1536"; 2048x2048 and up are a SHAPES away, minutes each on the CPU
-# path), SHAPES7B (the three above; empty: none), CPU7B_SHAPES ("4096x4096"),
+# path), SHAPES7B (the three above; empty: none), CPU7B_SHAPES (none),
 # BPW7B (1.0), CPU_RUNS (1), DEV_RUNS (3), TOKENS_MIN (2048), SGEMM_N (4096),
 # NVG_CL_PLATFORM / NVG_CL_DEVICE.  With SKIP_DEBS=1 the system's packages
 # are used (a machine that has them).  The device must be a GPU: a try-out on
@@ -37,8 +39,9 @@
 # There, the build, the yardstick, the parity and three of the four shapes
 # took under 265 s, on a machine already started (before the g step and the
 # polar factors moved onto the device).  The 7B shapes have not run there yet:
-# their Grams (11008² in f64, 1 GB) and contexts are made on the host, and the
-# CPU's 4096x4096 is minutes; with SHAPES7B= the run fits in 400 s.
+# their Grams (11008² in f64, 1 GB) and contexts are made on the host (the
+# context's eigenproblem of 11008² in f64 is a minute or more); with
+# SHAPES7B= the run fits in 400 s.
 set -euo pipefail
 
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
@@ -61,7 +64,7 @@ CPU_RUNS=${CPU_RUNS:-1}
 DEV_RUNS=${DEV_RUNS:-3}
 TOKENS_MIN=${TOKENS_MIN:-2048}
 SHAPES7B=${SHAPES7B-"4096x4096 11008x4096 4096x11008"}
-CPU7B_SHAPES=${CPU7B_SHAPES-"4096x4096"}
+CPU7B_SHAPES=${CPU7B_SHAPES-}
 BPW7B=${BPW7B:-1.0}
 NCPU=$(nproc)
 P=$TOP/build/devprefix

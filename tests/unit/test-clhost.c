@@ -1,8 +1,8 @@
 /*
  * test-clhost.c - the host side of the device encoder (cl/clhost.c): the
- * top eigenpairs, the polar factor, the inverse of an
- * upper factor and the non-negative rank-1 fit, each against its defining
- * property on fixed-seed inputs (the packer the device shares: test-pack).
+ * top eigenpairs, the polar factor, the inverse of an upper factor and the
+ * non-negative rank-1 fit, each against its defining property on
+ * fixed-seed inputs (the packer the device shares: test-pack).
  *
  * Tolerances: f64 factorizations of well-conditioned matrices of order
  * ≤ 24 are exact to ~1e-13; 1e-10 leaves room for conditioning.

@@ -56,10 +56,20 @@ static void test_eig(void)
 			e = fmax(e, fabs(gv - lam[c] * vec[i * K + c]) / lam[0]);
 		}
 	ok(e < 1e-10, "G v = λ v (%.2g)", e);
+	e = 0;
+	for (int a = 0; a < K; a++)
+		for (int c = 0; c < K; c++) {
+			double d = 0;
+			for (int i = 0; i < S; i++)
+				d += vec[i * K + a] * vec[i * K + c];
+			e = fmax(e, fabs(d - (a == c)));
+		}
+	ok(e < 1e-12, "VᵀV = I (%.2g)", e);
 	memcpy(g, g0, sizeof(g));
 	g[3 * S + 5] = NAN;
-	ok(clh_eig_top(g, S, K, lam, vec) < 0 && strstr(nv_err(), "not finite"),
-	   "a NaN in the Gram is an error, not an abort: %s", nv_err());
+	int rc = clh_eig_top(g, S, K, lam, vec);
+	ok(rc < 0 && strstr(nv_err(), "not finite"), "a NaN in the Gram is an error, not an abort: %s",
+	   nv_err());
 }
 
 static void test_polar(void)

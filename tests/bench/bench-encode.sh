@@ -4,6 +4,14 @@
 # P auto) and dual-svid on synthetic layers.  Not a test: `make bench`.
 #
 #   RUNS=3 SHAPES="576x1536 1536x576 2048x2048" BPWS="0.55 1.0" THREADS=
+#   ENCODERS="default:"
+#
+# ENCODERS lists nvg encoders to set side by side, each LABEL:OPTIONS with
+# the options' spaces written as commas ("direct:--g-solve,direct pcg:"
+# compares the direct g solve with the default); each gets a row per shape
+# and budget with its SEL error, and every row after the first its flops,
+# time and SEL error relative to the first's (dual-svid is timed once, on
+# the first row).
 #
 # Times are medians over RUNS; flops are counted from the shapes of every
 # BLAS/LAPACK call (the same every run).  THREADS empty: OpenBLAS's default.
@@ -19,6 +27,7 @@ RUNS=${RUNS:-3}
 SHAPES=${SHAPES:-"576x1536 1536x576 2048x2048"}
 BPWS=${BPWS:-"0.55 1.0"}
 THREADS=${THREADS:-}
+ENCODERS=${ENCODERS:-default:}
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
@@ -41,8 +50,42 @@ timed() {
 	cut -d' ' -f2 "$p.time" >>"$p.rss"
 }
 
-printf '%-10s %5s | %8s %9s %8s | %10s %8s %8s %6s | %7s | %s\n' shape bpw "hctx s" "nvg s" \
-	"dual s" "GFLOP" "GFLOP/s" "dgemm" ratio "RSS MiB" "nvg pick"
+printf '%-10s %5s %-8s | %8s %9s %8s | %10s %8s %8s %6s | %7s | %7s | %-8s | %s\n' shape bpw enc \
+	"hctx s" "nvg s" "dual s" "GFLOP" "GFLOP/s" "dgemm" ratio "RSS MiB" sel "nvg pick" \
+	"against the first: flop, time, sel"
+
+# one encoder's runs and row: d e label options first(0/1); the first's
+# flops, time and SEL error are kept in $e.first for the rows after it
+encoder_row() {
+	local d=$1 e=$2 label=$3 opts=${4//,/ } first=$5 tn flop sel td=-
+	rm -f "$e.nvg.wall" "$e.nvg.rss" "$e.dual.wall" "$e.dual.rss"
+	for r in $(seq "$RUNS"); do
+		# shellcheck disable=SC2086
+		timed "$e.nvg" "$NVG_BIN/nvg-encode" -w "$d/w.raw" --shape "$shape" \
+			--hctx "$d/fit.hctx" --fit "$d/fit.gram" --sel "$d/sel.gram" \
+			--bpw "$b" $thr $opts --profile -o "$e.blr" >"$e.line" 2>"$e.prof"
+		[ "$first" = 1 ] || continue
+		# shellcheck disable=SC2086
+		timed "$e.dual" "$NVG_BIN/nvg-encode" --method dual-svid -w "$d/w.raw" \
+			--shape "$shape" --bpw "$b" $thr -o "$e.dual.blr" >/dev/null
+	done
+	tn=$(median <"$e.nvg.wall")
+	[ "$first" = 1 ] && td=$(median <"$e.dual.wall")
+	flop=$(sed -n 's/^total: [0-9.]*s \([0-9.e+]*\) flop.*/\1/p' "$e.prof")
+	sel=$(sed -n 's/.* stored fit [0-9.]* sel \([0-9.]*\).*/\1/p' "$e.line")
+	[ "$first" = 1 ] && echo "$flop $tn $sel" >"$e.first"
+	awk -v s="$shape" -v b="$b" -v en="$label" -v th="$(median <"$d/hctx.wall")" -v tn="$tn" \
+		-v td="$td" -v f="$flop" -v dg="$dgemm" -v sel="$sel" -v first="$first" \
+		-v ref="$(cat "$e.first")" -v rss="$(sort -g "$e.nvg.rss" | tail -1)" \
+		-v pick="$(cut -d'|' -f1 "$e.line")" 'BEGIN {
+		g = f / tn * 1e-9
+		split(ref, r, " ")
+		cmp = first ? "" : sprintf("%.2fx %.2fx %+.2f%%", f / r[1], tn / r[2], (sel / r[3] - 1) * 100)
+		printf "%-10s %5s %-8s | %8.2f %9.2f %8s | %10.1f %8.2f %8.2f %5.0f%% | %7.1f | %7s | %-8s | %s\n",
+			s, b, en, th, tn, td, f * 1e-9, g, dg, 100 * g / dg, rss / 1024, sel, pick, cmp }'
+	sed -n 's/^profile: /    profile: /p' "$e.prof"
+}
+
 for shape in $SHAPES; do
 	m=${shape%x*} n=${shape#*x}
 	d="$work/$shape"
@@ -53,24 +96,12 @@ for shape in $SHAPES; do
 		timed "$d/hctx" "$NVG_BIN/hctx-build" $thr "$d/fit.gram" -o "$d/fit.hctx"
 	done
 	for b in $BPWS; do
-		e="$d/$b"
 		dgemm=$(${THREADS:+env OPENBLAS_NUM_THREADS=$THREADS} "$work/dgemm-rate" 2048 3 |
 			sed -n 's/^dgemm [0-9]*: \([0-9.]*\) GFLOP.*/\1/p')
-		for r in $(seq "$RUNS"); do
-			# shellcheck disable=SC2086
-			timed "$e.nvg" "$NVG_BIN/nvg-encode" -w "$d/w.raw" --shape "$shape" \
-				--hctx "$d/fit.hctx" --fit "$d/fit.gram" --sel "$d/sel.gram" \
-				--bpw "$b" $thr --profile -o "$e.blr" >"$e.line" 2>"$e.prof"
-			# shellcheck disable=SC2086
-			timed "$e.dual" "$NVG_BIN/nvg-encode" --method dual-svid -w "$d/w.raw" \
-				--shape "$shape" --bpw "$b" $thr -o "$e.dual.blr" >/dev/null
+		first=1
+		for enc in $ENCODERS; do
+			encoder_row "$d" "$d/$b" "${enc%%:*}" "${enc#*:}" "$first"
+			first=0
 		done
-		tn=$(median <"$e.nvg.wall")
-		flop=$(sed -n 's/^total: [0-9.]*s \([0-9.e+]*\) flop.*/\1/p' "$e.prof")
-		awk -v s="$shape" -v b="$b" -v th="$(median <"$d/hctx.wall")" -v tn="$tn" \
-			-v td="$(median <"$e.dual.wall")" -v f="$flop" -v dg="$dgemm" \
-			-v rss="$(sort -g "$e.nvg.rss" | tail -1)" -v pick="$(cut -d'|' -f1 "$e.line")" \
-			'BEGIN { g = f / tn * 1e-9; printf "%-10s %5s | %8.2f %9.2f %8.2f | %10.1f %8.2f %8.2f %5.0f%% | %7.1f | %s\n", s, b, th, tn, td, f * 1e-9, g, dg, 100 * g / dg, rss / 1024, pick }'
-		sed -n 's/^profile: /    profile: /p' "$e.prof"
 	done
 done

@@ -96,7 +96,8 @@ static const struct option longopts[] = {
 	{"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, O_VERSION}, {NULL, 0, NULL, 0}};
 
-/* options that take a value checked on the spot; -1 after printing */
+/* the options whose value is a number, checked on the spot: 0, -1 after
+ * printing, 1 when c is not one of them */
 static int value_opt(int c, const char *a, opts *o)
 {
 	long v;
@@ -134,13 +135,6 @@ static int value_opt(int c, const char *a, opts *o)
 		if (tool_parse_refine(a, &o->sweeps) < 0)
 			return tool_fail("invalid --refine", a), -1;
 		return 0;
-	case O_GSOLVE:
-		if (!strcmp(a, "direct") || !strcmp(a, "pcg")) {
-			o->g_pcg = a[0] == 'p';
-			return 0;
-		}
-		nv_seterr("expected direct or pcg");
-		return tool_fail("invalid --g-solve", a), -1;
 	case O_TRY_SWEEPS:
 		if (nv_parse_long(a, 1, NV_TRY_SWEEPS_MAX, &o->try_sweeps) < 0)
 			return tool_fail("invalid --try-sweeps", a), -1;
@@ -153,6 +147,31 @@ static int value_opt(int c, const char *a, opts *o)
 		if (nv_parse_double(a, 0.0, 0.5, &o->itq_tol) < 0)
 			return tool_fail("invalid --itq-tol", a), -1;
 		return 0;
+	case O_CLPLAT:
+	case O_CLDEV:
+		if (nv_parse_long(a, 0, 1024, c == O_CLPLAT ? &o->dev.plat : &o->dev.dev) < 0)
+			return tool_fail(c == O_CLPLAT ? "invalid --cl-platform" : "invalid --cl-device",
+					 a), -1;
+		return 0;
+	case O_JOBS:
+		if (nv_parse_size(a, 1, 64, &o->dev.jobs) < 0)
+			return tool_fail("invalid --jobs", a), -1;
+		return 0;
+	}
+	return 1;
+}
+
+/* the options whose value is a word from a list: as value_opt */
+static int choice_opt(int c, const char *a, opts *o)
+{
+	switch (c) {
+	case O_GSOLVE:
+		if (!strcmp(a, "direct") || !strcmp(a, "pcg")) {
+			o->g_pcg = a[0] == 'p';
+			return 0;
+		}
+		nv_seterr("expected direct or pcg");
+		return tool_fail("invalid --g-solve", a), -1;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
 			o->paths = a[0] == 'a' ? 0 : a[0] - '0';
@@ -171,16 +190,6 @@ static int value_opt(int c, const char *a, opts *o)
 		if (nvcl_parse_mode(a, &o->dev.mode) < 0)
 			return tool_fail("invalid --device", a), -1;
 		return 0;
-	case O_CLPLAT:
-	case O_CLDEV:
-		if (nv_parse_long(a, 0, 1024, c == O_CLPLAT ? &o->dev.plat : &o->dev.dev) < 0)
-			return tool_fail(c == O_CLPLAT ? "invalid --cl-platform" : "invalid --cl-device",
-					 a), -1;
-		return 0;
-	case O_JOBS:
-		if (nv_parse_size(a, 1, 64, &o->dev.jobs) < 0)
-			return tool_fail("invalid --jobs", a), -1;
-		return 0;
 	case O_GAUGE:
 		if (strcmp(a, "invE")) {
 			nv_seterr("expected invE");
@@ -188,6 +197,7 @@ static int value_opt(int c, const char *a, opts *o)
 		}
 		o->s.gauge = a;
 		return 0;
+
 	}
 	return 1;
 }
@@ -328,7 +338,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 						      argv[optind - 1]), 1;
 		if (plain_opt(c, optarg, o) == 0)
 			continue;
-		if (value_opt(c, optarg, o) < 0)
+		if (value_opt(c, optarg, o) < 0 || choice_opt(c, optarg, o) < 0)
 			return *st = EXIT_FAIL, 1;
 	}
 	if (optind != argc)

@@ -161,11 +161,11 @@ deps:
 	  echo "deps: missing Debian packages; run: sudo apt-get install$$missing" >&2; exit 1; \
 	fi
 
-bench: $(TOOLS)
+bench: $(TOOLS) $(VENV)/.ok
 	$(Q)for b in $(sort $(wildcard tests/bench/bench-*.sh)); do \
 	  $(TEST_ENV) OPENBLAS_NUM_THREADS= bash $$b || exit 1; done
 
-bench-convert: $(TOOLS)
+bench-convert: $(TOOLS) $(VENV)/.ok
 	$(Q)$(TEST_ENV) OPENBLAS_NUM_THREADS= bash tests/bench/convert.sh
 
 # until pipelines/demo.sh (the conversion) exists, the demo shows blr-pack on a real matrix

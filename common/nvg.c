@@ -252,6 +252,7 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 	c->threads = threads < 1 ? 1 : threads;
 	c->itq_tol = NV_ITQ_TOL_DEFAULT;
 	c->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
+	c->als_tol = NV_ALS_TOL_DEFAULT;
 	if (w->c != hc->n) {
 		nv_seterr("W has %zu columns but the context is %zu wide", w->c, hc->n);
 		return -1;
@@ -525,8 +526,13 @@ typedef struct {
 	nv_mat hb, bhb, whb;
 } als_state;
 
-/* ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs] */
-static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
+/*
+ * ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs];
+ * *e: the fit error at the new ℓ, tr(W H Wᵀ) − λ·rhs (the least squares'
+ * minimum: ‖W − Ŵ‖²_H = whw − 2λ·rhs + λᵀQλ with Qλ = rhs), NaN when the
+ * system was singular and ℓ kept
+ */
+static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *e)
 {
 	size_t m = md->m, r = md->r, pr = md->np * r;
 	nv_mat b = {0}, a = {0}, ata = {0};
@@ -550,9 +556,14 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st)
 			rhs[k] += a.d[i * pr + k] * st->whb.d[i * pr + k];
 	/* a singular system keeps the old ℓ: the error cannot rise */
 	rc = nv_solve_spd(&ata, rhs, lam, 1e-10);
-	if (rc == 0)
+	*e = NAN;
+	if (rc == 0) {
+		*e = c->fit.whw;
+		for (size_t k = 0; k < pr; k++)
+			*e -= lam[k] * rhs[k];
 		for (size_t p = 0; p < md->np; p++)
 			memcpy(md->p[p].l, lam + p * r, r * sizeof(double));
+	}
 	rc = rc < 0 ? -1 : 0;
 out:
 	free(rhs);
@@ -767,16 +778,44 @@ out:
 	return rc;
 }
 
+int nv_als_l(nv_bm *md, const nv_tctx *c, double *err)
+{
+	als_state st = {{0}, {0}, {0}};
+	int rc = als_l(md, c, &st, err);
+
+	nv_mat_free(&st.hb);
+	nv_mat_free(&st.bhb);
+	nv_mat_free(&st.whb);
+	return rc;
+}
+
+/* c->als_tol's stop: the fit error last (at the previous ℓ step) and now */
+static int als_converged(const nv_tctx *c, double last, double now)
+{
+	return c->als_tol > 0.0 && isfinite(last) && isfinite(now) &&
+	       last - now <= c->als_tol * fabs(now);
+}
+
 int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 {
+	double last = NAN;
 	int rc = 0;
 
 	for (int s = 0; s < sweeps && rc == 0; s++) {
 		als_state st = {{0}, {0}, {0}};
-		double t = nv_now();
+		double e, t = nv_now();
 
-		rc = als_l(md, c, &st);
+		rc = als_l(md, c, &st, &e);
 		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
+		if (rc == 0 && als_converged(c, last, e)) {
+			/* the sweep before gained less than als_tol: this ℓ step ends it */
+			nv_prof_add(c->prof, "als.stop", 0.0, 1);
+			nv_mat_free(&st.hb);
+			nv_mat_free(&st.bhb);
+			nv_mat_free(&st.whb);
+			break;
+		}
+		last = e;
 		t = nv_now();
 		if (rc == 0)
 			rc = als_h(md, &st);

@@ -112,6 +112,7 @@ typedef struct {
 	int g_pcg;           /* the ALS g step by preconditioned CG after a sweep's direct solve */
 	double itq_tol;      /* nv_itq_weighted's stop: the fraction of signs a step may change */
 	int try_sweeps;      /* ALS sweeps after each refinement try's sign moves (nv_refine) */
+	double als_tol;      /* nv_als's stop: a sweep's gain in fit error below this fraction */
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
@@ -140,11 +141,18 @@ int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const 
 		    int iters, double tol, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used);
 /* exact block least squares: ℓ (joint over paths), h (per row, joint over
  * paths), g (per path), `sweeps` times; never raises the fit error.  With
+ * c->als_tol above 0 it stops early, at the ℓ step of the first sweep whose
+ * fit error (read from the ℓ system's solution, no product of its own) is
+ * within als_tol of the last sweep's: never more steps than `sweeps`.  With
  * c->g_pcg, a path's g step after its first in the call is solved by
  * conjugate gradients from the current g, preconditioned with the factor of
  * its last direct solve, to a relative excess of 1e-12 in its objective
  * (directly when that takes more than 30 steps) */
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
+/* one ALS ℓ step (joint over paths); *err: the FIT error at the new ℓ as
+ * nv_als's early stop reads it, tr(W hf Wᵀ) − λ·rhs (NaN where the system
+ * was singular and ℓ kept) */
+int nv_als_l(nv_bm *md, const nv_tctx *c, double *err);
 /* nv_als with the paths' factors kept by the caller in pc (each {0} at
  * first, freed by the caller): a later call's first g steps start from
  * them, for a model that the calls between changed little */
@@ -185,6 +193,7 @@ typedef struct {
 			   * chosen one completes its sweeps; 0 (default) or ≥ sweeps: after all */
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
 	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: at a fixed point) */
+	double als_tol;   /* ALS stops at a sweep whose fit error gain is below this fraction (0: never early) */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
 	nv_method method;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
@@ -201,6 +210,8 @@ typedef struct {
 #define NV_ITQ_STEPS 50
 /* the CPU encoder's ITQ stop unless told otherwise (nv_enc_opts.itq_tol) */
 #define NV_ITQ_TOL_DEFAULT 0.0
+/* ALS's early stop: 0, every sweep of the fixed counts (the bytes of before) */
+#define NV_ALS_TOL_DEFAULT 0.0
 
 void nv_enc_opts_default(nv_enc_opts *o);
 

@@ -20,6 +20,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	o->g_pcg = 1;
 	o->itq_tol = NV_ITQ_TOL_DEFAULT;
 	o->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
+	o->als_tol = NV_ALS_TOL_DEFAULT;
 	o->threads = 1;
 }
 
@@ -222,6 +223,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 	c.g_pcg = o->g_pcg;
 	c.itq_tol = o->itq_tol;
 	c.try_sweeps = o->try_sweeps;
+	c.als_tol = o->als_tol;
 	t = nv_now();
 	if (nv_metric_init(&sel, w, hsel) < 0)
 		goto out;

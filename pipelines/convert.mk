@@ -2,7 +2,7 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
-#        [TRY_SWEEPS=3] [ITQ_TOL=0] \
+#        [TRY_SWEEPS=3] [ITQ_TOL=0] [ALS_TOL=0] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
 #        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] [TUNE_LOSS=mse|normed] \
@@ -87,12 +87,15 @@ REFINE     ?= 2
 # factorization each sweep (the device's)
 G_SOLVE_DEFAULT = $(if $(and $(filter nvg,$(METHOD)),$(filter cpu auto,$(DEVICE))),pcg,direct)
 G_SOLVE    ?= $(G_SOLVE_DEFAULT)
-# the ALS sweeps of each refinement try, and ITQ's stop (nvg-encode
-# --try-sweeps, --itq-tol: above 0 the CPU encoder's only)
+# the ALS sweeps of each refinement try, ITQ's stop and ALS's (nvg-encode
+# --try-sweeps, --itq-tol, --als-tol: the tolerances above 0 the CPU
+# encoder's only)
 TRY_SWEEPS_DEFAULT := 3
 TRY_SWEEPS ?= $(TRY_SWEEPS_DEFAULT)
 ITQ_TOL_DEFAULT := 0
 ITQ_TOL    ?= $(ITQ_TOL_DEFAULT)
+ALS_TOL_DEFAULT := 0
+ALS_TOL    ?= $(ALS_TOL_DEFAULT)
 RHO        ?= 0.03
 KV_FACTOR  ?= 1
 FIT_TOKENS ?= 8192
@@ -168,11 +171,14 @@ endif
 ifeq ($(TUNE)$(if $(and $(filter $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)),$(filter $(TUNE_LR_DEFAULT),$(TUNE_LR)),$(filter $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)),$(filter $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD))),,x),0x)
 $(error convert.mk: TUNE_STEPS, TUNE_LR, TUNE_LOSS and TUNE_AHEAD are TUNE=1's)
 endif
-ifeq ($(if $(and $(filter $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),$(filter $(ITQ_TOL_DEFAULT),$(ITQ_TOL))),,x)$(METHOD),xdual-svid)
-$(error convert.mk: TRY_SWEEPS and ITQ_TOL are nvg's: dual-svid refines nothing)
+ifeq ($(if $(and $(filter $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),$(filter $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),$(filter $(ALS_TOL_DEFAULT),$(ALS_TOL))),,x)$(METHOD),xdual-svid)
+$(error convert.mk: TRY_SWEEPS, ITQ_TOL and ALS_TOL are nvg's: dual-svid refines nothing)
 endif
 ifneq ($(and $(filter-out cpu,$(DEVICE)),$(shell awk -v v='$(ITQ_TOL)' 'BEGIN { if (v + 0 > 0) print "y" }')),)
 $(error convert.mk: ITQ_TOL above 0 is the CPU encoder's (a device takes every ITQ step): DEVICE=cpu)
+endif
+ifneq ($(and $(filter-out cpu,$(DEVICE)),$(shell awk -v v='$(ALS_TOL)' 'BEGIN { if (v + 0 > 0) print "y" }')),)
+$(error convert.mk: ALS_TOL above 0 is the CPU encoder's (a device runs every ALS sweep): DEVICE=cpu)
 endif
 ifeq ($(if $(filter 2,$(REFINE)),,x)$(METHOD),xdual-svid)
 $(error convert.mk: REFINE is nvg's: dual-svid refines nothing)
@@ -211,7 +217,7 @@ CALIB := $(or $(TOKENS),$(TEXT))
 CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
 $(foreach v,MODEL PLAN CALIB E2E_TOKENS,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
 $(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE TRY_SWEEPS TUNE_STEPS E2E_FIT_TOKENS E2E_STEPS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
-$(foreach v,BPW RHO KV_FACTOR TUNE_LR ITQ_TOL,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
+$(foreach v,BPW RHO KV_FACTOR TUNE_LR ITQ_TOL ALS_TOL,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
 # every value in the range its tool takes (tools/tool.h), checked before OUT is touched
 in_range = $(shell awk -v v='$(1)' 'BEGIN { exit !(v + 0 $(2) && v + 0 $(3)) }' && echo y)
 range = $(if $(call in_range,$($(1)),$(2),$(3)),,$(error convert.mk: $(1) '$($(1))' is not $(2) and $(3)))
@@ -222,6 +228,7 @@ $(call range,THREADS,>= 1,<= 64)
 $(call range,REFINE,>= 1,<= 16)
 $(call range,TRY_SWEEPS,>= 1,<= 8)
 $(call range,ITQ_TOL,>= 0,<= 0.5)
+$(call range,ALS_TOL,>= 0,<= 0.5)
 $(call range,TUNE_STEPS,>= 1,<= 1048576)
 $(call range,TUNE_LR,>= 1e-6,<= 1)
 $(call range,E2E_STEPS,>= 1,<= 1048576)
@@ -270,7 +277,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))$(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)), als_tol=$(ALS_TOL))
 STAMP := $(OUT)/params
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
@@ -390,7 +397,7 @@ SVID_OPTS = --method dual-svid
 ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)),--g-solve $(G_SOLVE)) $(EFFORT_OPTS) $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
 	$(if $(CAPTURE_GRAMS),--sel $(SEL_GRAM)))
 DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
-EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),--itq-tol $(ITQ_TOL))
+EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),--itq-tol $(ITQ_TOL)) $(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)),--als-tol $(ALS_TOL))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
 # the sweep's dual-svid stays data-free (its curves use the Frobenius error)
 SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))
@@ -493,7 +500,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or the input of the last steps

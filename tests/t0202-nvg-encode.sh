@@ -207,6 +207,35 @@ test_expect_success '--itq-tol: out of range, dual-svid and a device above 0 are
 	test_path_is_missing x.blr
 '
 
+# ALS's early stop: tol 0 is every sweep's answer; a tolerance takes fewer
+# sweeps (the stops counted in the profile), never more, deterministically
+test_expect_success '--als-tol: 0 the default bytes; above 0 fewer sweeps, the same bytes twice' '
+	enc --als-tol 0 --profile -o a0.blr >l0 2>err0 &&
+	cmp a0.blr gp.blr &&
+	enc --als-tol 0.01 --profile -o a1.blr >l1 2>err1 &&
+	g0=$(prof_count als.g err0) && g1=$(prof_count als.g err1) &&
+	s1=$(prof_count als.stop err1) &&
+	test "$g1" -lt "$g0" && test "$s1" -gt 0 && ! grep -q als.stop err0 &&
+	OPENBLAS_NUM_THREADS=2 enc --als-tol 0.01 -o a2.blr >/dev/null &&
+	cmp a1.blr a2.blr ||
+	{ cat err0 err1; false; }
+'
+
+test_expect_success '--als-tol: out of range, dual-svid and a device above 0 are refused' '
+	for t in -0.1 0.6 x; do
+		test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \
+			--bpw 3 --als-tol $t -o x.blr 2>err &&
+		test_grep "invalid --als-tol" err || return 1
+	done &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--als-tol 0 -o x.blr 2>err &&
+	test_grep "dual-svid has no ALS" err &&
+	test_expect_code 2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
+		--als-tol 0.01 --device opencl -o x.blr 2>err &&
+	test_grep "the CPU encoder.s: give --device cpu" err &&
+	test_path_is_missing x.blr
+'
+
 # the choice of paths after the first sweep of both candidates: the chosen
 # one completes its sweeps, with the bytes of that path count forced
 test_expect_success '--pick-after 1: both candidates noted after a sweep, the lower one kept' '

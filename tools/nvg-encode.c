@@ -23,7 +23,8 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
-	"[--try-sweeps N] [--itq-tol F] [--pick-after N] [--threads N]\n"
+	"[--try-sweeps N] [--itq-tol F] [--als-tol F] [--pick-after N]\n"
+	"[--threads N] "
 	"[--profile] [--target-raw M.raw]\n"
 	"[--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
@@ -48,6 +49,7 @@ typedef struct {
 	int paths, profile, have_rho, have_damp;
 	int g_pcg; /* --g-solve: -1 not given (pcg for nvg: the CPU encoder), 0 direct, 1 pcg */
 	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; a device's 0) */
+	double als_tol; /* --als-tol: -1 not given (likewise) */
 	long sweeps;
 	long try_sweeps; /* --try-sweeps: 0 not given */
 	long pick_after; /* --pick-after: 0 not given */
@@ -64,7 +66,7 @@ enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
-	O_REFINE, O_GSOLVE, O_ITQ_TOL, O_TRY_SWEEPS, O_PICK_AFTER
+	O_REFINE, O_GSOLVE, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER
 };
 
 static const struct option longopts[] = {
@@ -76,6 +78,7 @@ static const struct option longopts[] = {
 	{"refine", required_argument, NULL, O_REFINE},
 	{"g-solve", required_argument, NULL, O_GSOLVE},
 	{"itq-tol", required_argument, NULL, O_ITQ_TOL},
+	{"als-tol", required_argument, NULL, O_ALS_TOL},
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
 	{"pick-after", required_argument, NULL, O_PICK_AFTER},
 	{"threads", required_argument, NULL, O_THREADS},
@@ -146,6 +149,10 @@ static int value_opt(int c, const char *a, opts *o)
 	case O_ITQ_TOL:
 		if (nv_parse_double(a, 0.0, 0.5, &o->itq_tol) < 0)
 			return tool_fail("invalid --itq-tol", a), -1;
+		return 0;
+	case O_ALS_TOL:
+		if (nv_parse_double(a, 0.0, 0.5, &o->als_tol) < 0)
+			return tool_fail("invalid --als-tol", a), -1;
 		return 0;
 	case O_CLPLAT:
 	case O_CLDEV:
@@ -303,6 +310,10 @@ static int check_usage(const opts *o)
 		return tool_usage_error("--itq-tol is nvg's: dual-svid has no ITQ");
 	if (o->itq_tol > 0 && o->dev.mode != NVCL_CPU)
 		return tool_usage_error("--itq-tol above 0 is the CPU encoder's: give --device cpu");
+	if (o->method == NV_METHOD_DUAL_SVID && o->als_tol >= 0)
+		return tool_usage_error("--als-tol is nvg's: dual-svid has no ALS");
+	if (o->als_tol > 0 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--als-tol above 0 is the CPU encoder's: give --device cpu");
 	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
 					"(--gauge-shuffle with them)");
@@ -322,6 +333,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->kv_factor = 1.0;
 	o->g_pcg = -1;
 	o->itq_tol = -1;
+	o->als_tol = -1;
 	o->s.rho = 0.03;
 	o->s.cross_damp = 0.03;
 	opterr = 0;
@@ -356,6 +368,8 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 		o->g_pcg = o->method == NV_METHOD_NVG;
 	if (o->itq_tol < 0) /* likewise (a device runs every ITQ step) */
 		o->itq_tol = o->dev.mode == NVCL_CPU ? NV_ITQ_TOL_DEFAULT : 0.0;
+	if (o->als_tol < 0) /* likewise (a device runs every ALS sweep) */
+		o->als_tol = o->dev.mode == NVCL_CPU ? NV_ALS_TOL_DEFAULT : 0.0;
 	if (o->shape && nv_parse_shape(o->shape, &o->s.m, &o->s.n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	if (o->shape && (o->s.m < 8 || o->s.n < 8)) {
@@ -501,6 +515,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 		eo.sweeps = (int)o->sweeps;
 	eo.g_pcg = o->g_pcg;
 	eo.itq_tol = o->itq_tol;
+	eo.als_tol = o->als_tol;
 	if (o->try_sweeps)
 		eo.try_sweeps = (int)o->try_sweeps;
 	eo.pick_after = (int)o->pick_after;

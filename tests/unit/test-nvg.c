@@ -8,6 +8,7 @@
 #include "f16.h"
 #include "hctx.h"
 #include "nvg.h"
+#include "prof.h"
 #include "svid.h"
 #include "synth.h"
 #include "tap.h"
@@ -176,6 +177,85 @@ static void test_als_monotone(const nv_tctx *c)
 	}
 	ok(mono, "als never raises the H error over 5 sweeps (P=2, r=16)");
 	nv_bm_free(&md);
+}
+
+/* a profile stage's count (0 when absent) */
+static uint64_t prof_count(const nv_prof *p, const char *name)
+{
+	for (size_t i = 0; i < p->k; i++)
+		if (!strcmp(p->e[i].name, name))
+			return p->e[i].n;
+	return 0;
+}
+
+static int same_model(const nv_bm *a, const nv_bm *b)
+{
+	int same = a->np == b->np && a->r == b->r;
+
+	for (size_t p = 0; same && p < a->np; p++) {
+		same &= !memcmp(a->p[p].h, b->p[p].h, a->m * sizeof(double));
+		same &= !memcmp(a->p[p].g, b->p[p].g, a->n * sizeof(double));
+		same &= !memcmp(a->p[p].l, b->p[p].l, a->r * sizeof(double));
+	}
+	return same;
+}
+
+/*
+ * ALS's early stop (c->als_tol): the ℓ step's error, whw − λ·rhs, is the
+ * FIT error of the model it leaves (the least squares' minimum; it differs
+ * from nv_herr by the solve's ridge, 1e-10 of the system's mean diagonal
+ * times |λ|², and by cancellation against whw: 1e-9 of whw covers both);
+ * a tolerance every sweep meets stops at the second ℓ step, leaving the
+ * bits of one sweep and one ℓ step; tolerance 0 runs every sweep; a small
+ * one never runs more steps than the count, and never raises the error
+ */
+static void test_als_tol(nv_tctx *c)
+{
+	nv_bm a, b, d;
+	nv_prof prof;
+	double el, eh, e0, e1;
+
+	nv_build_dual_svid(&W, 16, 2, &a);
+	nv_bm_copy(&b, &a);
+	nv_bm_copy(&d, &a);
+	nv_als(&a, c, 1);
+	nv_als_l(&a, c, &el);
+	eh = fit_err(c, &a);
+	ok(fabs(el - eh) <= 1e-9 * c->fit.whw, "ℓ step's error %.12g = nv_herr's %.12g", el, eh);
+	nv_prof_init(&prof);
+	c->prof = &prof;
+	c->als_tol = 1e300;
+	nv_als(&b, c, 6);
+	ok(prof_count(&prof, "als.l") == 2 && prof_count(&prof, "als.g") == 1 &&
+	   prof_count(&prof, "als.stop") == 1 && same_model(&a, &b),
+	   "als_tol 1e300: one sweep and one ℓ step, bit for bit (ℓ %llu, g %llu, stops %llu)",
+	   (unsigned long long)prof_count(&prof, "als.l"),
+	   (unsigned long long)prof_count(&prof, "als.g"),
+	   (unsigned long long)prof_count(&prof, "als.stop"));
+	nv_prof_free(&prof);
+	nv_prof_init(&prof);
+	c->als_tol = 0.0;
+	nv_bm_free(&b);
+	nv_bm_copy(&b, &d);
+	nv_als(&b, c, 6);
+	ok(prof_count(&prof, "als.l") == 6 && prof_count(&prof, "als.stop") == 0,
+	   "als_tol 0: all 6 sweeps");
+	nv_prof_free(&prof);
+	nv_prof_init(&prof);
+	c->als_tol = 1e-3;
+	e0 = fit_err(c, &d);
+	nv_als(&d, c, 6);
+	e1 = fit_err(c, &d);
+	ok(prof_count(&prof, "als.l") <= 6 && prof_count(&prof, "als.g") <= 6 && e1 <= e0,
+	   "als_tol 1e-3: %llu ℓ and %llu g steps of at most 6, error %.6g -> %.6g",
+	   (unsigned long long)prof_count(&prof, "als.l"),
+	   (unsigned long long)prof_count(&prof, "als.g"), e0, e1);
+	nv_prof_free(&prof);
+	c->prof = NULL;
+	c->als_tol = 0.0;
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+	nv_bm_free(&d);
 }
 
 /*
@@ -643,6 +723,7 @@ int main(void)
 	}
 	test_als_monotone(&c);
 	test_als_kept_factors(&c);
+	test_als_tol(&c);
 	test_stages(&c, &hc);
 	test_drivers(&hc3);
 	test_pick_after(&c, &hc3);

@@ -192,19 +192,21 @@ test_expect_success '--try-sweeps: 3 the default bytes; 1 fewer sweeps, determin
 	{ cat err3 err1; false; }
 '
 
-test_expect_success '--itq-tol: out of range, dual-svid and a device above 0 are refused' '
-	for t in -0.1 0.6 x; do
-		test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \
-			--bpw 3 --itq-tol $t -o x.blr 2>err &&
-		test_grep "invalid --itq-tol" err || return 1
-	done &&
-	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
-		--itq-tol 0 -o x.blr 2>err &&
-	test_grep "dual-svid has no ITQ" err &&
-	test_expect_code 2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
-		--itq-tol 0.01 --device opencl -o x.blr 2>err &&
-	test_grep "the CPU encoder.s: give --device cpu" err &&
-	test_path_is_missing x.blr
+test_expect_success '--itq-tol, --als-tol: out of range, dual-svid and a device above 0 are refused' '
+	for o in itq:ITQ als:ALS; do
+		for t in -0.1 0.6 x; do
+			test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram \
+				--sel sel.gram --bpw 3 --${o%:*}-tol $t -o x.blr 2>err &&
+			test_grep "invalid --${o%:*}-tol" err || return 1
+		done &&
+		test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+			--${o%:*}-tol 0 -o x.blr 2>err &&
+		test_grep "dual-svid has no ${o#*:}" err &&
+		test_expect_code 2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \
+			--bpw 3 --${o%:*}-tol 0.01 --device opencl -o x.blr 2>err &&
+		test_grep "the CPU encoder.s: give --device cpu" err &&
+		test_path_is_missing x.blr || return 1
+	done
 '
 
 # ALS's early stop: tol 0 is every sweep's answer; a tolerance takes fewer
@@ -219,21 +221,6 @@ test_expect_success '--als-tol: 0 the default bytes; above 0 fewer sweeps, the s
 	OPENBLAS_NUM_THREADS=2 enc --als-tol 0.01 -o a2.blr >/dev/null &&
 	cmp a1.blr a2.blr ||
 	{ cat err0 err1; false; }
-'
-
-test_expect_success '--als-tol: out of range, dual-svid and a device above 0 are refused' '
-	for t in -0.1 0.6 x; do
-		test_expect_code 1 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \
-			--bpw 3 --als-tol $t -o x.blr 2>err &&
-		test_grep "invalid --als-tol" err || return 1
-	done &&
-	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
-		--als-tol 0 -o x.blr 2>err &&
-	test_grep "dual-svid has no ALS" err &&
-	test_expect_code 2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 \
-		--als-tol 0.01 --device opencl -o x.blr 2>err &&
-	test_grep "the CPU encoder.s: give --device cpu" err &&
-	test_path_is_missing x.blr
 '
 
 # the choice of paths after the first sweep of both candidates: the chosen

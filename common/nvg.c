@@ -521,10 +521,49 @@ static int hstack(const nv_bm *md, int (*part)(const nv_bm *, size_t, nv_mat *),
 }
 
 /* what the ℓ step leaves for the h and g steps: H·B (n × pr), BHB (pr × pr),
- * WHB (m × pr); H·B_q stays valid until path q's g is solved */
+ * WHB (m × pr); H·B_q stays valid until path q's g is solved.  hbk (NULL:
+ * none): the call's H·B_q made by a g step after g_q moved, kept for the
+ * next sweep's ℓ step while g_q has not moved again (.d set) */
 typedef struct {
 	nv_mat hb, bhb, whb;
+	nv_mat *hbk;
 } als_state;
+
+/*
+ * H·B = [H·B_0 | H·B_1] (n × np·r) for B = [gs] (b): path p's columns from
+ * hbk[p], its H·B_p kept from the sweep before, where that is valid (.d
+ * set: g_p has not moved since), else by a product of their own
+ */
+static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, const nv_mat hbk[2],
+		  nv_mat *hb)
+{
+	size_t n = md->n, r = md->r, pr = md->np * r;
+	int fresh = 0;
+
+	for (size_t p = 0; p < md->np; p++)
+		fresh += !hbk || !hbk[p].d;
+	if (fresh == (int)md->np)
+		return nv_gemm_new(&c->hc->hf, 0, b, 0, hb);
+	if (nv_mat_zeros(hb, n, pr) < 0)
+		return -1;
+	for (size_t p = 0; p < md->np; p++) {
+		nv_mat one = {0}, bp;
+		const nv_mat *src = &hbk[p];
+		if (!hbk[p].d) {
+			if (nv_path_gs(md, p, &bp) < 0)
+				return -1;
+			fresh = nv_gemm_new(&c->hc->hf, 0, &bp, 0, &one);
+			nv_mat_free(&bp);
+			if (fresh < 0)
+				return -1;
+			src = &one;
+		}
+		for (size_t j = 0; j < n; j++)
+			memcpy(hb->d + j * pr + p * r, nv_row(src, j), r * sizeof(double));
+		nv_mat_free(&one);
+	}
+	return 0;
+}
 
 /*
  * ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs];
@@ -539,8 +578,7 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *e)
 	double *rhs = NULL, *lam = NULL;
 	int rc = -1;
 
-	if (hstack(md, nv_path_gs, md->n, &b) < 0 ||
-	    nv_gemm_new(&c->hc->hf, 0, &b, 0, &st->hb) < 0 ||
+	if (hstack(md, nv_path_gs, md->n, &b) < 0 || hb_all(md, c, &b, st->hbk, &st->hb) < 0 ||
 	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 ||
 	    nv_gemm_new(&c->fit.wh, 0, &b, 0, &st->whb) < 0 ||
 	    hstack(md, nv_path_hs, m, &a) < 0 || nv_syrk_new(1.0, &a, 1, &ata) < 0)
@@ -660,6 +698,10 @@ static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t 
 		return -1;
 	rc = nv_gemm_new(&c->hc->hf, 0, &bq, 0, hbq);
 	nv_mat_free(&bq);
+	if (rc == 0 && st->hbk) {
+		nv_mat_free(&st->hbk[q]);
+		rc = nv_mat_copy(&st->hbk[q], hbq);
+	}
 	return rc;
 }
 
@@ -769,6 +811,8 @@ static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
 	rc = g_solve(&ctc, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
 out:
+	if (st->hbk) /* g_p moved: its kept H·B_p no longer holds */
+		nv_mat_free(&st->hbk[p]);
 	free(rhs);
 	nv_mat_free(&mm);
 	nv_mat_free(&k);
@@ -780,7 +824,7 @@ out:
 
 int nv_als_l(nv_bm *md, const nv_tctx *c, double *err)
 {
-	als_state st = {{0}, {0}, {0}};
+	als_state st = {{0}, {0}, {0}, NULL};
 	int rc = als_l(md, c, &st, err);
 
 	nv_mat_free(&st.hb);
@@ -798,11 +842,12 @@ static int als_converged(const nv_tctx *c, double last, double now)
 
 int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 {
+	nv_mat hbk[2] = {{0}, {0}};
 	double last = NAN;
 	int rc = 0;
 
 	for (int s = 0; s < sweeps && rc == 0; s++) {
-		als_state st = {{0}, {0}, {0}};
+		als_state st = {{0}, {0}, {0}, hbk};
 		double e, t = nv_now();
 
 		rc = als_l(md, c, &st, &e);
@@ -828,6 +873,8 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 		nv_mat_free(&st.bhb);
 		nv_mat_free(&st.whb);
 	}
+	nv_mat_free(&hbk[0]);
+	nv_mat_free(&hbk[1]);
 	return rc < 0 ? -1 : 0;
 }
 

@@ -259,6 +259,34 @@ static void test_als_tol(nv_tctx *c)
 }
 
 /*
+ * the H·B_0 that path 1's g step makes serves the next sweep's ℓ step (g_0
+ * has not moved since): with direct g solves, 4 sweeps in one call are 4
+ * calls of one sweep bit for bit, and count 3 products H·B_0 (2n²r flops
+ * each) fewer
+ */
+static void test_als_kept_hb(const nv_tctx *c)
+{
+	nv_bm a, b;
+	uint64_t fa, fb, hb;
+
+	nv_build_dual_svid(&W, 16, 2, &a);
+	nv_bm_copy(&b, &a);
+	nv_flops_reset();
+	nv_als(&a, c, 4);
+	fa = nv_flops();
+	nv_flops_reset();
+	for (int s = 0; s < 4; s++)
+		nv_als(&b, c, 1);
+	fb = nv_flops();
+	hb = 2ull * a.n * a.n * a.r;
+	ok(same_model(&a, &b) && fb - fa == 3 * hb,
+	   "kept H·B_0: 4 sweeps = 4 × 1 bit for bit, %llu flops fewer (3 × 2n²r = %llu)",
+	   (unsigned long long)(fb - fa), (unsigned long long)(3 * hb));
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+}
+
+/*
  * nv_als_pc with the g steps by PCG: factors kept from a call on the model
  * before a sign move serve the next call (nv_refine's tries): its error is
  * the fresh call's to 1e-9 (both minimise the same blocks to PCG's 1e-12 of
@@ -724,6 +752,7 @@ int main(void)
 	test_als_monotone(&c);
 	test_als_kept_factors(&c);
 	test_als_tol(&c);
+	test_als_kept_hb(&c);
 	test_stages(&c, &hc);
 	test_drivers(&hc3);
 	test_pick_after(&c, &hc3);

@@ -550,11 +550,12 @@ static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, const nv_m
 		nv_mat one = {0}, bp;
 		const nv_mat *src = &hbk[p];
 		if (!hbk[p].d) {
+			int rc;
 			if (nv_path_gs(md, p, &bp) < 0)
 				return -1;
-			fresh = nv_gemm_new(&c->hc->hf, 0, &bp, 0, &one);
+			rc = nv_gemm_new(&c->hc->hf, 0, &bp, 0, &one);
 			nv_mat_free(&bp);
-			if (fresh < 0)
+			if (rc < 0)
 				return -1;
 			src = &one;
 		}

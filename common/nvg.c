@@ -823,14 +823,20 @@ out:
 	return rc;
 }
 
+/* a sweep's products freed (not the kept H·B_q, which outlive it) */
+static void als_state_free(als_state *st)
+{
+	nv_mat_free(&st->hb);
+	nv_mat_free(&st->bhb);
+	nv_mat_free(&st->whb);
+}
+
 int nv_als_l(nv_bm *md, const nv_tctx *c, double *err)
 {
 	als_state st = {{0}, {0}, {0}, NULL};
 	int rc = als_l(md, c, &st, err);
 
-	nv_mat_free(&st.hb);
-	nv_mat_free(&st.bhb);
-	nv_mat_free(&st.whb);
+	als_state_free(&st);
 	return rc;
 }
 
@@ -856,9 +862,7 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 		if (rc == 0 && als_converged(c, last, e)) {
 			/* the sweep before gained less than als_tol: this ℓ step ends it */
 			nv_prof_add(c->prof, "als.stop", 0.0, 1);
-			nv_mat_free(&st.hb);
-			nv_mat_free(&st.bhb);
-			nv_mat_free(&st.whb);
+			als_state_free(&st);
 			break;
 		}
 		last = e;
@@ -870,9 +874,7 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 		for (size_t p = 0; p < md->np && rc == 0; p++)
 			rc = als_g(md, c, &st, p, &pc[p]);
 		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
-		nv_mat_free(&st.hb);
-		nv_mat_free(&st.bhb);
-		nv_mat_free(&st.whb);
+		als_state_free(&st);
 	}
 	nv_mat_free(&hbk[0]);
 	nv_mat_free(&hbk[1]);

@@ -36,7 +36,8 @@
 struct nvcl_hctx {
 	nvcl_ctx *c;
 	size_t n;
-	cl_mem hf, l, uc, hfit, hsel; /* (n × n) */
+	cl_mem hf, l, uc, hsel;       /* (n × n) */
+	double ridge;                 /* what hf adds to the FIT Gram's diagonal */
 	cl_mem perm;                  /* (n) int */
 	cl_mem uinvt;                 /* (blocks × 128 × 128): (U_bb⁻¹)ᵀ of each diagonal block */
 	double *sqd;                  /* (n) */
@@ -51,7 +52,8 @@ typedef struct {
 	size_t m, n;
 	cl_mem w, wh;      /* (m × n) target and W·Hf */
 	cl_mem e1, e2, e3; /* (m × n) scratch */
-	double wfit, wsel; /* tr(W H Wᵀ) for FIT and SEL */
+	double wfit, wsel; /* tr(W H Wᵀ) for hf and SEL */
+	double w2;         /* ‖W‖²_F */
 	nvcl_pc gpc[2];    /* each path's g factor, kept from sweep to sweep */
 	nv_prof pfs;
 	nv_prof *pf;       /* &pfs when profiling, else NULL */
@@ -213,17 +215,23 @@ static double dsum(tctx *t, cl_mem v, size_t k)
 	return s;
 }
 
-/* tr(E H Eᵀ) for e (m × n) using scratch (m × n) */
-static double herr(tctx *t, cl_mem e, cl_mem h, cl_mem scratch)
+/* Σ a ∘ b of two (m × n) matrices */
+static double sum_prod(tctx *t, cl_mem a, cl_mem b)
 {
 	cl_mem rows = nvcl_q_buf(t->q, t->m, "row sums");
 	double s;
 
-	nvcl_gemm(t->q, 0, 0, t->m, t->n, t->n, 1.0f, e, h, 0.0f, scratch);
-	nvcl_rowdot(t->q, rows, scratch, 0, t->n, e, 0, t->n, t->m, t->n);
+	nvcl_rowdot(t->q, rows, a, 0, t->n, b, 0, t->n, t->m, t->n);
 	s = dsum(t, rows, t->m);
 	nvcl_release(&rows);
 	return s;
+}
+
+/* tr(E H Eᵀ) for e (m × n) using scratch (m × n) */
+static double herr(tctx *t, cl_mem e, cl_mem h, cl_mem scratch)
+{
+	nvcl_gemm(t->q, 0, 0, t->m, t->n, t->n, 1.0f, e, h, 0.0f, scratch);
+	return sum_prod(t, scratch, e);
 }
 
 /* the fit error tr(E Hf Eᵀ) of a model */
@@ -237,11 +245,21 @@ static double fit_err(tctx *t, const dmodel *md)
 	return e;
 }
 
-/* sqrt(tr(E H Eᵀ) / tr(W H Wᵀ)) of a model on H (hfit or hsel) */
+/* sqrt(tr(E H Eᵀ) / tr(W H Wᵀ)) of a model on H (hsel) */
 static double rel_err(tctx *t, const dmodel *md, cl_mem h, double wref)
 {
 	residual(t, md, t->w, md->np, t->e1);
 	return sqrt(herr(t, t->e1, h, t->e2) / fmax(wref, 1e-300));
+}
+
+/* the same on the raw FIT Gram, from hf and the ridge (nv_rel_unridged) */
+static double raw_fit_err(tctx *t, const dmodel *md)
+{
+	double e;
+
+	residual(t, md, t->w, md->np, t->e1);
+	e = herr(t, t->e1, t->hc->hf, t->e2);
+	return nv_rel_unridged(e, t->wfit, sum_prod(t, t->e1, t->e1), t->w2, t->hc->ridge);
 }
 
 /* ---------------------------------------------------------------- latents */
@@ -800,7 +818,8 @@ static void tensor_setup(tctx *t, const nvcl_job *job)
 	nvcl_gemm(t->q, 0, 0, t->m, t->n, t->n, 1.0f, t->w, t->hc->hf, 0.0f, t->wh);
 	t1(t, "wh", st, 0);
 	st = t0(t);
-	t->wfit = herr(t, t->w, t->hc->hfit, t->e1);
+	t->wfit = herr(t, t->w, t->hc->hf, t->e1);
+	t->w2 = sum_prod(t, t->w, t->w);
 	t->wsel = herr(t, t->w, t->hc->hsel, t->e1);
 	t1(t, "select", st, 0);
 }
@@ -905,7 +924,7 @@ static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 			snprintf(res->err, sizeof(res->err), "%s", nv_err());
 		} else if (rc == 0) {
 			st = t0(t);
-			res->fit = rel_err(t, md, t->hc->hfit, t->wfit);
+			res->fit = raw_fit_err(t, md);
 			res->sel = rel_err(t, md, t->hc->hsel, t->wsel);
 			t1(t, "select", st, 0);
 			res->paths = (int)cs[best].paths;
@@ -1037,6 +1056,7 @@ nvcl_hctx *nvcl_hctx_upload(nvcl_ctx *c, const nvcl_hin *in)
 	}
 	h->c = c;
 	h->n = n;
+	h->ridge = in->ridge;
 	h->sqd = nv_malloc(n, sizeof(double));
 	h->perm_h = nv_malloc(n, sizeof(uint32_t));
 	if (!h->sqd || !h->perm_h)
@@ -1050,7 +1070,6 @@ nvcl_hctx *nvcl_hctx_upload(nvcl_ctx *c, const nvcl_hin *in)
 	h->hf = nvcl_q_upload_d(&q, in->hf, nn, "the damped Gram");
 	h->l = nvcl_q_upload_d(&q, in->l, nn, "its Cholesky factor");
 	h->uc = nvcl_q_upload_d(&q, in->uc, nn, "the permuted inverse factor");
-	h->hfit = nvcl_q_upload_d(&q, in->hfit, nn, "the FIT Gram");
 	h->hsel = nvcl_q_upload_d(&q, in->hsel, nn, "the SEL Gram");
 	h->perm = nvcl_q_buf(&q, n, "the act order");
 	if (!q.err && clEnqueueWriteBuffer(q.q, h->perm, CL_TRUE, 0, n * sizeof(int), perm, 0,
@@ -1074,7 +1093,7 @@ void nvcl_hctx_free(nvcl_hctx *h)
 	if (!h)
 		return;
 	nvcl_release(&h->hf), nvcl_release(&h->l), nvcl_release(&h->uc);
-	nvcl_release(&h->hfit), nvcl_release(&h->hsel), nvcl_release(&h->perm);
+	nvcl_release(&h->hsel), nvcl_release(&h->perm);
 	nvcl_release(&h->uinvt);
 	free(h->sqd);
 	free(h->perm_h);

@@ -31,7 +31,7 @@ typedef struct {
 	const double *sqd;    /* (n) √diag(hf) */
 	const uint32_t *perm; /* (n) act order: diag(hf) descending */
 	const double *uc;     /* (n × n) upper Cholesky factor of the permuted inverse */
-	const double *hfit;   /* (n × n) FIT Gram, undamped (the report) */
+	double ridge;         /* δ: hf = G + δ·I for the FIT Gram G (the report) */
 	const double *hsel;   /* (n × n) SEL Gram, undamped (selection and report) */
 } nvcl_hin;
 

@@ -45,8 +45,8 @@ void nvdev_result_free(nvdev_result *r)
 }
 
 /* the CPU encoder for one tensor */
-static void cpu_one(const nvdev_tensor *t, const nv_hctx *hc, const nv_mat *hfit,
-		    const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *r)
+static void cpu_one(const nvdev_tensor *t, const nv_hctx *hc, const nv_mat *hsel,
+		    const nv_enc_opts *eo, nvdev_result *r)
 {
 	nv_enc_opts o = *eo;
 	double s = nv_now();
@@ -54,7 +54,7 @@ static void cpu_one(const nvdev_tensor *t, const nv_hctx *hc, const nv_mat *hfit
 
 	o.bpw = t->bpw;
 	o.kv = t->kv;
-	rc = nv_encode(t->w, hc, hfit, hsel, &o, &r->res);
+	rc = nv_encode(t->w, hc, hsel, &o, &r->res);
 
 	r->secs = nv_now() - s;
 	strcpy(r->where, "cpu");
@@ -100,10 +100,10 @@ static void from_device(const nvcl_job *job, nvcl_result *cr, nvdev_result *r)
 
 /* the device encoder for every tensor, jobs in flight */
 static int device_all(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
-		      const nv_mat *hfit, const nv_mat *hsel, const nv_enc_opts *eo,
-		      nvdev_result *out)
+		      const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *out)
 {
-	nvcl_hin in = { hc->n, hc->hf.d, hc->l.d, hc->sqd, hc->perm, hc->uc.d, hfit->d, hsel->d };
+	nvcl_hin in = { hc->n, hc->hf.d, hc->l.d, hc->sqd, hc->perm, hc->uc.d, nv_hctx_ridge(hc),
+			hsel->d };
 	nvcl_job *jobs = nv_calloc(k, sizeof(*jobs));
 	nvcl_result *cr = nv_calloc(k, sizeof(*cr));
 	float **wf = nv_calloc(k, sizeof(*wf));
@@ -158,8 +158,7 @@ static void compare(const char *name, nvdev_result *gpu, nvdev_result *cpu)
 }
 
 int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
-		 const nv_mat *hfit, const nv_mat *hsel, const nv_enc_opts *eo,
-		 nvdev_result *out)
+		 const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *out)
 {
 	nvdev_result *gpu = NULL;
 	int failed = 0;
@@ -167,7 +166,7 @@ int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
 	memset(out, 0, k * sizeof(*out));
 	if (d->ch.use_cl) {
 		gpu = d->ch.use_cpu ? nv_calloc(k, sizeof(*gpu)) : out;
-		if (!gpu || device_all(d, t, k, hc, hfit, hsel, eo, gpu) < 0) {
+		if (!gpu || device_all(d, t, k, hc, hsel, eo, gpu) < 0) {
 			for (size_t i = 0; i < k; i++) {
 				out[i].st = -1;
 				snprintf(out[i].err, sizeof(out[i].err), "%s", nv_err());
@@ -178,7 +177,7 @@ int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
 		}
 	}
 	for (size_t i = 0; i < k && d->ch.use_cpu; i++) {
-		cpu_one(&t[i], hc, hfit, hsel, eo, &out[i]);
+		cpu_one(&t[i], hc, hsel, eo, &out[i]);
 		if (gpu)
 			compare(t[i].name, &gpu[i], &out[i]);
 	}

@@ -67,13 +67,12 @@ void nvdev_close(nvdev *d);
 
 /*
  * encode k tensors t[i] (m_i × n) that share the context hc and the raw
- * Grams hfit, hsel, with the options eo (its bpw and kv replaced by each
+ * SEL Gram hsel, with the options eo (its bpw and kv replaced by each
  * tensor's); out[i] for each.  Returns 0 when every tensor was encoded or
  * refused, -1 when one failed (its err says why).
  */
 int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
-		 const nv_mat *hfit, const nv_mat *hsel, const nv_enc_opts *eo,
-		 nvdev_result *out);
+		 const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *out);
 
 /*
  * tensors 1..k-1 of a several-tensor run: spec[i] is first's with the source

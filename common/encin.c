@@ -330,5 +330,9 @@ int nv_encin_load(const nv_encin_spec *o, const cmf_file *cf, nv_encin *in, nv_p
 		return -1;
 	if (o->gauge && apply_gauge(o, in) < 0)
 		return -1;
+	/* the encoder's stored fit error comes from the context (hf and its
+	 * ridge): the raw FIT Gram, n × n f64, goes before the encode */
+	if (o->nvg)
+		nv_mat_free(&in->hfit);
 	return 0;
 }

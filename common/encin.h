@@ -36,7 +36,8 @@ typedef struct {
 } nv_encin_spec;
 
 typedef struct {
-	nv_mat w, hfit, hsel;    /* (m × n), (n × n), (n × n); absent ones empty */
+	nv_mat w, hfit, hsel;    /* (m × n), (n × n), (n × n); absent ones empty, and hfit
+				  * freed at the end of the load when the context is built */
 	nv_hctx hc;
 	int have_hc;
 	uint32_t fit_crc;        /* CRC-32 of the FIT Gram's values */

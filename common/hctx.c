@@ -33,6 +33,15 @@ void nv_hctx_damp(double *g, size_t n, double rho)
 		g[i * n + i] += rho * (tr / (double)n);
 }
 
+double nv_hctx_ridge(const nv_hctx *hc)
+{
+	double tr = 0.0;
+
+	for (size_t i = 0; i < hc->n; i++)
+		tr += hc->hf.d[i * hc->n + i];
+	return hc->rho * tr / ((double)hc->n * (1.0 + hc->rho));
+}
+
 /* diag descending, ties by index: a stable order; ctx is hf */
 static int by_diag_desc(const void *pa, const void *pb, void *ctx)
 {

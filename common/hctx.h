@@ -51,6 +51,11 @@ int nv_hctx_build(const double *g, size_t n, double rho, nv_hctx *hc);
 /* the damped Gram alone: hf = g + ρ·(tr g / n)·I, in place */
 void nv_hctx_damp(double *g, size_t n, double rho);
 
+/* the ridge δ = ρ·tr(G)/n that hf adds to the Gram's diagonal, from hf
+ * itself (tr hf = (1 + ρ)·tr G), so that errors on the raw Gram follow
+ * from hf: tr(E G Eᵀ) = tr(E hf Eᵀ) − δ‖E‖²_F */
+double nv_hctx_ridge(const nv_hctx *hc);
+
 /* bytes of the file for width n (0 on overflow) */
 size_t nv_hctx_file_size(size_t n);
 

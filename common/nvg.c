@@ -156,6 +156,37 @@ int nv_herr_direct(const nv_mat *e, const nv_mat *h, double *out)
 	return 0;
 }
 
+double nv_rel_unridged(double e, double whw, double e2, double w2, double ridge)
+{
+	return sqrt(fmax(e - ridge * e2, 0.0) / fmax(whw - ridge * w2, 1e-300));
+}
+
+int nv_frob2(const nv_mat *w, const nv_bm *md, double *e2, double *w2)
+{
+	nv_mat rec;
+
+	if (nv_bm_recon(md, -1, &rec) < 0)
+		return -1;
+	*e2 = *w2 = 0.0;
+	for (size_t i = 0; i < rec.r * rec.c; i++) {
+		double d = w->d[i] - rec.d[i];
+		*e2 += d * d;
+		*w2 += w->d[i] * w->d[i];
+	}
+	nv_mat_free(&rec);
+	return 0;
+}
+
+int nv_rel_raw(const nv_metric *mt, double ridge, const nv_bm *md, double *out)
+{
+	double e, e2, w2;
+
+	if (nv_herr(mt, md, &e) < 0 || nv_frob2(mt->w, md, &e2, &w2) < 0)
+		return -1;
+	*out = nv_rel_unridged(e, mt->whw, e2, w2, ridge);
+	return 0;
+}
+
 /* the factors A_p, B_p and H·B_p of every path */
 typedef struct {
 	nv_mat a[2], b[2], hb[2];

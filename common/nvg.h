@@ -91,6 +91,15 @@ int nv_herr(const nv_metric *mt, const nv_bm *md, double *out);
 int nv_rel(const nv_metric *mt, const nv_bm *md, double *out);
 /* the direct formula tr(E H Eᵀ) for an explicit E (m × n) */
 int nv_herr_direct(const nv_mat *e, const nv_mat *h, double *out);
+/* √(tr(E G Eᵀ) / tr(W G Wᵀ)) on a raw Gram G = H − δ·I from the pieces on
+ * H: e = tr(E H Eᵀ), whw = tr(W H Wᵀ), e2 = ‖E‖²_F, w2 = ‖W‖²_F, δ the
+ * ridge (nv_hctx_ridge); the stored fit error of the CPU and device
+ * encoders, which keep only the damped Gram */
+double nv_rel_unridged(double e, double whw, double e2, double w2, double ridge);
+/* ‖W − Ŵ‖²_F and ‖W‖²_F of a model */
+int nv_frob2(const nv_mat *w, const nv_bm *md, double *e2, double *w2);
+/* nv_rel_unridged of a model, with mt the metric on H (the damped hf) */
+int nv_rel_raw(const nv_metric *mt, double ridge, const nv_bm *md, double *out);
 
 /* ---- one tensor's fitting context ---- */
 
@@ -228,15 +237,16 @@ typedef struct {
 	char line[512];   /* the report line */
 } nv_enc_result;
 
-/* encode W (m × n).  nvg needs hc (the FIT context), hfit and hsel (raw
- * mean Grams, n × n); dual-svid reads no Gram (NULL), and only measures
- * its stored payload on hsel when one is given.  0 encoded,
- * 1 refused by the packer ("blr refused", reason set), -1 error */
-int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
-	      const nv_enc_opts *o, nv_enc_result *res);
+/* encode W (m × n).  nvg needs hc (the FIT context: its stored fit error
+ * on the raw FIT Gram comes from hf and the ridge, so the raw Gram need not
+ * be kept) and hsel (the raw mean SEL Gram, n × n); dual-svid reads no Gram
+ * (NULL), and only measures its stored payload on hsel when one is given.
+ * 0 encoded, 1 refused by the packer ("blr refused", reason set), -1 error */
+int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel, const nv_enc_opts *o,
+	      nv_enc_result *res);
 /* the same from an f32 W (m × n) */
-int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat *hfit,
-		  const nv_mat *hsel, const nv_enc_opts *o, nv_enc_result *res);
+int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat *hsel,
+		  const nv_enc_opts *o, nv_enc_result *res);
 void nv_enc_result_free(nv_enc_result *res);
 
 /* ---- the per-head row gauge (research knob) ---- */

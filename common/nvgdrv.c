@@ -165,21 +165,18 @@ static int refine_pick(cands *cs, const nv_tctx *c, const nv_metric *sel, const 
 	       pick(cs, sel, c->prof, *bi, "", bi) < 0 ? -1 : 0;
 }
 
-/* stored errors on the raw Grams, then the report line */
-static int finish(const nv_mat *w, const nv_mat *hfit, const nv_metric *sel, const nv_bm *st,
-		  const cands *cs, size_t bi, nv_prof *prof, nv_enc_result *res)
+/* stored errors on the raw Grams (FIT's from the damped one c->fit is on),
+ * then the report line */
+static int finish(const nv_tctx *c, const nv_metric *sel, const nv_bm *st, const cands *cs,
+		  size_t bi, nv_enc_result *res)
 {
-	nv_metric fit;
+	const nv_mat *w = c->w;
 	double t = nv_now();
 
-	if (nv_metric_init(&fit, w, hfit) < 0)
+	if (nv_rel_raw(&c->fit, nv_hctx_ridge(c->hc), st, &res->fit_err) < 0 ||
+	    nv_rel(sel, st, &res->sel_err) < 0)
 		return -1;
-	if (nv_rel(&fit, st, &res->fit_err) < 0 || nv_rel(sel, st, &res->sel_err) < 0) {
-		nv_metric_free(&fit);
-		return -1;
-	}
-	nv_metric_free(&fit);
-	nv_prof_add(prof, "select", nv_now() - t, 0);
+	nv_prof_add(c->prof, "select", nv_now() - t, 0);
 	res->m = w->r;
 	res->n = w->c;
 	res->r = st->r;
@@ -191,23 +188,22 @@ static int finish(const nv_mat *w, const nv_mat *hfit, const nv_metric *sel, con
 	return 0;
 }
 
-static int check_nvg_inputs(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
-			    const nv_mat *hsel)
+static int check_nvg_inputs(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel)
 {
-	if (!hc || !hfit || !hsel) {
-		nv_seterr("nvg needs the FIT context and the FIT and SEL Grams");
+	if (!hc || !hsel) {
+		nv_seterr("nvg needs the FIT context and the SEL Gram");
 		return -1;
 	}
-	if (hc->n != w->c || hfit->r != w->c || hsel->r != w->c) {
-		nv_seterr("W has %zu columns but the context, FIT and SEL Grams are %zu, %zu, %zu wide",
-			  w->c, hc->n, hfit->r, hsel->r);
+	if (hc->n != w->c || hsel->r != w->c) {
+		nv_seterr("W has %zu columns but the context and the SEL Gram are %zu and %zu wide",
+			  w->c, hc->n, hsel->r);
 		return -1;
 	}
 	return 0;
 }
 
-static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
-		      const nv_mat *hsel, const nv_enc_opts *o, nv_enc_result *res)
+static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel,
+		      const nv_enc_opts *o, nv_enc_result *res)
 {
 	nv_tctx c;
 	nv_metric sel = {0};
@@ -217,7 +213,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 	double t;
 	int rc = -1;
 
-	if (check_nvg_inputs(w, hc, hfit, hsel) < 0 ||
+	if (check_nvg_inputs(w, hc, hsel) < 0 ||
 	    nv_tctx_init(&c, w, hc, o->prof, o->threads) < 0)
 		return -1;
 	c.g_pcg = o->g_pcg;
@@ -233,7 +229,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit,
 	    refine_pick(&cs, &c, &sel, o, &bi) < 0)
 		goto out;
 	rc = nv_pack(&cs.md[bi], &res->bytes, &res->len, &st);
-	if (rc == 0 && finish(w, hfit, &sel, &st, &cs, bi, o->prof, res) < 0) {
+	if (rc == 0 && finish(&c, &sel, &st, &cs, bi, res) < 0) {
 		nv_enc_result_free(res);
 		rc = -1;
 	}
@@ -248,17 +244,10 @@ out:
 /* ‖W − Ŵ‖_F / ‖W‖_F */
 static int frob_rel(const nv_mat *w, const nv_bm *md, double *out)
 {
-	nv_mat rec;
-	double e = 0.0, t = 0.0;
+	double e, t;
 
-	if (nv_bm_recon(md, -1, &rec) < 0)
+	if (nv_frob2(w, md, &e, &t) < 0)
 		return -1;
-	for (size_t i = 0; i < rec.r * rec.c; i++) {
-		double d = w->d[i] - rec.d[i];
-		e += d * d;
-		t += w->d[i] * w->d[i];
-	}
-	nv_mat_free(&rec);
 	*out = sqrt(e / fmax(t, 1e-300));
 	return 0;
 }
@@ -329,8 +318,8 @@ static int encode_dual_svid(const nv_mat *w, const nv_mat *hsel, const nv_enc_op
 	return 0;
 }
 
-int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_mat *hsel,
-	      const nv_enc_opts *o, nv_enc_result *res)
+int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel, const nv_enc_opts *o,
+	      nv_enc_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	res->fit_err = res->sel_err = res->frob = NAN;
@@ -345,11 +334,11 @@ int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hfit, const nv_m
 	}
 	if (o->method == NV_METHOD_DUAL_SVID)
 		return encode_dual_svid(w, hsel, o, res);
-	return encode_nvg(w, hc, hfit, hsel, o, res);
+	return encode_nvg(w, hc, hsel, o, res);
 }
 
-int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat *hfit,
-		  const nv_mat *hsel, const nv_enc_opts *o, nv_enc_result *res)
+int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat *hsel,
+		  const nv_enc_opts *o, nv_enc_result *res)
 {
 	nv_mat wd;
 	int rc;
@@ -358,7 +347,7 @@ int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const n
 		return -1;
 	for (size_t i = 0; i < m * n; i++)
 		wd.d[i] = w[i];
-	rc = nv_encode(&wd, hc, hfit, hsel, o, res);
+	rc = nv_encode(&wd, hc, hsel, o, res);
 	nv_mat_free(&wd);
 	return rc;
 }

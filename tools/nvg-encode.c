@@ -526,8 +526,8 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 		st = EXIT_FAIL;
 		goto out;
 	}
-	nvdev_encode(&d, t, k, in[0].have_hc ? &in[0].hc : NULL, in[0].hfit.d ? &in[0].hfit : NULL,
-		     in[0].hsel.d ? &in[0].hsel : NULL, &eo, res);
+	nvdev_encode(&d, t, k, in[0].have_hc ? &in[0].hc : NULL, in[0].hsel.d ? &in[0].hsel : NULL,
+		     &eo, res);
 	for (size_t i = 0; i < k; i++) {
 		int s1 = finish_one(o, i, t[i].name, &res[i], &in[i], prof, t0);
 		st = st == EXIT_FAIL || s1 == EXIT_OK ? st : s1;

@@ -156,6 +156,27 @@ static void test_low_rank_error(const nv_tctx *c, const nv_bm *md)
 	ok(fabs(lr - d) <= 1e-9 * d, "tr(E H Eᵀ) from the factors %.12g = direct %.12g", lr, d);
 }
 
+/* the stored fit error on the raw Gram H, from hf = H + δI and δ alone */
+static void test_rel_raw(const nv_tctx *c, const nv_bm *md)
+{
+	nv_metric raw;
+	double tr = 0.0, want, got = NAN, delta = nv_hctx_ridge(c->hc);
+
+	for (size_t i = 0; i < 64; i++)
+		tr += H.d[i * 64 + i];
+	/* tr hf = (1 + ρ)·tr H: δ back to rounding (1e-14 relative) */
+	near(delta, c->hc->rho * tr / 64.0, 1e-14 * delta, "the ridge %.6g from hf", delta);
+	nv_metric_init(&raw, c->w, &H);
+	nv_rel(&raw, md, &want);
+	is_int(nv_rel_raw(&c->fit, delta, md, &got), 0, "the raw error from hf");
+	/* tr(E H Eᵀ) = tr(E hf Eᵀ) − δ‖E‖²: equal but for the rounding of the
+	 * subtraction, 1e-16 of δ‖E‖² each; 1e-10 allows δ‖E‖² up to 1e5 times
+	 * the result */
+	near(got, want, 1e-10 * want, "raw-Gram error %.12g from hf less its ridge = %.12g on H",
+	     got, want);
+	nv_metric_free(&raw);
+}
+
 static void test_als_monotone(const nv_tctx *c)
 {
 	nv_bm md;
@@ -165,6 +186,7 @@ static void test_als_monotone(const nv_tctx *c)
 	nv_build_dual_svid(&W, 16, 2, &md);
 	prev = fit_err(c, &md);
 	test_low_rank_error(c, &md);
+	test_rel_raw(c, &md);
 	for (int s = 0; s < 5; s++) {
 		nv_als(&md, c, 1);
 		now = fit_err(c, &md);
@@ -469,7 +491,7 @@ static void test_drivers(const nv_hctx *hc)
 	nv_enc_opts_default(&o);
 	o.bpw = 3.0;
 	o.method = NV_METHOD_DUAL_SVID;
-	is_int(nv_encode(&W, NULL, NULL, NULL, &o, &d), 0, "dual-svid encodes at 3 bpw");
+	is_int(nv_encode(&W, NULL, NULL, &o, &d), 0, "dual-svid encodes at 3 bpw");
 	blr_rank(96, 64, 3.0, 2, 1.0, &r, &clip);
 	is_int(d.r, r, "dual-svid rank is the rule's (P2)");
 	ok(d.bits == blr_bits(96, 64, r, 2), "dual-svid strict bit count");
@@ -477,7 +499,7 @@ static void test_drivers(const nv_hctx *hc)
 	ok(strncmp(d.line, "P2 r", 4) == 0 && strstr(d.line, " frob "), "dual-svid line: %s", d.line);
 
 	o.method = NV_METHOD_NVG;
-	is_int(nv_encode(&W, hc, &H, &H, &o, &n), 0, "nvg encodes at 3 bpw");
+	is_int(nv_encode(&W, hc, &H, &o, &n), 0, "nvg encodes at 3 bpw");
 	blr_rank(96, 64, 3.0, (size_t)n.paths, 1.0, &r, &clip);
 	is_int(n.r, r, "nvg rank is the rule's for the picked P%d", n.paths);
 	ok(n.bits == blr_bits(96, 64, r, (size_t)n.paths), "nvg strict bit count");
@@ -490,23 +512,25 @@ static void test_drivers(const nv_hctx *hc)
 	ok(en < ed, "nvg payload error %.4f below dual-svid's %.4f", en, ed);
 	/* stored SEL error in the result = the dequantized payload's (f32 sums: 1e-5) */
 	near(n.sel_err, en, 1e-5 * en + 1e-6, "reported sel error matches the payload's");
+	/* H is the FIT Gram too: the fit error, from hf less its ridge, is the same */
+	near(n.fit_err, en, 1e-5 * en + 1e-6, "reported fit error matches the payload's");
 
 	o.threads = 3;
-	is_int(nv_encode(&W, hc, &H, &H, &o, &n2), 0, "nvg again with 3 row workers");
+	is_int(nv_encode(&W, hc, &H, &o, &n2), 0, "nvg again with 3 row workers");
 	ok(n2.len == n.len && !memcmp(n2.bytes, n.bytes, n.len) && !strcmp(n2.line, n.line),
 	   "same inputs give the same bytes and line (1 vs 3 row workers)");
 	o.threads = 1;
 	o.paths = 1;
-	is_int(nv_encode(&W, hc, &H, &H, &o, &n3), 0, "nvg forced to one path");
+	is_int(nv_encode(&W, hc, &H, &o, &n3), 0, "nvg forced to one path");
 	ok(n3.paths == 1 && strstr(n3.line, "sel: P1 ") && !strstr(n3.line, "init"),
 	   "forced P1 line: %s", n3.line);
 	o.paths = 0;
 	o.sweeps = 3;
-	is_int(nv_encode(&W, hc, &H, &H, &o, &n2b), 0, "nvg with 3 refinement sweeps");
+	is_int(nv_encode(&W, hc, &H, &o, &n2b), 0, "nvg with 3 refinement sweeps");
 	ok(n2b.len == n.len && memcmp(n2b.bytes, n.bytes, n.len), "3 sweeps give other bytes than 2");
 	o.sweeps = NV_SWEEPS_DEFAULT;
 	nv_enc_result_free(&n2b);
-	is_int(nv_encode(&W, hc, &H, &H, &o, &n2b), 0, "nvg with the default sweeps set");
+	is_int(nv_encode(&W, hc, &H, &o, &n2b), 0, "nvg with the default sweeps set");
 	ok(n2b.len == n.len && !memcmp(n2b.bytes, n.bytes, n.len), "the default is 2 sweeps");
 	nv_enc_result_free(&d), nv_enc_result_free(&n), nv_enc_result_free(&n2),
 		nv_enc_result_free(&n3), nv_enc_result_free(&n2b);
@@ -554,9 +578,9 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 		nv_enc_opts_default(&o);
 		o.bpw = 3.0;
 		o.sweeps = 3;
-		nv_encode(&W, hc, &H, &H, &o, &full);
+		nv_encode(&W, hc, &H, &o, &full);
 		o.pick_after = after;
-		is_int(nv_encode(&W, hc, &H, &H, &o, &early), 0, "pick after %d of 3 sweeps", after);
+		is_int(nv_encode(&W, hc, &H, &o, &early), 0, "pick after %d of 3 sweeps", after);
 		snprintf(t2, sizeof t2, " P2@%d ", after);
 		snprintf(t1, sizeof t1, " P1@%d ", after);
 		ok(strstr(early.line, t2) && strstr(early.line, t1),
@@ -567,7 +591,7 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 		   e2, early.paths);
 		o.pick_after = 0;
 		o.paths = early.paths;
-		nv_encode(&W, hc, &H, &H, &o, &own);
+		nv_encode(&W, hc, &H, &o, &own);
 		ok(own.len == early.len && !memcmp(own.bytes, early.bytes, own.len),
 		   "and ends with the bytes of P%d's own encode of 3 sweeps", early.paths);
 		ok(early.paths != full.paths ||
@@ -698,23 +722,23 @@ static void test_fixed_rank(const nv_hctx *hc)
 	nv_enc_opts_default(&o);
 	o.rank = 16;
 	o.paths = 2;
-	is_int(nv_encode(&W, hc, &H, &H, &o, &r), 0, "nvg at a fixed rank 16, P=2");
+	is_int(nv_encode(&W, hc, &H, &o, &r), 0, "nvg at a fixed rank 16, P=2");
 	is_int(r.r, 16, "the rank is the one asked");
 	nv_enc_result_free(&r);
 	o.paths = 0;
-	is_int(nv_encode(&W, hc, &H, &H, &o, &r), 0, "nvg at a fixed rank 16, P auto");
+	is_int(nv_encode(&W, hc, &H, &o, &r), 0, "nvg at a fixed rank 16, P auto");
 	blr_rank(96, 64, blr_bits(96, 64, 16, 2) / (96.0 * 64.0), 1, 1.0, &r1, &clip);
 	ok(r.paths == 2 ? r.r == 16 : r.r == r1, "P%d r%zu (P1 would be r%zu)", r.paths, r.r, r1);
 	nv_enc_result_free(&r);
 	o.rank = 12;
-	is_int(nv_encode(&W, hc, &H, &H, &o, &r), -1, "a rank that is not a multiple of 8 is refused");
+	is_int(nv_encode(&W, hc, &H, &o, &r), -1, "a rank that is not a multiple of 8 is refused");
 	o.rank = 72;
-	is_int(nv_encode(&W, hc, &H, &H, &o, &r), -1, "a rank above the cap (64) is refused");
+	is_int(nv_encode(&W, hc, &H, &o, &r), -1, "a rank above the cap (64) is refused");
 	ok(strstr(nv_err(), "[8, 64]") != NULL, "reason: %s", nv_err());
 	o.method = NV_METHOD_DUAL_SVID;
-	is_int(nv_encode(&W, NULL, NULL, NULL, &o, &r), -1, "dual-svid refuses it too");
+	is_int(nv_encode(&W, NULL, NULL, &o, &r), -1, "dual-svid refuses it too");
 	o.rank = 24;
-	is_int(nv_encode(&W, NULL, NULL, NULL, &o, &r), 0, "dual-svid at a fixed rank 24");
+	is_int(nv_encode(&W, NULL, NULL, &o, &r), 0, "dual-svid at a fixed rank 24");
 	ok(r.r == 24 && r.paths == 2, "P%d r%zu", r.paths, r.r);
 	nv_enc_result_free(&r);
 }

@@ -162,7 +162,7 @@ static void test_dual_sel(const nv_mat *w, const nv_mat *h, const nv_enc_result 
 	nv_enc_opts_default(&o);
 	o.method = NV_METHOD_DUAL_SVID;
 	o.bpw = 2.0;
-	is_int(nv_encode(w, NULL, NULL, h, &o, &r), 0, "dual-svid with a SEL Gram");
+	is_int(nv_encode(w, NULL, h, &o, &r), 0, "dual-svid with a SEL Gram");
 	ok(r.len == plain->len && !memcmp(r.bytes, plain->bytes, r.len),
 	   "the SEL Gram leaves the bytes as they were");
 	blr_dequantize(r.bytes, r.len, deq);
@@ -179,7 +179,7 @@ static void test_dual_sel(const nv_mat *w, const nv_mat *h, const nv_enc_result 
 	nv_enc_result_free(&r);
 	nv_mat_free(&e);
 	nv_mat_zeros(&e, 8, 8);
-	is_int(nv_encode(w, NULL, NULL, &e, &o, &r), -1, "a SEL Gram of another width is refused");
+	is_int(nv_encode(w, NULL, &e, &o, &r), -1, "a SEL Gram of another width is refused");
 	ok(strstr(nv_err(), "64 columns but the SEL Gram is 8x8") != NULL, "reason: %s", nv_err());
 	nv_mat_free(&e);
 	free(deq);
@@ -195,7 +195,7 @@ static void test_dual(const nv_mat *w, const nv_mat *h)
 	nv_enc_opts_default(&o);
 	o.method = NV_METHOD_DUAL_SVID;
 	o.bpw = 2.0;
-	is_int(nv_encode(w, NULL, NULL, NULL, &o, &r1), 0, "dual-svid at 2 bpw");
+	is_int(nv_encode(w, NULL, NULL, &o, &r1), 0, "dual-svid at 2 bpw");
 	blr_dequantize(r1.bytes, r1.len, deq);
 	for (size_t i = 0; i < 96 * 64; i++) {
 		e += (w->d[i] - deq[i]) * (w->d[i] - deq[i]);
@@ -203,13 +203,13 @@ static void test_dual(const nv_mat *w, const nv_mat *h)
 	}
 	/* the reported frob is of the stored model; the dequantizer rounds in f32 */
 	near(r1.frob, sqrt(e / t), 1e-5, "reported frob = the payload's (%.4f)", r1.frob);
-	is_int(nv_encode(w, NULL, NULL, NULL, &o, &r2), 0, "again");
+	is_int(nv_encode(w, NULL, NULL, &o, &r2), 0, "again");
 	ok(r1.len == r2.len && !memcmp(r1.bytes, r2.bytes, r1.len), "deterministic bytes");
 	ok(isnan(r1.sel_err), "no SEL Gram, no SEL error");
 	nv_enc_result_free(&r2);
 	test_dual_sel(w, h, &r1);
 	o.paths = 1;
-	is_int(nv_encode(w, NULL, NULL, NULL, &o, &r2), 0, "dual-svid forced to one path");
+	is_int(nv_encode(w, NULL, NULL, &o, &r2), 0, "dual-svid forced to one path");
 	ok(r2.paths == 1 && !strncmp(r2.line, "P1 r", 4), "line: %s", r2.line);
 	nv_enc_result_free(&r1), nv_enc_result_free(&r2);
 	free(deq);

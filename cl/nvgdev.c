@@ -157,6 +157,16 @@ static void compare(const char *name, nvdev_result *gpu, nvdev_result *cpu)
 	nvdev_result_free(gpu);
 }
 
+void nvdev_trim_context(const nvdev *d, const nvdev_tensor *t, size_t k, nv_hctx *hc)
+{
+	if (!hc || d->ch.use_cl)
+		return;
+	for (size_t i = 0; i < k; i++)
+		if (t[i].w->r > t[i].w->c)
+			return;
+	nv_mat_free(&hc->l);
+}
+
 int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
 		 const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *out)
 {

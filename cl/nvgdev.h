@@ -66,6 +66,13 @@ int nvdev_open(nvdev *d, const nvdev_opts *o, const nv_enc_opts *eo);
 void nvdev_close(nvdev *d);
 
 /*
+ * what no chosen encoder of the k tensors t[i] reads goes from hc before
+ * the encode: the Cholesky factor l (n × n), which only the device and the
+ * CPU latents of a matrix taller than wide read (nv_latents)
+ */
+void nvdev_trim_context(const nvdev *d, const nvdev_tensor *t, size_t k, nv_hctx *hc);
+
+/*
  * encode k tensors t[i] (m_i × n) that share the context hc and the raw
  * SEL Gram hsel, with the options eo (its bpw and kv replaced by each
  * tensor's); out[i] for each.  Returns 0 when every tensor was encoded or

@@ -314,9 +314,57 @@ void nv_lat_basis_free(nv_lat_basis *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* G = t·H·tᵀ (m × m) from th = t·H, made exactly symmetric */
+static int row_gram(const nv_mat *t, const nv_mat *th, nv_mat *g)
+{
+	size_t m = t->r;
+
+	if (nv_gemm_new(th, 0, t, 1, g) < 0)
+		return -1;
+	for (size_t i = 0; i < m; i++)
+		for (size_t k = 0; k < i; k++) {
+			double v = 0.5 * (g->d[i * m + k] + g->d[k * m + i]);
+			g->d[i * m + k] = g->d[k * m + i] = v;
+		}
+	return 0;
+}
+
+/* the Gram whose eigenvectors are the basis: t·H·tᵀ (rows, from H), or
+ * from t·L: its rows' Gram, or its columns' with b->tl = t·L kept */
+static int basis_gram(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
+		      nv_lat_basis *b, nv_mat *g)
+{
+	nv_mat th = {0};
+	int rc = 0;
+
+	if (b->byrows && mt && mt->hf) {
+		if (!mt->th)
+			PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, mt->hf, 0, &th));
+		if (rc == 0)
+			PT(prof, "lat.gemm", rc = row_gram(t, mt->th ? mt->th : &th, g));
+		nv_mat_free(&th);
+		return rc;
+	}
+	if (mt && mt->hf && !mt->l) {
+		nv_seterr("latents of a %zux%zu matrix (taller than wide) need the Cholesky factor "
+			  "of the metric", t->r, t->c);
+		return -1;
+	}
+	if (mt && mt->l)
+		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, mt->l, 0, &b->tl));
+	else
+		rc = nv_mat_copy(&b->tl, t);
+	if (rc == 0)
+		PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, &b->tl, !b->byrows, g));
+	if (b->byrows) /* lat_ur needs t·L only for the columns' basis */
+		nv_mat_free(&b->tl);
+	return rc;
+}
+
 /* the eigendecomposition of the Gram of t·L: rows (m × m) when m ≤ n, else
  * columns (n × n); σ = √max(λ, 0), descending */
-int nv_lat_basis_build(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_lat_basis *b)
+int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
+		       nv_lat_basis *b)
 {
 	nv_mat g = {0};
 	double *lam = NULL;
@@ -324,14 +372,7 @@ int nv_lat_basis_build(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_lat_b
 
 	memset(b, 0, sizeof(*b));
 	b->byrows = t->r <= t->c;
-	if (l)
-		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, l, 0, &b->tl));
-	else
-		rc = nv_mat_copy(&b->tl, t);
-	if (rc < 0)
-		goto fail;
-	PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, &b->tl, !b->byrows, &g));
-	if (rc < 0 || !(lam = nv_malloc(g.r, sizeof(double))) ||
+	if (basis_gram(t, mt, prof, b, &g) < 0 || !(lam = nv_malloc(g.r, sizeof(double))) ||
 	    !(b->sig = nv_malloc(g.r, sizeof(double))))
 		goto fail;
 	PT(prof, "lat.eig", rc = nv_sym_eig(&g, lam, &b->vec));
@@ -403,14 +444,14 @@ int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *p
 	return 0;
 }
 
-int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat *up,
+int nv_latents(const nv_mat *t, size_t r, const nv_lat_metric *mt, nv_prof *prof, nv_mat *up,
 	       nv_mat *vp)
 {
 	nv_lat_basis b;
 	int rc;
 
 	up->d = vp->d = NULL;
-	if (nv_lat_basis_build(t, l, prof, &b) < 0)
+	if (nv_lat_basis_build(t, mt, prof, &b) < 0)
 		return -1;
 	rc = nv_latents_from(&b, t, r, prof, up, vp);
 	nv_lat_basis_free(&b);

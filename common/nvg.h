@@ -106,7 +106,7 @@ int nv_rel_raw(const nv_metric *mt, double ridge, const nv_bm *md, double *out);
 /* the eigendecomposition behind rank-r latents of t (any r) */
 typedef struct {
 	int byrows;     /* 1: m ≤ n, vec holds left vectors (m × m); 0: right (n × n) */
-	nv_mat tl;      /* (m × n) t·L (t when no metric) */
+	nv_mat tl;      /* (m × n) t·L (t when no metric), only when !byrows */
 	nv_mat vec;     /* eigenvectors, columns in descending order */
 	double *sig;    /* singular values of t·L, descending */
 } nv_lat_basis;
@@ -129,14 +129,24 @@ void nv_tctx_free(nv_tctx *c);
 
 /* ---- the stages ---- */
 
+/* the metric of the latents: hf = L·Lᵀ; every field may be NULL */
+typedef struct {
+	const nv_mat *hf; /* (n × n) H; NULL (and l NULL): the identity */
+	const nv_mat *l;  /* (n × n) chol(H), lower: what t taller than wide needs */
+	const nv_mat *th; /* (m × n) t·H when the caller has it, else computed */
+} nv_lat_metric;
+
 /* rank-r latents up (m × r), vp (n × r): up·vpᵀ is the best rank-r
- * approximation of t in the metric L·Lᵀ (identity when l is NULL):
- * up = U_r Σ^{1/2}, vp = tᵀ U_r Σ^{-1/2}, U_r, Σ from the SVD of t·L */
-int nv_latents(const nv_mat *t, size_t r, const nv_mat *l, nv_prof *prof, nv_mat *up,
+ * approximation of t in the metric H = L·Lᵀ (identity when mt is NULL):
+ * up = U_r Σ^{1/2}, vp = tᵀ U_r Σ^{-1/2}, U_r, Σ from the SVD of t·L.
+ * When m ≤ n, U_r and Σ² are the eigenpairs of t·H·tᵀ and L is not used
+ * (H is); when m > n, of Lᵀ·tᵀ·t·L, and L is needed (else -1) */
+int nv_latents(const nv_mat *t, size_t r, const nv_lat_metric *mt, nv_prof *prof, nv_mat *up,
 	       nv_mat *vp);
 /* the same in two steps, so that latents of one t at several ranks share
  * one eigendecomposition: nv_lat_basis_build then nv_latents_from (t the same) */
-int nv_lat_basis_build(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_lat_basis *b);
+int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
+		       nv_lat_basis *b);
 int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
 		    nv_mat *up, nv_mat *vp);
 void nv_lat_basis_free(nv_lat_basis *b);

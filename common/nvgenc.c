@@ -303,13 +303,16 @@ static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 	if (!wu || !wv)
 		goto out;
 	if (t == c->w) {
-		/* W's whitened basis serves every candidate rank */
-		if (!c->wlat->sig && nv_lat_basis_build(t, &c->hc->l, c->prof, c->wlat) < 0)
+		/* W's whitened basis serves every candidate rank; W·hf is at hand */
+		nv_lat_metric mw = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL, &c->fit.wh };
+		if (!c->wlat->sig && nv_lat_basis_build(t, &mw, c->prof, c->wlat) < 0)
 			goto out;
 		if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
 			goto out;
-	} else if (nv_latents(t, r, &c->hc->l, c->prof, &up, &vp) < 0) {
-		goto out;
+	} else {
+		nv_lat_metric mt = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL, NULL };
+		if (nv_latents(t, r, &mt, c->prof, &up, &vp) < 0)
+			goto out;
 	}
 	for (size_t i = 0; i < m; i++)
 		wu[i] = cblas_dnrm2((int)r, nv_row(&up, i), 1);

@@ -526,6 +526,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 		st = EXIT_FAIL;
 		goto out;
 	}
+	nvdev_trim_context(&d, t, k, in[0].have_hc ? &in[0].hc : NULL);
 	nvdev_encode(&d, t, k, in[0].have_hc ? &in[0].hc : NULL, in[0].hsel.d ? &in[0].hsel : NULL,
 		     &eo, res);
 	for (size_t i = 0; i < k; i++) {

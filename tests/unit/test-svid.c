@@ -63,6 +63,33 @@ static double tail(const nv_mat *t, size_t r)
 	return s;
 }
 
+/* a wide matrix's latents come from H (t·H·tᵀ), L unused; a tall one's need L */
+static void test_wide_metric(const nv_mat *w, const nv_mat *h, const nv_mat *l,
+			     const nv_mat *llt)
+{
+	nv_mat a = { 40, 64, w->d }, al, ah, up, vp, up2, vp2;
+	nv_lat_metric mh = { h, NULL, NULL }, mth = { h, NULL, NULL };
+	double e, want;
+
+	is_int(nv_latents(&a, 16, &mh, NULL, &up, &vp), 0, "latents of a 40 × 64 W from H alone");
+	nv_gemm_new(&a, 0, l, 0, &al);
+	e = lat_err(&a, &up, &vp, llt);
+	want = tail(&al, 16);
+	/* through t·H·tᵀ, whose rounding is that of (t·L)(t·L)ᵀ: 1e-8 as above */
+	ok(fabs(e - want) <= 1e-8 * want, "they are best in the metric (%.8g = %.8g)", e, want);
+	nv_gemm_new(&a, 0, h, 0, &ah);
+	mth.th = &ah;
+	nv_latents(&a, 16, &mth, NULL, &up2, &vp2);
+	ok(up.r * up.c == up2.r * up2.c && vp.r * vp.c == vp2.r * vp2.c &&
+		   !memcmp(up.d, up2.d, up.r * up.c * sizeof(double)) &&
+		   !memcmp(vp.d, vp2.d, vp.r * vp.c * sizeof(double)),
+	   "t·H given gives the same latents bit for bit");
+	nv_mat_free(&up), nv_mat_free(&vp), nv_mat_free(&up2), nv_mat_free(&vp2);
+	is_int(nv_latents(w, 16, &mh, NULL, &up, &vp), -1, "a 96 × 64 W without L is refused");
+	ok(strstr(nv_err(), "taller than wide") != NULL, "saying why: %s", nv_err());
+	nv_mat_free(&al), nv_mat_free(&ah);
+}
+
 static void test_latents(const nv_mat *w, const nv_mat *h)
 {
 	nv_mat up, vp, wt, l, wl;
@@ -86,7 +113,10 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 	/* the whitened latents are the best rank r in the metric L·Lᵀ */
 	nv_mat_copy(&l, h);
 	nv_potrf_lower(&l);
-	nv_latents(w, 16, &l, NULL, &up, &vp);
+	{
+		nv_lat_metric ml = { NULL, &l, NULL };
+		nv_latents(w, 16, &ml, NULL, &up, &vp);
+	}
 	nv_gemm_new(w, 0, &l, 0, &wl);
 	{
 		nv_mat llt;
@@ -95,6 +125,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 		want = tail(&wl, 16);
 		ok(fabs(e - want) <= 1e-8 * want, "whitened latents are best in the metric (%.8g = %.8g)",
 		   e, want);
+		test_wide_metric(w, h, &l, &llt);
 		nv_mat_free(&llt);
 	}
 	{

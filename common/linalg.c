@@ -2,10 +2,12 @@
 #include "linalg.h"
 
 #include <assert.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,7 +422,7 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 	return info;
 }
 
-int nv_chol_factor(const nv_mat *a, double shift, nv_mat *f)
+int nv_chol_inplace(nv_mat *a, double shift)
 {
 	size_t n = a->r;
 	int info;
@@ -430,34 +432,90 @@ int nv_chol_factor(const nv_mat *a, double shift, nv_mat *f)
 		return -1;
 	if (!isfinite(shift))
 		return nv_seterr("the diagonal shift %g is not finite", shift), -1;
-	if (nv_mat_zeros(f, n, n) < 0)
-		return -1;
-	/* row-major A's lower triangle is column-major's upper: transpose into the lower */
-	cblas_domatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a->d, (blasint)n,
-			f->d, (blasint)n);
 	for (size_t i = 0; i < n; i++)
-		f->d[i * n + i] += shift;
+		a->d[i * n + i] += shift;
 	nv_flops_add((uint64_t)n * n * n / 3);
+	/* row-major's lower triangle is column-major's upper: A = UᵀU there is
+	 * A = L·Lᵀ here, L = Uᵀ, in place (LAPACKE's row-major call would copy) */
 	nv_serial();
-	info = nv_lapack_info(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, f->d,
+	info = nv_lapack_info(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', (lapack_int)n, a->d,
 					     (lapack_int)n));
 	nv_unserial();
-	if (info != 0)
-		nv_mat_free(f);
 	if (info > 0)
 		nv_seterr("system not positive definite (leading minor %d of %zu)", info, n);
 	return info;
 }
 
-void nv_chol_apply(const nv_mat *f, double *x)
+void nv_chol_solve(const nv_mat *l, double *x)
 {
-	blasint n = (blasint)f->r;
+	blasint n = (blasint)l->r;
 
 	nv_serial();
-	cblas_dtrsv(CblasColMajor, CblasLower, CblasNoTrans, CblasNonUnit, n, f->d, n, x, 1);
-	cblas_dtrsv(CblasColMajor, CblasLower, CblasTrans, CblasNonUnit, n, f->d, n, x, 1);
+	cblas_dtrsv(CblasRowMajor, CblasLower, CblasNoTrans, CblasNonUnit, n, l->d, n, x, 1);
+	cblas_dtrsv(CblasRowMajor, CblasLower, CblasTrans, CblasNonUnit, n, l->d, n, x, 1);
 	nv_unserial();
-	nv_flops_add(2ull * f->r * f->r);
+	nv_flops_add(2ull * l->r * l->r);
+}
+
+void nv_pchol_free(nv_pchol *f)
+{
+	free(f->p);
+	f->p = NULL;
+	f->n = 0;
+}
+
+int nv_pchol_keep(const nv_mat *l, nv_pchol *f)
+{
+	size_t n = l->r, k = 0;
+
+	nv_pchol_free(f);
+	if (n > SIZE_MAX / (n + 1) || !(f->p = nv_malloc(n * (n + 1) / 2, sizeof(float))))
+		return -1;
+	f->n = n;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++, k++) {
+			double v = l->d[i * n + j];
+			if (!(fabs(v) <= FLT_MAX) || (j == i && !((float)v > 0.0f))) {
+				nv_pchol_free(f);
+				return 1;
+			}
+			f->p[k] = (float)v;
+		}
+	return 0;
+}
+
+/* Σ_j row[j]·x[j] over j < len, in four fixed interleaved sums (the same bits always) */
+static double dot_fd(const float *row, const double *x, size_t len)
+{
+	double s[4] = {0.0, 0.0, 0.0, 0.0};
+	size_t j = 0;
+
+	for (; j + 4 <= len; j += 4)
+		for (int q = 0; q < 4; q++)
+			s[q] += (double)row[j + q] * x[j + q];
+	for (; j < len; j++)
+		s[0] += (double)row[j] * x[j];
+	return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+void nv_pchol_apply(const nv_pchol *f, double *x)
+{
+	size_t n = f->n;
+	const float *row = f->p;
+
+	/* L̃·y = x, row by row */
+	for (size_t i = 0; i < n; row += ++i)
+		x[i] = (x[i] - dot_fd(row, x, i)) / (double)row[i];
+	/* L̃ᵀ·z = y from the last row up: row i of L̃ is column i of L̃ᵀ */
+	for (size_t i = n; i-- > 0;) {
+		double xi;
+		row -= i + 1;
+		xi = x[i] / (double)row[i];
+		x[i] = xi;
+		for (size_t j = 0; j < i; j++)
+			x[j] -= (double)row[j] * xi;
+	}
+	nv_flops_add(2ull * n * n);
 }
 
 /* q = (A + shift·I)·p from A's lower triangle */
@@ -472,7 +530,7 @@ static void spd_times(const nv_mat *a, double shift, const double *p, double *q)
 	nv_flops_add(2ull * a->r * a->r);
 }
 
-int nv_pcg_spd(const nv_mat *a, double shift, const nv_mat *f, const double *b, double *x,
+int nv_pcg_spd(const nv_mat *a, double shift, const nv_pchol *f, const double *b, double *x,
 	       double tol, int maxit, int *its)
 {
 	size_t n = a->r;
@@ -487,13 +545,13 @@ int nv_pcg_spd(const nv_mat *a, double shift, const nv_mat *f, const double *b, 
 	q = p + n;
 	nv_serial(); /* level-1 BLAS splits long sums over threads too */
 	memcpy(z, b, n * sizeof(double));
-	nv_chol_apply(f, z);
+	nv_pchol_apply(f, z);
 	bmb = cblas_ddot((blasint)n, b, 1, z, 1);
 	spd_times(a, shift, x, q);
 	for (size_t i = 0; i < n; i++)
 		r[i] = b[i] - q[i];
 	memcpy(z, r, n * sizeof(double));
-	nv_chol_apply(f, z);
+	nv_pchol_apply(f, z);
 	memcpy(p, z, n * sizeof(double));
 	rz = cblas_ddot((blasint)n, r, 1, z, 1);
 	for (int k = 0;; k++) {
@@ -513,7 +571,7 @@ int nv_pcg_spd(const nv_mat *a, double shift, const nv_mat *f, const double *b, 
 		cblas_daxpy((blasint)n, alpha, p, 1, x, 1);
 		cblas_daxpy((blasint)n, -alpha, q, 1, r, 1);
 		memcpy(z, r, n * sizeof(double));
-		nv_chol_apply(f, z);
+		nv_pchol_apply(f, z);
 		rz1 = cblas_ddot((blasint)n, r, 1, z, 1);
 		for (size_t i = 0; i < n; i++)
 			p[i] = z[i] + rz1 / rz * p[i];

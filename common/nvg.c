@@ -810,13 +810,13 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *
 
 /*
  * a·g = rhs with nv_solve_spd's ridge: by conjugate gradients from the
- * current g, preconditioned with pc, the factor of this path's matrix from
- * an earlier sweep (ALS moves it little), when there is one and they
- * converge; else directly, keeping the new factor in pc.  pc NULL: directly
- * by nv_solve_spd.  A matrix that is not positive definite keeps the old g
- * (0), as nv_solve_spd's callers do.
+ * current g, preconditioned with pc, the f32 factor of this path's matrix
+ * from an earlier sweep (ALS moves it little), when there is one and they
+ * converge; else directly, factoring a in place (it is spent) and keeping
+ * the factor in pc.  pc NULL: directly by nv_solve_spd.  A matrix that is
+ * not positive definite keeps the old g (0), as nv_solve_spd's callers do.
  */
-static int g_solve(const nv_mat *a, const double *rhs, double *g, nv_mat *pc, nv_prof *prof)
+static int g_solve(nv_mat *a, const double *rhs, double *g, nv_pchol *pc, nv_prof *prof)
 {
 	size_t n = a->r;
 	double tr = 0.0, shift, *x = nv_malloc(n, sizeof(double));
@@ -834,24 +834,25 @@ static int g_solve(const nv_mat *a, const double *rhs, double *g, nv_mat *pc, nv
 	for (size_t i = 0; i < n; i++)
 		tr += a->d[i * n + i];
 	shift = 1e-10 * (tr / (double)n);
-	if (pc->d) {
+	if (pc->p) {
 		memcpy(x, g, n * sizeof(double));
 		rc = nv_pcg_spd(a, shift, pc, rhs, x, G_PCG_TOL, G_PCG_STEPS, &its);
 		nv_prof_add(prof, "als.g.pcg", 0.0, (uint64_t)its);
 		if (rc == 0 && nv_check_finite(x, 1, n, 0, "solution entry") == 0)
 			goto done;
-		nv_mat_free(pc);
+		nv_pchol_free(pc);
 		if (rc < 0)
 			goto out;
 	}
 	nv_prof_add(prof, "als.g.chol", 0.0, 1);
-	if ((rc = nv_chol_factor(a, shift, pc)) != 0) {
+	if ((rc = nv_chol_inplace(a, shift)) != 0) {
 		rc = rc < 0 ? -1 : 0;
 		goto out;
 	}
 	memcpy(x, rhs, n * sizeof(double));
-	nv_chol_apply(pc, x);
-	if ((rc = nv_check_finite(x, 1, n, 0, "solution entry")) < 0)
+	nv_chol_solve(a, x);
+	if ((rc = nv_check_finite(x, 1, n, 0, "solution entry")) < 0 ||
+	    (rc = nv_pchol_keep(a, pc)) < 0) /* 1: beyond f32, not kept: the next solve is direct */
 		goto out;
 done:
 	memcpy(g, x, n * sizeof(double));
@@ -865,7 +866,7 @@ out:
  * g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p);
  * pc: path p's factor from an earlier sweep (g_solve)
  */
-static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_mat *pc)
+static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_pchol *pc)
 {
 	size_t n = md->n, r = md->r;
 	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
@@ -919,7 +920,7 @@ static int als_converged(const nv_tctx *c, double last, double now)
 	       last - now <= c->als_tol * fabs(now);
 }
 
-int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
+int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 {
 	nv_mat hbk[2] = {{0}, {0}};
 	double last = NAN;
@@ -955,11 +956,11 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 {
-	nv_mat pc[2] = {{0}, {0}}; /* each path's g-step factor, from its last direct solve */
+	nv_pchol pc[2] = {{0}, {0}}; /* each path's g-step factor, from its last direct solve */
 	int rc = nv_als_pc(md, c, sweeps, pc);
 
-	nv_mat_free(&pc[0]);
-	nv_mat_free(&pc[1]);
+	nv_pchol_free(&pc[0]);
+	nv_pchol_free(&pc[1]);
 	return rc;
 }
 

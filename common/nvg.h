@@ -175,7 +175,7 @@ int nv_als_l(nv_bm *md, const nv_tctx *c, double *err);
 /* nv_als with the paths' factors kept by the caller in pc (each {0} at
  * first, freed by the caller): a later call's first g steps start from
  * them, for a model that the calls between changed little */
-int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2]);
+int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2]);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* column-sequential sign search on S_V of path pi; *flips may be NULL */
@@ -187,7 +187,7 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps);
 /* the same with the factors pc (zeroed before the first call, freed by the
  * caller): calls in a row with one pc give the bytes of one call of their
  * summed sweeps (each call starts from the fit error of *md, as a sweep does) */
-int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2]);
+int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2]);
 /* whitened topology + ITQ + ALS; the second path on the residual */
 int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);
 

@@ -59,7 +59,7 @@ static int rank_for(const nv_enc_opts *o, size_t m, size_t n, size_t np, size_t 
 /* the candidates of one encode, each with its refinement's g-step factors */
 typedef struct {
 	nv_bm md[2];
-	nv_mat pc[2][2];
+	nv_pchol pc[2][2];
 	size_t np[2];
 	blr_clip clip[2];
 	size_t k;
@@ -70,8 +70,8 @@ static void cands_free(cands *cs)
 {
 	for (size_t i = 0; i < cs->k; i++) {
 		nv_bm_free(&cs->md[i]);
-		nv_mat_free(&cs->pc[i][0]);
-		nv_mat_free(&cs->pc[i][1]);
+		nv_pchol_free(&cs->pc[i][0]);
+		nv_pchol_free(&cs->pc[i][1]);
 	}
 }
 
@@ -153,8 +153,8 @@ static int refine_pick(cands *cs, const nv_tctx *c, const nv_metric *sel, const 
 			return -1;
 		/* with no sweep to come, the factors go now */
 		if (first == o->sweeps) {
-			nv_mat_free(&cs->pc[i][0]);
-			nv_mat_free(&cs->pc[i][1]);
+			nv_pchol_free(&cs->pc[i][0]);
+			nv_pchol_free(&cs->pc[i][1]);
 		}
 	}
 	if (pick(cs, sel, c->prof, cs->k, tag, bi) < 0)

@@ -241,7 +241,7 @@ static int fit_err(const nv_tctx *c, const nv_bm *md, double *e)
 
 /* the tries of a refinement share the paths' g-step factors (nv_als_pc):
  * a try moves one path's signs from the model the last factors were of */
-static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
+static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 {
 	double cur, e;
 
@@ -275,18 +275,18 @@ static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
 	return 0;
 }
 
-int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_mat pc[2])
+int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 {
 	return refine_sweeps(md, c, sweeps, pc);
 }
 
 int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
 {
-	nv_mat pc[2] = {{0}, {0}};
+	nv_pchol pc[2] = {{0}, {0}};
 	int rc = refine_sweeps(md, c, sweeps, pc);
 
-	nv_mat_free(&pc[0]);
-	nv_mat_free(&pc[1]);
+	nv_pchol_free(&pc[0]);
+	nv_pchol_free(&pc[1]);
 	return rc;
 }
 

@@ -320,7 +320,7 @@ static void test_als_kept_hb(const nv_tctx *c)
 static void test_als_kept_factors(nv_tctx *c)
 {
 	nv_bm a, b;
-	nv_mat pc[2] = {{0}, {0}};
+	nv_pchol pc[2] = {{0}, {0}};
 	double e0, ea, eb;
 	uint64_t fa, fb;
 
@@ -343,8 +343,8 @@ static void test_als_kept_factors(nv_tctx *c)
 	   eb, e0);
 	ok(fb < fa, "kept factors: fewer flops (%llu against %llu)", (unsigned long long)fb,
 	   (unsigned long long)fa);
-	nv_mat_free(&pc[0]);
-	nv_mat_free(&pc[1]);
+	nv_pchol_free(&pc[0]);
+	nv_pchol_free(&pc[1]);
 	nv_bm_free(&a);
 	nv_bm_free(&b);
 	c->g_pcg = 0;
@@ -552,7 +552,7 @@ static int packed(const nv_bm *md, uint8_t **b, size_t *len)
 static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 {
 	nv_bm init, a, b;
-	nv_mat pa[2] = {{0}, {0}}, pb[2] = {{0}, {0}};
+	nv_pchol pa[2] = {{0}, {0}}, pb[2] = {{0}, {0}};
 	uint8_t *ba = NULL, *bb = NULL;
 	size_t la = 0, lb = 0;
 
@@ -566,7 +566,7 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 		   !memcmp(ba, bb, la),
 	   "refine_pc: 1 + 1 sweeps with one pc give the bytes of 2 sweeps");
 	free(ba), free(bb);
-	nv_mat_free(&pa[0]), nv_mat_free(&pa[1]), nv_mat_free(&pb[0]), nv_mat_free(&pb[1]);
+	nv_pchol_free(&pa[0]), nv_pchol_free(&pa[1]), nv_pchol_free(&pb[0]), nv_pchol_free(&pb[1]);
 	nv_bm_free(&a), nv_bm_free(&b), nv_bm_free(&init);
 
 	for (int after = 1; after <= 2; after++) {

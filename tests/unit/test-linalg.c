@@ -611,6 +611,16 @@ static void test_pcg(void)
 	free(x2);
 }
 
+/* max_i |x_i − y_i| / |y_i| */
+static double max_rel_gap(const double *x, const double *y, size_t n)
+{
+	double gap = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		gap = fmax(gap, fabs(x[i] - y[i]) / fmax(fabs(y[i]), 1e-300));
+	return gap;
+}
+
 /*
  * the in-place factor and its solves: L·Lᵀ = A + shift·I to rounding, the
  * strict upper triangle untouched, the solve the direct one; the f32 factor
@@ -653,9 +663,7 @@ static void test_chol_kept(void)
 	nv_solve_spd(&a, b, y, 0.0);
 	memcpy(x, b, n * sizeof(double));
 	nv_chol_solve(&l, x);
-	gap = 0.0;
-	for (size_t i = 0; i < n; i++)
-		gap = fmax(gap, fabs(x[i] - y[i]) / fmax(fabs(y[i]), 1e-300));
+	gap = max_rel_gap(x, y, n);
 	/* two factorizations of one matrix of condition ≤ 1e6: 1e-9 relative */
 	ok(gap <= 1e-9, "chol_solve is the direct solve (%.2g)", gap);
 	is_int(nv_pchol_keep(&l, &f), 0, "the factor kept in f32");
@@ -669,9 +677,7 @@ static void test_chol_kept(void)
 	nv_chol_solve(&l, y);
 	memcpy(x, b, n * sizeof(double));
 	nv_pchol_apply(&f, x);
-	gap = 0.0;
-	for (size_t i = 0; i < n; i++)
-		gap = fmax(gap, fabs(x[i] - y[i]) / fmax(fabs(y[i]), 1e-300));
+	gap = max_rel_gap(x, y, n);
 	/* the same triangular solves in another summation order: cond(L) · n · ε */
 	ok(gap <= 1e-10, "pchol_apply is the f64 solve with the f32 factor (%.2g)", gap);
 	l.d[(n - 1) * n] = 1e39;

@@ -89,33 +89,28 @@ void nv_encin_free(nv_encin *in)
 	free(in->gauge);
 }
 
-/* an NVGG (or with cross an NVGC) as f64 (n × n) whose width must be n */
+/* an NVGG (or with cross an NVGC) as f64 (n × n) whose width must be n;
+ * with no g, only its header and the CRC of its values (nvgg_read_crc) */
 static int load_moment(const char *path, int cross, size_t n, nv_mat *g, uint32_t *crc,
 		       uint64_t *count)
 {
-	const char *what = cross ? "cross Gram" : "Gram";
 	nvgg gg;
-	double *d;
 
-	if ((cross ? nvgc_read(path, &gg) : nvgg_read(path, &gg)) < 0)
+	if ((g ? nvgg_read_f64(path, cross, &gg, crc) : nvgg_read_crc(path, &gg, crc)) < 0)
 		return fail(cross ? "cannot read cross Gram" : "cannot read Gram", path);
 	if (gg.n != n) {
 		nv_seterr("%u wide, but W has %zu columns", gg.n, n);
 		nvgg_free(&gg);
 		return fail(cross ? "cross Gram does not fit W" : "Gram does not fit W", path);
 	}
-	d = nvgg_to_f64(&gg);
-	if (crc)
-		*crc = nv_crc32(gg.g, (size_t)n * n * sizeof(float));
 	if (count)
 		*count = gg.count;
-	nvgg_free(&gg);
-	if (!d) {
-		nv_seterr("out of memory");
-		return fail("cannot read", what);
+	if (g) {
+		g->r = g->c = n;
+		g->d = gg.d;
+		gg.d = NULL;
 	}
-	g->r = g->c = n;
-	g->d = d;
+	nvgg_free(&gg);
 	return 0;
 }
 
@@ -267,7 +262,7 @@ static int load_hctx(const nv_encin_spec *o, nv_encin *in, nv_prof *prof)
 	double t = nv_now();
 
 	if (o->hctx) {
-		if (nv_hctx_read(o->hctx, &in->hc) < 0)
+		if (nv_hctx_read(o->hctx, !o->no_l, &in->hc) < 0)
 			return fail("cannot read context", o->hctx);
 		in->have_hc = 1;
 		if (in->hc.n != o->n) {
@@ -282,6 +277,8 @@ static int load_hctx(const nv_encin_spec *o, nv_encin *in, nv_prof *prof)
 		if (nv_hctx_build(in->hfit.d, o->n, o->rho, &in->hc) < 0)
 			return fail("cannot build context from", o->fit);
 		in->have_hc = 1;
+		if (o->no_l)
+			nv_mat_free(&in->hc.l);
 	}
 	nv_prof_add(prof, "hctx", nv_now() - t, 0);
 	return 0;
@@ -318,21 +315,26 @@ int nv_encin_load(const nv_encin_spec *o, const cmf_file *cf, nv_encin *in, nv_p
 	memset(in, 0, sizeof(*in));
 	if (load_w(o, cf, &in->w) < 0)
 		return -1;
-	if (o->fit && load_gram(o->fit, o->n, &in->hfit, &in->fit_crc, &in->fit_count) < 0)
-		return -1;
-	if (o->sel && load_gram(o->sel, o->n, &in->hsel, NULL, &in->sel_count) < 0)
+	/* a context read from a file needs of the FIT Gram only its CRC, to
+	 * match it; the transport target, the gauge and a context built here
+	 * need its values */
+	if (o->fit && load_gram(o->fit, o->n, o->nvg && o->hctx && !o->cross && !o->gauge ? NULL :
+				&in->hfit, &in->fit_crc, &in->fit_count) < 0)
 		return -1;
 	if (o->cross && transport_target(o, in) < 0)
 		return -1;
-	if (o->cross_sel && load_sel_moments(o, in) < 0)
-		return -1;
-	if (o->nvg && load_hctx(o, in, prof) < 0)
-		return -1;
 	if (o->gauge && apply_gauge(o, in) < 0)
 		return -1;
-	/* the encoder's stored fit error comes from the context (hf and its
-	 * ridge): the raw FIT Gram, n × n f64, goes before the encode */
+	/* the raw FIT Gram's last reader is the context; the encoder's stored
+	 * fit error comes from hf and its ridge.  It goes before the SEL Gram
+	 * comes, so that no two n × n Grams are ever held at once */
+	if (o->nvg && load_hctx(o, in, prof) < 0)
+		return -1;
 	if (o->nvg)
 		nv_mat_free(&in->hfit);
+	if (o->sel && load_gram(o->sel, o->n, &in->hsel, NULL, &in->sel_count) < 0)
+		return -1;
+	if (o->cross_sel && load_sel_moments(o, in) < 0)
+		return -1;
 	return 0;
 }

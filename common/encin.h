@@ -33,6 +33,7 @@ typedef struct {
 	double bpw, rho;
 	int have_bpw, kv;        /* kv: the tensor is a GQA k/v projection */
 	int nvg;                 /* the method needs the context */
+	int no_l;                /* its Cholesky factor l is not needed: not kept */
 } nv_encin_spec;
 
 typedef struct {

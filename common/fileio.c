@@ -131,6 +131,32 @@ void nv_map_free(nv_map *m)
 	memset(m, 0, sizeof(*m));
 }
 
+void nv_map_drop(const nv_map *m, size_t upto)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t k;
+
+	if (!m->mapped || pg <= 0)
+		return;
+	k = upto < m->len ? upto : m->len;
+	k -= k % (size_t)pg;
+	if (k > 0)
+		madvise((void *)m->data, k, MADV_DONTNEED);
+}
+
+uint32_t nv_map_crc32(const nv_map *m, size_t len)
+{
+	const size_t piece = (size_t)1 << 24;
+	uint32_t c = 0;
+
+	for (size_t off = 0; off < len; off += piece) {
+		size_t k = len - off < piece ? len - off : piece;
+		c = nv_crc32_update(c, m->data + off, k);
+		nv_map_drop(m, off + k);
+	}
+	return c;
+}
+
 float *nv_read_raw_f32(const char *path, size_t rows, size_t cols)
 {
 	uint8_t *buf;

@@ -25,6 +25,12 @@ typedef struct {
 /* map path read-only (falls back to reading it for pipes and "-") */
 int nv_map_file(const char *path, nv_map *m);
 void nv_map_free(nv_map *m);
+/* the pages of a mapping wholly before offset upto are given back (a reader
+ * that has consumed them keeps its resident memory to what it holds); a
+ * later read of them reads the file again.  Nothing for a read buffer. */
+void nv_map_drop(const nv_map *m, size_t upto);
+/* CRC-32 of a mapping's bytes [0, len), giving back each piece once read */
+uint32_t nv_map_crc32(const nv_map *m, size_t len);
 
 /*
  * a raw f32 matrix (rows × cols) from path ("-" = stdin): the size must be

@@ -180,28 +180,37 @@ int nv_hctx_write(const char *path, const nv_hctx *hc)
 	return 0;
 }
 
-/* read a packed triangle (lower: j ≤ i; upper: j ≥ i) into a full n × n matrix */
-static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, int upper, int sym,
-			      const char *field)
+/* read a packed triangle (lower: j ≤ i; upper: j ≥ i) of width n into a
+ * full matrix a (NULL: checked, not kept); diag (n) gets its diagonal and
+ * row2 (n) its rows' sums of squares when not NULL */
+static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, size_t n, int upper, int sym,
+			      const char *field, double *diag, double *row2)
 {
-	size_t n = a->r;
-
 	for (size_t i = 0; i < n; i++) {
 		size_t j0 = upper ? i : 0, j1 = upper ? n : i + 1;
+		double s = 0.0;
 		for (size_t j = j0; j < j1; j++, p += 8) {
 			double v = le_f64(p);
 			if (!isfinite(v)) {
 				nv_seterr("field %s: entry (%zu,%zu) is not finite", field, i, j);
 				return NULL;
 			}
+			s += v * v;
+			if (j == i && diag)
+				diag[i] = v;
+			if (!a)
+				continue;
 			a->d[i * n + j] = v;
 			if (sym)
 				a->d[j * n + i] = v;
 		}
+		if (row2)
+			row2[i] = s;
 	}
 	return p;
 }
 
+/* magic, version, n and the size; the CRC is the caller's */
 static int check_header(const uint8_t *buf, size_t len, size_t *n)
 {
 	size_t want;
@@ -224,15 +233,21 @@ static int check_header(const uint8_t *buf, size_t len, size_t *n)
 		nv_seterr("size %zu bytes does not match n %zu (want %zu)", len, *n, want);
 		return -1;
 	}
-	if (nv_crc32(buf, len - 4) != le_u32(buf + len - 4)) {
+	return 0;
+}
+
+static int check_crc(uint32_t got, const uint8_t *buf, size_t len)
+{
+	if (got != le_u32(buf + len - 4)) {
 		nv_seterr("crc 0x%08x does not match the content (0x%08x): file corrupted",
-			  le_u32(buf + len - 4), nv_crc32(buf, len - 4));
+			  le_u32(buf + len - 4), got);
 		return -1;
 	}
 	return 0;
 }
 
-static int check_factors(const nv_hctx *hc)
+/* ldiag (n): the diagonal of l, read whether l is kept or not */
+static int check_factors(const nv_hctx *hc, const double *ldiag)
 {
 	size_t n = hc->n;
 	uint8_t *seen = nv_calloc(n, 1);
@@ -248,7 +263,7 @@ static int check_factors(const nv_hctx *hc)
 			return -1;
 		}
 		seen[p] = 1;
-		if (!(hc->l.d[i * n + i] > 0) || !(hc->uc.d[i * n + i] > 0) ||
+		if (!(ldiag[i] > 0) || !(hc->uc.d[i * n + i] > 0) ||
 		    !(hc->sqd[i] > 0) || !isfinite(hc->sqd[i])) {
 			nv_seterr("entry %zu of the factor diagonals (l, uc, sqd) is not positive", i);
 			free(seen);
@@ -264,18 +279,17 @@ static int check_factors(const nv_hctx *hc)
  * value is refused here, not deep in the encoder: sqd_i² = hf_ii, the row
  * norms of l are hf's diagonal (hf = l·lᵀ), |hf_ij| ≤ √(hf_ii·hf_jj)
  * (positive definite), and the columns of uc have finite norms (ucᵀ·uc is
- * the permuted inverse).  Tolerances sit far above the rounding of the
+ * the permuted inverse); lrow2 (n) holds l's rows' sums of squares, read
+ * whether l is kept or not.  Tolerances sit far above the rounding of the
  * factorizations (≤ n·2⁻⁵² relative).
  */
-static int check_consistency(const nv_hctx *hc)
+static int check_consistency(const nv_hctx *hc, const double *lrow2)
 {
 	size_t n = hc->n;
 	const double *hf = hc->hf.d;
 
 	for (size_t i = 0; i < n; i++) {
-		double d = hf[i * n + i], s = 0.0;
-		for (size_t j = 0; j <= i; j++)
-			s += hc->l.d[i * n + j] * hc->l.d[i * n + j];
+		double d = hf[i * n + i], s = lrow2[i];
 		if (!(fabs(hc->sqd[i] * hc->sqd[i] - d) <= 1e-9 * d))
 			return nv_seterr("field sqd: entry %zu = %g is not √hf(%zu,%zu) = √%g", i,
 					 hc->sqd[i], i, i, d), -1;
@@ -297,52 +311,80 @@ static int check_consistency(const nv_hctx *hc)
 	return 0;
 }
 
-int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc)
+/* the fields after the header (checked), l kept when keep_l; each section's
+ * pages of the mapping m (NULL: a buffer) are given back once read */
+static int parse_body(const uint8_t *buf, size_t n, int keep_l, const nv_map *m, nv_hctx *hc)
 {
 	const uint8_t *p;
-	size_t n;
+	double *ld = nv_malloc(2 * n, sizeof(double));
+	int rc = -1;
 
-	memset(hc, 0, sizeof(*hc));
-	if (check_header(buf, len, &n) < 0)
-		return -1;
 	hc->n = n;
 	hc->gram_crc = le_u32(buf + 12);
 	hc->rho = le_f64(buf + 16);
 	hc->count = le_u64(buf + 24);
+	if (!ld)
+		return -1;
 	if (!isfinite(hc->rho) || hc->rho < 0) {
 		nv_seterr("field rho: %g is not a finite value >= 0", hc->rho);
-		return -1;
+		goto out;
 	}
-	if (nv_mat_zeros(&hc->hf, n, n) < 0 || nv_mat_zeros(&hc->l, n, n) < 0 ||
+	if (nv_mat_zeros(&hc->hf, n, n) < 0 || (keep_l && nv_mat_zeros(&hc->l, n, n) < 0) ||
 	    nv_mat_zeros(&hc->uc, n, n) < 0 || !(hc->sqd = nv_malloc(n, sizeof(double))) ||
 	    !(hc->perm = nv_malloc(n, sizeof(uint32_t))))
-		goto fail;
-	p = get_tri(buf + HCTX_HEAD, &hc->hf, 0, 1, "hf");
+		goto out;
+	p = get_tri(buf + HCTX_HEAD, &hc->hf, n, 0, 1, "hf", NULL, NULL);
+	if (p && m)
+		nv_map_drop(m, (size_t)(p - buf));
 	if (p)
-		p = get_tri(p, &hc->l, 0, 0, "l");
+		p = get_tri(p, keep_l ? &hc->l : NULL, n, 0, 0, "l", ld, ld + n);
 	if (!p)
-		goto fail;
+		goto out;
 	for (size_t i = 0; i < n; i++, p += 8)
 		hc->sqd[i] = le_f64(p);
 	for (size_t i = 0; i < n; i++, p += 4)
 		hc->perm[i] = le_u32(p);
-	if (!get_tri(p, &hc->uc, 1, 0, "uc") || check_factors(hc) < 0 ||
-	    check_consistency(hc) < 0)
-		goto fail;
-	return 0;
-fail:
-	nv_hctx_free(hc);
-	return -1;
+	if (m)
+		nv_map_drop(m, (size_t)(p - buf));
+	if (get_tri(p, &hc->uc, n, 1, 0, "uc", NULL, NULL) && check_factors(hc, ld) == 0 &&
+	    check_consistency(hc, ld + n) == 0)
+		rc = 0;
+out:
+	free(ld);
+	return rc;
 }
 
-int nv_hctx_read(const char *path, nv_hctx *hc)
+int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc)
+{
+	size_t n;
+
+	memset(hc, 0, sizeof(*hc));
+	if (check_header(buf, len, &n) < 0 || check_crc(nv_crc32(buf, len - 4), buf, len) < 0)
+		return -1;
+	if (parse_body(buf, n, 1, NULL, hc) < 0) {
+		nv_hctx_free(hc);
+		return -1;
+	}
+	return 0;
+}
+
+int nv_hctx_read(const char *path, int keep_l, nv_hctx *hc)
 {
 	nv_map m;
-	int rc;
+	size_t n;
+	int rc = -1;
 
+	memset(hc, 0, sizeof(*hc));
 	if (nv_map_file(path, &m) < 0)
 		return -1;
-	rc = nv_hctx_parse(m.data, m.len, hc);
+	/* the CRC first, over pages given back as it goes: a file is read
+	 * twice, and never held whole */
+	if (check_header(m.data, m.len, &n) == 0 &&
+	    check_crc(nv_map_crc32(&m, m.len - 4), m.data, m.len) == 0 &&
+	    parse_body(m.data, n, keep_l, &m, hc) == 0)
+		rc = 0;
 	nv_map_free(&m);
+	if (rc < 0)
+		nv_hctx_free(hc);
 	return rc;
 }

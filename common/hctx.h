@@ -38,7 +38,7 @@ typedef struct {
 	uint64_t count;
 	uint32_t gram_crc;
 	nv_mat hf;      /* (n × n) damped Gram, full */
-	nv_mat l;       /* (n × n) lower Cholesky factor of hf */
+	nv_mat l;       /* (n × n) lower Cholesky factor of hf (empty when not kept) */
 	double *sqd;    /* (n) √diag(hf) */
 	uint32_t *perm; /* (n) act order */
 	nv_mat uc;      /* (n × n) upper Cholesky factor of the permuted inverse */
@@ -66,7 +66,10 @@ int nv_hctx_write(const char *path, const nv_hctx *hc);
 /* validate and decode (magic, version, size, CRC, finiteness, factor
  * diagonals, permutation); -1 with reason naming the field */
 int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc);
-int nv_hctx_read(const char *path, nv_hctx *hc);
+/* the same from a file, never held whole (its pages are given back as they
+ * are read); with keep_l 0 the factor l is checked but not kept (hc->l
+ * empty): the CPU encoder of a matrix no taller than wide does not read it */
+int nv_hctx_read(const char *path, int keep_l, nv_hctx *hc);
 
 void nv_hctx_free(nv_hctx *hc);
 

@@ -28,25 +28,33 @@ static size_t nvgg_size(size_t n)
 	return all;
 }
 
-/* finite entries, non-negative diagonal, symmetric within NVGG_SYM_TOL */
-static int nvgg_check_values(const float *g, size_t n)
+/* entry i of a decoded Gram, f32 or f64 */
+static double ent(const nvgg *o, size_t i)
 {
+	return o->d ? o->d[i] : o->g[i];
+}
+
+/* finite entries, non-negative diagonal, symmetric within NVGG_SYM_TOL */
+static int nvgg_check_values(const nvgg *o)
+{
+	size_t n = o->n;
+
 	for (size_t i = 0; i < n * n; i++) {
-		if (!isfinite(g[i])) {
-			nv_seterr("G[%zu,%zu] = %g is not finite", i / n, i % n, g[i]);
+		if (!isfinite(ent(o, i))) {
+			nv_seterr("G[%zu,%zu] = %g is not finite", i / n, i % n, ent(o, i));
 			return -1;
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (g[i * n + i] < 0) {
-			nv_seterr("diagonal G[%zu,%zu] = %g is negative", i, i, g[i * n + i]);
+		if (ent(o, i * n + i) < 0) {
+			nv_seterr("diagonal G[%zu,%zu] = %g is negative", i, i, ent(o, i * n + i));
 			return -1;
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
 		for (size_t j = i + 1; j < n; j++) {
-			double a = g[i * n + j], b = g[j * n + i];
-			double s = fmax(fmax(g[i * n + i], g[j * n + j]), NVGG_SYM_TINY);
+			double a = ent(o, i * n + j), b = ent(o, j * n + i);
+			double s = fmax(fmax(ent(o, i * n + i), ent(o, j * n + j)), NVGG_SYM_TINY);
 
 			if (fabs(a - b) > NVGG_SYM_TOL * s) {
 				nv_seterr("not symmetric: G[%zu,%zu] = %.9g but G[%zu,%zu] = %.9g "
@@ -60,24 +68,63 @@ static int nvgg_check_values(const float *g, size_t n)
 }
 
 /* a cross-moment's entries need only be finite */
-static int nvgc_check_values(const float *g, size_t n)
+static int nvgc_check_values(const nvgg *o)
 {
+	size_t n = o->n;
+
 	for (size_t i = 0; i < n * n; i++)
-		if (!isfinite(g[i])) {
-			nv_seterr("C[%zu,%zu] = %g is not finite", i / n, i % n, g[i]);
+		if (!isfinite(ent(o, i))) {
+			nv_seterr("C[%zu,%zu] = %g is not finite", i / n, i % n, ent(o, i));
 			return -1;
 		}
 	return 0;
 }
 
+/* how a file's values are taken: decoded to f32 or f64 (or neither: their
+ * CRC alone), the CRC of their bytes wanted or not, and the mapping whose
+ * pages go once read (NULL: a buffer) */
+typedef struct {
+	int f64, values;
+	uint32_t *crc;
+	const nv_map *m;
+} take;
+
+/* the values, a million at a time */
+static int decode(const uint8_t *buf, size_t nn, const take *tk, nvgg *out)
+{
+	const size_t piece = (size_t)1 << 20;
+	uint32_t c = 0;
+
+	if (tk->values && tk->f64 && !(out->d = nv_malloc(nn, sizeof(double))))
+		return -1;
+	if (tk->values && !tk->f64 && !(out->g = nv_malloc(nn, sizeof(float))))
+		return -1;
+	for (size_t i0 = 0; i0 < nn; i0 += piece) {
+		size_t k = nn - i0 < piece ? nn - i0 : piece;
+		const uint8_t *p = buf + NVGG_HEADER + 4 * i0;
+		if (tk->crc)
+			c = nv_crc32_update(c, p, 4 * k);
+		for (size_t i = 0; i < k && tk->values; i++) {
+			if (out->d)
+				out->d[i0 + i] = le_f32(p + 4 * i);
+			else
+				out->g[i0 + i] = le_f32(p + 4 * i);
+		}
+		if (tk->m)
+			nv_map_drop(tk->m, NVGG_HEADER + 4 * (i0 + k));
+	}
+	if (tk->crc)
+		*tk->crc = c;
+	return 0;
+}
+
 /* an NVGG (cross 0) or NVGC (cross 1) file's bytes: the layout is one */
-static int parse_kind(const uint8_t *buf, size_t len, int cross, nvgg *out)
+static int parse_kind(const uint8_t *buf, size_t len, int cross, const take *tk, nvgg *out)
 {
 	uint32_t magic, n, want_magic = cross ? NVGC_MAGIC : NVGG_MAGIC;
 	const char *kind = cross ? "NVGC" : "NVGG";
 	uint64_t count;
 	size_t want;
-	float *g;
 
 	memset(out, 0, sizeof(*out));
 	if (len < NVGG_HEADER) {
@@ -106,34 +153,31 @@ static int parse_kind(const uint8_t *buf, size_t len, int cross, nvgg *out)
 		nv_seterr("size %zu bytes disagrees with n %u (16 + 4·n² = %zu bytes)", len, n, want);
 		return -1;
 	}
-	g = nv_malloc((size_t)n * n, sizeof(float));
-	if (!g)
-		return -1;
-	for (size_t i = 0; i < (size_t)n * n; i++)
-		g[i] = le_f32(buf + NVGG_HEADER + 4 * i);
-	if ((cross ? nvgc_check_values(g, n) : nvgg_check_values(g, n)) < 0) {
-		free(g);
-		return -1;
-	}
 	out->n = n;
 	out->count = count;
-	out->g = g;
 	out->cross = cross;
+	if (decode(buf, (size_t)n * n, tk, out) < 0 ||
+	    (tk->values && (cross ? nvgc_check_values(out) : nvgg_check_values(out)) < 0)) {
+		nvgg_free(out);
+		return -1;
+	}
 	return 0;
 }
 
+static const take as_f32 = { 0, 1, NULL, NULL };
+
 int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out)
 {
-	return parse_kind(buf, len, 0, out);
+	return parse_kind(buf, len, 0, &as_f32, out);
 }
 
 int nvgc_parse(const uint8_t *buf, size_t len, nvgg *out)
 {
-	return parse_kind(buf, len, 1, out);
+	return parse_kind(buf, len, 1, &as_f32, out);
 }
 
-/* cross −1: the kind the file's magic says */
-static int read_kind(const char *path, int cross, nvgg *out)
+/* cross −1: the kind the file's magic says; the mapping's pages go as read */
+static int read_kind(const char *path, int cross, take tk, nvgg *out)
 {
 	nv_map m;
 	int rc;
@@ -143,24 +187,39 @@ static int read_kind(const char *path, int cross, nvgg *out)
 		return -1;
 	if (cross < 0)
 		cross = m.len >= 4 && le_u32(m.data) == NVGC_MAGIC;
-	rc = parse_kind(m.data, m.len, cross, out);
+	tk.m = &m;
+	rc = parse_kind(m.data, m.len, cross, &tk, out);
 	nv_map_free(&m);
 	return rc;
 }
 
 int nvgg_read_any(const char *path, nvgg *out)
 {
-	return read_kind(path, -1, out);
+	return read_kind(path, -1, as_f32, out);
 }
 
 int nvgc_read(const char *path, nvgg *out)
 {
-	return read_kind(path, 1, out);
+	return read_kind(path, 1, as_f32, out);
 }
 
 int nvgg_read(const char *path, nvgg *out)
 {
-	return read_kind(path, 0, out);
+	return read_kind(path, 0, as_f32, out);
+}
+
+int nvgg_read_f64(const char *path, int cross, nvgg *out, uint32_t *crc)
+{
+	take tk = { 1, 1, crc, NULL };
+
+	return read_kind(path, cross, tk, out);
+}
+
+int nvgg_read_crc(const char *path, nvgg *out, uint32_t *crc)
+{
+	take tk = { 0, 0, crc, NULL };
+
+	return read_kind(path, 0, tk, out);
 }
 
 int nvgg_write(const char *path, const nvgg *g)
@@ -235,20 +294,9 @@ int nvgg_merge(const nvgg *in, size_t k, nvgg *out)
 	return 0;
 }
 
-double *nvgg_to_f64(const nvgg *g)
-{
-	size_t nn = (size_t)g->n * g->n;
-	double *d = nv_malloc(nn ? nn : 1, sizeof(double));
-
-	if (!d)
-		return NULL;
-	for (size_t i = 0; i < nn; i++)
-		d[i] = g->g[i];
-	return d;
-}
-
 void nvgg_free(nvgg *g)
 {
 	free(g->g);
+	free(g->d);
 	memset(g, 0, sizeof(*g));
 }

@@ -32,6 +32,7 @@ typedef struct {
 	uint32_t n;
 	uint64_t count;
 	float *g; /* (n × n) row-major, owned */
+	double *d; /* the same in f64 when read so (nvgg_read_f64), g then NULL */
 	int cross; /* 1: an NVGC cross-moment (written with its magic) */
 } nvgg;
 
@@ -48,6 +49,16 @@ int nvgc_read(const char *path, nvgg *out);
 /* an NVGG or an NVGC file, by its magic (out->cross says which) */
 int nvgg_read_any(const char *path, nvgg *out);
 
+/* read and validate an NVGG (cross 0) or an NVGC (cross 1) into out->d, f64,
+ * with no f32 copy and never the whole file held; crc (may be NULL) gets
+ * the CRC-32 of the values' bytes as stored (what an HCTX's gram_crc is) */
+int nvgg_read_f64(const char *path, int cross, nvgg *out, uint32_t *crc);
+
+/* an NVGG's header (checked: magic, n, count, size) and the CRC-32 of its
+ * values' bytes, the values neither decoded nor checked (out->g, d NULL):
+ * for a reader that needs the Gram only to match a context built from it */
+int nvgg_read_crc(const char *path, nvgg *out, uint32_t *crc);
+
 /* write atomically ("-" = stdout, refused on a terminal) */
 int nvgg_write(const char *path, const nvgg *g);
 
@@ -57,9 +68,6 @@ int nvgg_write(const char *path, const nvgg *g);
  * widths, a zero count or a count total beyond u64.
  */
 int nvgg_merge(const nvgg *in, size_t k, nvgg *out);
-
-/* the Gram as f64 (n × n), freshly allocated */
-double *nvgg_to_f64(const nvgg *g);
 
 void nvgg_free(nvgg *g);
 

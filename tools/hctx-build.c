@@ -69,7 +69,7 @@ int main(int argc, char **argv)
 	opts o;
 	nvgg g;
 	nv_hctx hc;
-	double *gd;
+	uint32_t crc;
 	int rc;
 
 	tool_name = "hctx-build";
@@ -77,22 +77,14 @@ int main(int argc, char **argv)
 		return rc;
 	if (o.threads)
 		nv_set_threads((int)o.threads);
-	if (nvgg_read(o.gram, &g) < 0)
+	if (nvgg_read_f64(o.gram, 0, &g, &crc) < 0)
 		return tool_fail("cannot read Gram", o.gram);
-	gd = nvgg_to_f64(&g);
-	if (!gd) {
-		nvgg_free(&g);
-		return tool_fail("cannot read Gram", o.gram);
-	}
-	rc = nv_hctx_build(gd, g.n, o.rho, &hc);
-	free(gd);
-	if (rc < 0) {
-		nvgg_free(&g);
-		return tool_fail("cannot build context from", o.gram);
-	}
+	rc = nv_hctx_build(g.d, g.n, o.rho, &hc);
 	hc.count = g.count;
-	hc.gram_crc = nv_crc32(g.g, (size_t)g.n * g.n * sizeof(float));
+	hc.gram_crc = crc;
 	nvgg_free(&g);
+	if (rc < 0)
+		return tool_fail("cannot build context from", o.gram);
 	rc = nv_hctx_write(o.out, &hc);
 	nv_hctx_free(&hc);
 	if (rc < 0)

@@ -472,6 +472,9 @@ static int load_all(opts *o, const cmf_file *cf, nv_encin *in, nvdev_tensor *t, 
 	const char *shapes[64] = { 0 };
 
 	o->s.nvg = o->method == NV_METHOD_NVG;
+	/* the CPU encoder of one matrix no taller than wide reads no Cholesky
+	 * factor: the context is read without it (other runs: nvdev_trim_context) */
+	o->s.no_l = o->dev.mode == NVCL_CPU && k == 1 && o->s.m <= o->s.n;
 	sp[0] = o->s;
 	for (size_t i = 1; i < k && o->nshape > 1; i++)
 		shapes[i] = o->shapes[i];

@@ -2,9 +2,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "err.h"
+#include "fileio.h"
 #include "hctx.h"
+#include "le.h"
 #include "synth.h"
 #include "tap.h"
 
@@ -56,6 +60,44 @@ static void test_uc(const nv_mat *h)
 	nv_hctx_free(&hc);
 }
 
+/* the same bytes through a file: kept whole, or l checked and not kept */
+static void test_read(uint8_t *buf, size_t len, const nv_hctx *hc)
+{
+	char path[] = "/tmp/test-hctx.XXXXXX";
+	int fd = mkstemp(path);
+	size_t n = hc->n, l0 = 32 + 8 * (n * (n + 1) / 2); /* where l starts */
+	nv_hctx back;
+	uint8_t keep[8];
+
+	ok(fd >= 0 && write(fd, buf, len) == (ssize_t)len && close(fd) == 0, "a context file");
+	is_int(nv_hctx_read(path, 1, &back), 0, "read with l");
+	ok(back.l.d && !memcmp(back.l.d, hc->l.d, n * n * 8) && !memcmp(back.uc.d, hc->uc.d, n * n * 8),
+	   "the parse's fields");
+	nv_hctx_free(&back);
+	is_int(nv_hctx_read(path, 0, &back), 0, "read without l");
+	ok(back.l.d == NULL && !memcmp(back.hf.d, hc->hf.d, n * n * 8) &&
+		   !memcmp(back.uc.d, hc->uc.d, n * n * 8) && !memcmp(back.perm, hc->perm, n * 4),
+	   "l not kept, the rest as parsed");
+	nv_hctx_free(&back);
+	/* a CRC-valid l with a wild diagonal: refused even when not kept */
+	memcpy(keep, buf + l0, 8);
+	put_f64(buf + l0, 1e300);
+	put_u32(buf + len - 4, nv_crc32(buf, len - 4));
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ok(fd >= 0 && write(fd, buf, len) == (ssize_t)len && close(fd) == 0, "l(0,0) made 1e300");
+	is_int(nv_hctx_read(path, 0, &back), -1, "refused without l kept");
+	ok(strstr(nv_err(), "field l") != NULL, "reason: %s", nv_err());
+	buf[200] ^= 1;
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ok(fd >= 0 && write(fd, buf, len) == (ssize_t)len && close(fd) == 0, "and a bit flipped");
+	is_int(nv_hctx_read(path, 0, &back), -1, "the CRC is checked first");
+	ok(strstr(nv_err(), "crc") != NULL, "reason: %s", nv_err());
+	buf[200] ^= 1;
+	memcpy(buf + l0, keep, 8);
+	put_u32(buf + len - 4, nv_crc32(buf, len - 4));
+	unlink(path);
+}
+
 static void test_file(const nv_mat *h)
 {
 	nv_hctx hc, back;
@@ -76,6 +118,7 @@ static void test_file(const nv_mat *h)
 		!memcmp(back.perm, hc.perm, n * 4);
 	ok(same, "round trip is exact");
 	nv_hctx_free(&back);
+	test_read(buf, len, &hc);
 	buf[100] ^= 1;
 	is_int(nv_hctx_parse(buf, len, &back), -1, "a flipped bit is refused");
 	ok(strstr(nv_err(), "crc") != NULL, "reason: %s", nv_err());

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 /* a valid Gram file image of width n: mean of x xᵀ over `count` random rows */
@@ -51,6 +52,41 @@ static int rejects(const uint8_t *b, size_t len, const char *needle)
 	return 1;
 }
 
+/*
+ * the f64 and CRC-only readers of a Gram's file against the f32 parse g of
+ * its bytes b: every entry widened exactly, the CRC that of the stored
+ * values' bytes, the header alone from nvgg_read_crc, the checks applied
+ */
+static void read_f64(uint8_t *b, size_t len, const nvgg *g)
+{
+	char path[] = "/tmp/test-nvgg.XXXXXX";
+	int fd = mkstemp(path), same = 1;
+	uint32_t crc = 0, crc2 = 0, want = nv_crc32(b + 16, len - 16);
+	nvgg d, h;
+
+	ok(fd >= 0 && write(fd, b, len) == (ssize_t)len && close(fd) == 0, "a Gram file");
+	is_int(nvgg_read_f64(path, 0, &d, &crc), 0, "nvgg_read_f64 reads it");
+	for (size_t i = 0; i < 25 && d.d; i++)
+		same &= d.d[i] == (double)g->g[i];
+	ok(d.g == NULL && d.d && same && d.n == g->n && d.count == g->count,
+	   "f64 only, every entry the f32 one widened exactly");
+	ok(crc == want, "its CRC is that of the stored values' bytes");
+	is_int(nvgg_read_crc(path, &h, &crc2), 0, "nvgg_read_crc reads it");
+	ok(h.g == NULL && h.d == NULL && h.n == 5 && h.count == g->count && crc2 == want,
+	   "the header and the same CRC, no values");
+	is_int(nvgg_read_f64(path, 1, &h, NULL), -1, "read as an NVGC it is refused (%s)",
+	       nv_err());
+	put_f32(b + 16 + 4 * 1, 7.0f); /* G[0,1] ≠ G[1,0] */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ok(fd >= 0 && write(fd, b, len) == (ssize_t)len && close(fd) == 0, "made asymmetric");
+	is_int(nvgg_read_f64(path, 0, &h, NULL), -1, "the f64 reader checks the values too");
+	ok(strstr(nv_err(), "not symmetric") != NULL, "reason: %s", nv_err());
+	is_int(nvgg_read_crc(path, &h, &crc2), 0, "the CRC reader does not");
+	ok(crc2 != want, "and its CRC tells the change");
+	nvgg_free(&d);
+	unlink(path);
+}
+
 static void parse_layout(tap_rng *rng)
 {
 	size_t len;
@@ -66,15 +102,7 @@ static void parse_layout(tap_rng *rng)
 	for (size_t i = 0; i < 25; i++)
 		same &= g.g[i] == le_f32(b + 16 + 4 * i);
 	ok(same, "G is the body, row-major, bit for bit");
-	{
-		double *d = nvgg_to_f64(&g);
-
-		same = 1;
-		for (size_t i = 0; i < 25; i++)
-			same &= d[i] == (double)g.g[i];
-		ok(same, "nvgg_to_f64 widens every entry exactly");
-		free(d);
-	}
+	read_f64(b, len, &g);
 	nvgg_free(&g);
 	free(b);
 }

@@ -1070,7 +1070,7 @@ nvcl_hctx *nvcl_hctx_upload(nvcl_ctx *c, const nvcl_hin *in)
 	h->hf = nvcl_q_upload_d(&q, in->hf, nn, "the damped Gram");
 	h->l = nvcl_q_upload_d(&q, in->l, nn, "its Cholesky factor");
 	h->uc = nvcl_q_upload_d(&q, in->uc, nn, "the permuted inverse factor");
-	h->hsel = nvcl_q_upload_d(&q, in->hsel, nn, "the SEL Gram");
+	h->hsel = nvcl_q_upload(&q, in->hsel, nn, "the SEL Gram");
 	h->perm = nvcl_q_buf(&q, n, "the act order");
 	if (!q.err && clEnqueueWriteBuffer(q.q, h->perm, CL_TRUE, 0, n * sizeof(int), perm, 0,
 					   NULL, NULL) != CL_SUCCESS)

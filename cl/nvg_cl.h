@@ -32,7 +32,7 @@ typedef struct {
 	const uint32_t *perm; /* (n) act order: diag(hf) descending */
 	const double *uc;     /* (n × n) upper Cholesky factor of the permuted inverse */
 	double ridge;         /* δ: hf = G + δ·I for the FIT Gram G (the report) */
-	const double *hsel;   /* (n × n) SEL Gram, undamped (selection and report) */
+	const float *hsel;    /* (n × n) SEL Gram, undamped (selection and report) */
 } nvcl_hin;
 
 typedef struct nvcl_hctx nvcl_hctx;

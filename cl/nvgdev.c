@@ -45,7 +45,7 @@ void nvdev_result_free(nvdev_result *r)
 }
 
 /* the CPU encoder for one tensor */
-static void cpu_one(const nvdev_tensor *t, const nv_hctx *hc, const nv_mat *hsel,
+static void cpu_one(const nvdev_tensor *t, const nv_hctx *hc, const nv_mat32 *hsel,
 		    const nv_enc_opts *eo, nvdev_result *r)
 {
 	nv_enc_opts o = *eo;
@@ -100,7 +100,7 @@ static void from_device(const nvcl_job *job, nvcl_result *cr, nvdev_result *r)
 
 /* the device encoder for every tensor, jobs in flight */
 static int device_all(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
-		      const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *out)
+		      const nv_mat32 *hsel, const nv_enc_opts *eo, nvdev_result *out)
 {
 	nvcl_hin in = { hc->n, hc->hf.d, hc->l.d, hc->sqd, hc->perm, hc->uc.d, nv_hctx_ridge(hc),
 			hsel->d };
@@ -168,7 +168,7 @@ void nvdev_trim_context(const nvdev *d, const nvdev_tensor *t, size_t k, nv_hctx
 }
 
 int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
-		 const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *out)
+		 const nv_mat32 *hsel, const nv_enc_opts *eo, nvdev_result *out)
 {
 	nvdev_result *gpu = NULL;
 	int failed = 0;

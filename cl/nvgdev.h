@@ -79,7 +79,7 @@ void nvdev_trim_context(const nvdev *d, const nvdev_tensor *t, size_t k, nv_hctx
  * refused, -1 when one failed (its err says why).
  */
 int nvdev_encode(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
-		 const nv_mat *hsel, const nv_enc_opts *eo, nvdev_result *out);
+		 const nv_mat32 *hsel, const nv_enc_opts *eo, nvdev_result *out);
 
 /*
  * tensors 1..k-1 of a several-tensor run: spec[i] is first's with the source

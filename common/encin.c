@@ -80,7 +80,7 @@ void nv_encin_free(nv_encin *in)
 {
 	nv_mat_free(&in->w);
 	nv_mat_free(&in->hfit);
-	nv_mat_free(&in->hsel);
+	nv_mat32_free(&in->hsel);
 	nv_mat_free(&in->wsrc);
 	nv_mat_free(&in->csel);
 	nv_mat_free(&in->ssel);
@@ -111,6 +111,23 @@ static int load_moment(const char *path, int cross, size_t n, nv_mat *g, uint32_
 		gg.d = NULL;
 	}
 	nvgg_free(&gg);
+	return 0;
+}
+
+/* the SEL Gram as its file holds it, f32 */
+static int load_sel(const char *path, size_t n, nv_mat32 *g, uint64_t *count)
+{
+	nvgg gg;
+
+	if (nvgg_read(path, &gg) < 0)
+		return fail("cannot read Gram", path);
+	if (gg.n != n) {
+		nv_seterr("%u wide, but W has %zu columns", gg.n, n);
+		nvgg_free(&gg);
+		return fail("Gram does not fit W", path);
+	}
+	*count = gg.count;
+	*g = (nv_mat32){ n, n, gg.g };
 	return 0;
 }
 
@@ -200,7 +217,9 @@ int nv_encin_transport_err(const nv_encin *in, const uint8_t *bytes, size_t len,
 		wh.d[i] = f[i];
 	nv_gemm(1.0, w, 0, &in->ssel, 0, 0.0, &p); /* W S */
 	den = nv_dot_all(&p, w);
-	nv_gemm(1.0, &wh, 0, &in->hsel, 0, 0.0, &p); /* Ŵ G */
+	nv_mat_free(&p);
+	if (nv_gemm32b_new(&wh, &in->hsel, &p) < 0) /* Ŵ G */
+		goto out;
 	num = nv_dot_all(&p, &wh) + den;
 	nv_gemm(1.0, w, 0, &in->csel, 1, 0.0, &p); /* W Cᵀ */
 	num -= 2 * nv_dot_all(&p, &wh);
@@ -332,7 +351,7 @@ int nv_encin_load(const nv_encin_spec *o, const cmf_file *cf, nv_encin *in, nv_p
 		return -1;
 	if (o->nvg)
 		nv_mat_free(&in->hfit);
-	if (o->sel && load_gram(o->sel, o->n, &in->hsel, NULL, &in->sel_count) < 0)
+	if (o->sel && load_sel(o->sel, o->n, &in->hsel, &in->sel_count) < 0)
 		return -1;
 	if (o->cross_sel && load_sel_moments(o, in) < 0)
 		return -1;

@@ -37,8 +37,9 @@ typedef struct {
 } nv_encin_spec;
 
 typedef struct {
-	nv_mat w, hfit, hsel;    /* (m × n), (n × n), (n × n); absent ones empty, and hfit
-				  * freed at the end of the load when the context is built */
+	nv_mat w, hfit;          /* (m × n), (n × n); absent ones empty, and hfit freed once
+				  * the context is made */
+	nv_mat32 hsel;           /* (n × n) in f32, as its file holds it; or empty */
 	nv_hctx hc;
 	int have_hc;
 	uint32_t fit_crc;        /* CRC-32 of the FIT Gram's values */

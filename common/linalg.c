@@ -153,6 +153,60 @@ int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c)
 	return 0;
 }
 
+#define F32_BLOCK 256
+
+void nv_mat32_free(nv_mat32 *a)
+{
+	free(a->d);
+	memset(a, 0, sizeof(*a));
+}
+
+int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
+{
+	size_t k = a->c;
+	nv_mat blk = {0};
+
+	assert(b->r == k);
+	if (nv_mat_zeros(c, a->r, b->c) < 0 || nv_mat_zeros(&blk, F32_BLOCK, k) < 0) {
+		nv_mat_free(c);
+		return -1;
+	}
+	for (size_t i0 = 0; i0 < a->r; i0 += F32_BLOCK) {
+		size_t nb = a->r - i0 < F32_BLOCK ? a->r - i0 : F32_BLOCK;
+		nv_mat rows = { nb, k, blk.d }, out = { nb, b->c, c->d + i0 * b->c };
+		for (size_t x = 0; x < nb * k; x++)
+			blk.d[x] = a->d[i0 * k + x];
+		nv_gemm(1.0, &rows, 0, b, 0, 0.0, &out);
+	}
+	nv_mat_free(&blk);
+	return 0;
+}
+
+int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
+{
+	size_t k = b->r, m = a->r, n = b->c;
+	double *blk = nv_malloc(k * F32_BLOCK, sizeof(double));
+
+	assert(a->c == k);
+	if (!blk || nv_mat_zeros(c, m, n) < 0) {
+		free(blk);
+		return -1;
+	}
+	for (size_t j0 = 0; j0 < n; j0 += F32_BLOCK) {
+		size_t nb = n - j0 < F32_BLOCK ? n - j0 : F32_BLOCK;
+		for (size_t i = 0; i < k; i++)
+			for (size_t j = 0; j < nb; j++)
+				blk[i * nb + j] = b->d[i * n + j0 + j];
+		if (m && nb && k) {
+			nv_flops_add(2ull * m * nb * k);
+			cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)nb, (int)k,
+				    1.0, a->d, (int)ld(a->c), blk, (int)nb, 0.0, c->d + j0, (int)n);
+		}
+	}
+	free(blk);
+	return 0;
+}
+
 int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 {
 	size_t n = ta ? a->c : a->r, k = ta ? a->r : a->c;

@@ -50,6 +50,20 @@ void nv_gemm(double alpha, const nv_mat *a, int ta, const nv_mat *b, int tb, dou
 /* C = op(A)·op(B), freshly allocated; -1 with reason on exhaustion */
 int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c);
 
+/* a matrix held in f32 (a Gram as its file stores it: half the f64 bytes,
+ * and exactly its values) */
+typedef struct {
+	size_t r, c;
+	float *d;    /* (r × c) row-major, owned */
+} nv_mat32;
+
+void nv_mat32_free(nv_mat32 *a);
+/* C = A·B (fresh) with A in f32, in f64 arithmetic: A widened 256 rows at a
+ * time, so no f64 copy of it is ever whole */
+int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);
+/* C = A·B (fresh) with B in f32, widened 256 columns at a time */
+int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c);
+
 /* C = alpha·A·Aᵀ (ta = 0) or alpha·Aᵀ·A (ta = 1), both triangles filled, freshly allocated */
 int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c);
 

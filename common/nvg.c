@@ -134,10 +134,28 @@ int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h)
 {
 	mt->w = w;
 	mt->h = h;
+	mt->h32 = NULL;
 	if (nv_gemm_new(w, 0, h, 0, &mt->wh) < 0)
 		return -1;
 	mt->whw = nv_dot_all(&mt->wh, w);
 	return 0;
+}
+
+int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h)
+{
+	mt->w = w;
+	mt->h = NULL;
+	mt->h32 = h;
+	if (nv_gemm32b_new(w, h, &mt->wh) < 0)
+		return -1;
+	mt->whw = nv_dot_all(&mt->wh, w);
+	return 0;
+}
+
+/* H·B (fresh) on the metric's H, f64 or f32 */
+static int metric_times(const nv_metric *mt, const nv_mat *b, nv_mat *out)
+{
+	return mt->h32 ? nv_gemm32a_new(mt->h32, b, out) : nv_gemm_new(mt->h, 0, b, 0, out);
 }
 
 void nv_metric_free(nv_metric *mt)
@@ -201,12 +219,12 @@ static void factors_free(factors *f)
 	}
 }
 
-static int factors_of(const nv_bm *md, const nv_mat *h, factors *f)
+static int factors_of(const nv_bm *md, const nv_metric *mt, factors *f)
 {
 	memset(f, 0, sizeof(*f));
 	for (size_t p = 0; p < md->np; p++)
 		if (nv_path_hsl(md, p, &f->a[p]) < 0 || nv_path_gs(md, p, &f->b[p]) < 0 ||
-		    nv_gemm_new(h, 0, &f->b[p], 0, &f->hb[p]) < 0) {
+		    metric_times(mt, &f->b[p], &f->hb[p]) < 0) {
 			factors_free(f);
 			return -1;
 		}
@@ -231,7 +249,7 @@ int nv_herr(const nv_metric *mt, const nv_bm *md, double *out)
 	factors f;
 	double e = mt->whw;
 
-	if (factors_of(md, mt->h, &f) < 0)
+	if (factors_of(md, mt, &f) < 0)
 		return -1;
 	for (size_t p = 0; p < md->np; p++) {
 		double x;

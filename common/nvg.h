@@ -73,14 +73,17 @@ int nv_bm_recon(const nv_bm *md, int skip, nv_mat *out);
 /* ---- the H metric ---- */
 
 typedef struct {
-	const nv_mat *w; /* (m × n) */
-	const nv_mat *h; /* (n × n) */
-	nv_mat wh;       /* (m × n) W·H */
-	double whw;      /* tr(W H Wᵀ) */
+	const nv_mat *w;     /* (m × n) */
+	const nv_mat *h;     /* (n × n), or NULL when h32 */
+	const nv_mat32 *h32; /* (n × n) the same held in f32 (a Gram as read), or NULL */
+	nv_mat wh;           /* (m × n) W·H */
+	double whw;          /* tr(W H Wᵀ) */
 } nv_metric;
 
 /* W·H is computed once here (m·n·n); every error after is low-rank */
 int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h);
+/* the same on an f32 H, its products in f64 (nv_gemm32a_new, nv_gemm32b_new) */
+int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h);
 void nv_metric_free(nv_metric *mt);
 
 /* tr(E H Eᵀ) of Ŵ = the model, from its factors:
@@ -249,13 +252,14 @@ typedef struct {
 
 /* encode W (m × n).  nvg needs hc (the FIT context: its stored fit error
  * on the raw FIT Gram comes from hf and the ridge, so the raw Gram need not
- * be kept) and hsel (the raw mean SEL Gram, n × n); dual-svid reads no Gram
+ * be kept) and hsel (the raw mean SEL Gram, n × n, f32 as its file holds it:
+ * half the bytes, the same values, its products in f64); dual-svid reads no Gram
  * (NULL), and only measures its stored payload on hsel when one is given.
  * 0 encoded, 1 refused by the packer ("blr refused", reason set), -1 error */
-int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel, const nv_enc_opts *o,
+int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel, const nv_enc_opts *o,
 	      nv_enc_result *res);
 /* the same from an f32 W (m × n) */
-int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat *hsel,
+int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat32 *hsel,
 		  const nv_enc_opts *o, nv_enc_result *res);
 void nv_enc_result_free(nv_enc_result *res);
 

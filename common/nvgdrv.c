@@ -188,7 +188,7 @@ static int finish(const nv_tctx *c, const nv_metric *sel, const nv_bm *st, const
 	return 0;
 }
 
-static int check_nvg_inputs(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel)
+static int check_nvg_inputs(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel)
 {
 	if (!hc || !hsel) {
 		nv_seterr("nvg needs the FIT context and the SEL Gram");
@@ -202,7 +202,7 @@ static int check_nvg_inputs(const nv_mat *w, const nv_hctx *hc, const nv_mat *hs
 	return 0;
 }
 
-static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel,
+static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 		      const nv_enc_opts *o, nv_enc_result *res)
 {
 	nv_tctx c;
@@ -221,7 +221,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel,
 	c.try_sweeps = o->try_sweeps;
 	c.als_tol = o->als_tol;
 	t = nv_now();
-	if (nv_metric_init(&sel, w, hsel) < 0)
+	if (nv_metric_init32(&sel, w, hsel) < 0)
 		goto out;
 	nv_prof_add(o->prof, "select", nv_now() - t, 0);
 	if ((o->paths != 1 && add_cand(&cs, &c, &sel, o, 2) < 0) ||
@@ -253,7 +253,7 @@ static int frob_rel(const nv_mat *w, const nv_bm *md, double *out)
 }
 
 /* the stored model's relative errors: Frobenius, and on hsel when given */
-static int stored_errors(const nv_mat *w, const nv_mat *hsel, const nv_bm *st,
+static int stored_errors(const nv_mat *w, const nv_mat32 *hsel, const nv_bm *st,
 			 nv_enc_result *res)
 {
 	nv_metric sel;
@@ -263,7 +263,7 @@ static int stored_errors(const nv_mat *w, const nv_mat *hsel, const nv_bm *st,
 		return -1;
 	if (!hsel)
 		return 0;
-	if (nv_metric_init(&sel, w, hsel) < 0)
+	if (nv_metric_init32(&sel, w, hsel) < 0)
 		return -1;
 	rc = nv_rel(&sel, st, &res->sel_err);
 	nv_metric_free(&sel);
@@ -274,7 +274,7 @@ static int stored_errors(const nv_mat *w, const nv_mat *hsel, const nv_bm *st,
  * hsel (n × n raw SEL Gram, may be NULL) is only measured: the stored
  * payload's relative error on it goes to res->sel_err and " sel …" ends the
  * line; the payload is the same with or without it */
-static int encode_dual_svid(const nv_mat *w, const nv_mat *hsel, const nv_enc_opts *o,
+static int encode_dual_svid(const nv_mat *w, const nv_mat32 *hsel, const nv_enc_opts *o,
 			    nv_enc_result *res)
 {
 	size_t m = w->r, n = w->c, np = o->paths == 1 ? 1 : 2, r;
@@ -318,7 +318,7 @@ static int encode_dual_svid(const nv_mat *w, const nv_mat *hsel, const nv_enc_op
 	return 0;
 }
 
-int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel, const nv_enc_opts *o,
+int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel, const nv_enc_opts *o,
 	      nv_enc_result *res)
 {
 	memset(res, 0, sizeof(*res));
@@ -337,7 +337,7 @@ int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat *hsel, const nv_e
 	return encode_nvg(w, hc, hsel, o, res);
 }
 
-int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat *hsel,
+int nv_encode_f32(const float *w, size_t m, size_t n, const nv_hctx *hc, const nv_mat32 *hsel,
 		  const nv_enc_opts *o, nv_enc_result *res)
 {
 	nv_mat wd;

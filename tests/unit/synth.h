@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "linalg.h"
 
@@ -45,6 +46,23 @@ static int synth(nv_mat *w, nv_mat *h)
 	for (size_t i = 0; i < n * n; i++)
 		h->d[i] /= (double)t;
 	nv_mat_free(&x);
+	return 0;
+}
+
+/* h rounded to f32 in place (the values a Gram file holds), and h32 its
+ * f32 copy: the f64 and f32 forms then hold the same numbers */
+static int synth_f32(nv_mat *h, nv_mat32 *h32) __attribute__((unused));
+static int synth_f32(nv_mat *h, nv_mat32 *h32)
+{
+	h32->r = h->r;
+	h32->c = h->c;
+	h32->d = malloc(h->r * h->c * sizeof(float));
+	if (!h32->d)
+		return -1;
+	for (size_t i = 0; i < h->r * h->c; i++) {
+		h32->d[i] = (float)h->d[i];
+		h->d[i] = h32->d[i];
+	}
 	return 0;
 }
 

@@ -611,6 +611,57 @@ static void test_pcg(void)
 	free(x2);
 }
 
+/* max |x − y| / max |y| over two matrices of one shape */
+static double mat_gap(const nv_mat *x, const nv_mat *y)
+{
+	double gap = 0.0, top = 0.0;
+
+	for (size_t i = 0; i < x->r * x->c; i++) {
+		gap = fmax(gap, fabs(x->d[i] - y->d[i]));
+		top = fmax(top, fabs(y->d[i]));
+	}
+	return gap / fmax(top, 1e-300);
+}
+
+/*
+ * products with an f32 operand, widened in blocks of 256 (shapes that leave
+ * a partial block): the f64 products of the widened matrix, to the rounding
+ * of one dgemm's sums (k·ε)
+ */
+static void test_gemm32(void)
+{
+	nv_mat a, b, a64, b64, c, want;
+	nv_mat32 a32 = { 300, 70, malloc(300 * 70 * sizeof(float)) };
+	nv_mat32 b32 = { 70, 300, malloc(70 * 300 * sizeof(float)) };
+
+	fill(&a, 300, 70);
+	fill(&b, 70, 9);
+	nv_mat_copy(&a64, &a);
+	for (size_t i = 0; i < 300 * 70; i++)
+		a64.d[i] = a32.d[i] = (float)a.d[i];
+	is_int(nv_gemm32a_new(&a32, &b, &c), 0, "gemm32a: A (300 × 70, f32) · B");
+	nv_gemm_new(&a64, 0, &b, 0, &want);
+	ok(c.r == 300 && c.c == 9 && mat_gap(&c, &want) <= 1e-14,
+	   "gemm32a = the f64 product of the widened A (%.2g)", mat_gap(&c, &want));
+	nv_mat_free(&c), nv_mat_free(&want), nv_mat_free(&b);
+	fill(&b, 70, 300);
+	nv_mat_copy(&b64, &b);
+	for (size_t i = 0; i < 70 * 300; i++)
+		b64.d[i] = b32.d[i] = (float)b.d[i];
+	fill(&c, 5, 70); /* A */
+	is_int(nv_gemm32b_new(&c, &b32, &want), 0, "gemm32b: A · B (70 × 300, f32)");
+	{
+		nv_mat ref;
+		nv_gemm_new(&c, 0, &b64, 0, &ref);
+		ok(want.r == 5 && want.c == 300 && mat_gap(&want, &ref) <= 1e-14,
+		   "gemm32b = the f64 product of the widened B (%.2g)", mat_gap(&want, &ref));
+		nv_mat_free(&ref);
+	}
+	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&a64), nv_mat_free(&b64);
+	nv_mat_free(&c), nv_mat_free(&want);
+	nv_mat32_free(&a32), nv_mat32_free(&b32);
+}
+
 /* max_i |x_i − y_i| / |y_i| */
 static double max_rel_gap(const double *x, const double *y, size_t n)
 {
@@ -755,6 +806,7 @@ int main(void)
 	test_polar();
 	test_solve();
 	test_pcg();
+	test_gemm32();
 	test_chol_kept();
 	test_qr();
 	test_nonfinite();

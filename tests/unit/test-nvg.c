@@ -14,6 +14,7 @@
 #include "tap.h"
 
 static nv_mat W, H;
+static nv_mat32 H32; /* H's f32 form (H is f32-exact): the SEL Gram as read */
 
 /* tr(E hf Eᵀ) by the direct formula */
 static double direct_err(const nv_bm *md, const nv_mat *h)
@@ -174,6 +175,12 @@ static void test_rel_raw(const nv_tctx *c, const nv_bm *md)
 	 * the result */
 	near(got, want, 1e-10 * want, "raw-Gram error %.12g from hf less its ridge = %.12g on H",
 	     got, want);
+	nv_metric_free(&raw);
+	/* the metric on H held in f32 (H is f32-exact): the same error to the
+	 * rounding of the blocked products, 1e-12 */
+	nv_metric_init32(&raw, c->w, &H32);
+	nv_rel(&raw, md, &got);
+	near(got, want, 1e-12 * want, "on H held in f32: %.12g", got);
 	nv_metric_free(&raw);
 }
 
@@ -499,7 +506,7 @@ static void test_drivers(const nv_hctx *hc)
 	ok(strncmp(d.line, "P2 r", 4) == 0 && strstr(d.line, " frob "), "dual-svid line: %s", d.line);
 
 	o.method = NV_METHOD_NVG;
-	is_int(nv_encode(&W, hc, &H, &o, &n), 0, "nvg encodes at 3 bpw");
+	is_int(nv_encode(&W, hc, &H32, &o, &n), 0, "nvg encodes at 3 bpw");
 	blr_rank(96, 64, 3.0, (size_t)n.paths, 1.0, &r, &clip);
 	is_int(n.r, r, "nvg rank is the rule's for the picked P%d", n.paths);
 	ok(n.bits == blr_bits(96, 64, r, (size_t)n.paths), "nvg strict bit count");
@@ -516,21 +523,21 @@ static void test_drivers(const nv_hctx *hc)
 	near(n.fit_err, en, 1e-5 * en + 1e-6, "reported fit error matches the payload's");
 
 	o.threads = 3;
-	is_int(nv_encode(&W, hc, &H, &o, &n2), 0, "nvg again with 3 row workers");
+	is_int(nv_encode(&W, hc, &H32, &o, &n2), 0, "nvg again with 3 row workers");
 	ok(n2.len == n.len && !memcmp(n2.bytes, n.bytes, n.len) && !strcmp(n2.line, n.line),
 	   "same inputs give the same bytes and line (1 vs 3 row workers)");
 	o.threads = 1;
 	o.paths = 1;
-	is_int(nv_encode(&W, hc, &H, &o, &n3), 0, "nvg forced to one path");
+	is_int(nv_encode(&W, hc, &H32, &o, &n3), 0, "nvg forced to one path");
 	ok(n3.paths == 1 && strstr(n3.line, "sel: P1 ") && !strstr(n3.line, "init"),
 	   "forced P1 line: %s", n3.line);
 	o.paths = 0;
 	o.sweeps = 3;
-	is_int(nv_encode(&W, hc, &H, &o, &n2b), 0, "nvg with 3 refinement sweeps");
+	is_int(nv_encode(&W, hc, &H32, &o, &n2b), 0, "nvg with 3 refinement sweeps");
 	ok(n2b.len == n.len && memcmp(n2b.bytes, n.bytes, n.len), "3 sweeps give other bytes than 2");
 	o.sweeps = NV_SWEEPS_DEFAULT;
 	nv_enc_result_free(&n2b);
-	is_int(nv_encode(&W, hc, &H, &o, &n2b), 0, "nvg with the default sweeps set");
+	is_int(nv_encode(&W, hc, &H32, &o, &n2b), 0, "nvg with the default sweeps set");
 	ok(n2b.len == n.len && !memcmp(n2b.bytes, n.bytes, n.len), "the default is 2 sweeps");
 	nv_enc_result_free(&d), nv_enc_result_free(&n), nv_enc_result_free(&n2),
 		nv_enc_result_free(&n3), nv_enc_result_free(&n2b);
@@ -578,9 +585,9 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 		nv_enc_opts_default(&o);
 		o.bpw = 3.0;
 		o.sweeps = 3;
-		nv_encode(&W, hc, &H, &o, &full);
+		nv_encode(&W, hc, &H32, &o, &full);
 		o.pick_after = after;
-		is_int(nv_encode(&W, hc, &H, &o, &early), 0, "pick after %d of 3 sweeps", after);
+		is_int(nv_encode(&W, hc, &H32, &o, &early), 0, "pick after %d of 3 sweeps", after);
 		snprintf(t2, sizeof t2, " P2@%d ", after);
 		snprintf(t1, sizeof t1, " P1@%d ", after);
 		ok(strstr(early.line, t2) && strstr(early.line, t1),
@@ -591,7 +598,7 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 		   e2, early.paths);
 		o.pick_after = 0;
 		o.paths = early.paths;
-		nv_encode(&W, hc, &H, &o, &own);
+		nv_encode(&W, hc, &H32, &o, &own);
 		ok(own.len == early.len && !memcmp(own.bytes, early.bytes, own.len),
 		   "and ends with the bytes of P%d's own encode of 3 sweeps", early.paths);
 		ok(early.paths != full.paths ||
@@ -722,18 +729,18 @@ static void test_fixed_rank(const nv_hctx *hc)
 	nv_enc_opts_default(&o);
 	o.rank = 16;
 	o.paths = 2;
-	is_int(nv_encode(&W, hc, &H, &o, &r), 0, "nvg at a fixed rank 16, P=2");
+	is_int(nv_encode(&W, hc, &H32, &o, &r), 0, "nvg at a fixed rank 16, P=2");
 	is_int(r.r, 16, "the rank is the one asked");
 	nv_enc_result_free(&r);
 	o.paths = 0;
-	is_int(nv_encode(&W, hc, &H, &o, &r), 0, "nvg at a fixed rank 16, P auto");
+	is_int(nv_encode(&W, hc, &H32, &o, &r), 0, "nvg at a fixed rank 16, P auto");
 	blr_rank(96, 64, blr_bits(96, 64, 16, 2) / (96.0 * 64.0), 1, 1.0, &r1, &clip);
 	ok(r.paths == 2 ? r.r == 16 : r.r == r1, "P%d r%zu (P1 would be r%zu)", r.paths, r.r, r1);
 	nv_enc_result_free(&r);
 	o.rank = 12;
-	is_int(nv_encode(&W, hc, &H, &o, &r), -1, "a rank that is not a multiple of 8 is refused");
+	is_int(nv_encode(&W, hc, &H32, &o, &r), -1, "a rank that is not a multiple of 8 is refused");
 	o.rank = 72;
-	is_int(nv_encode(&W, hc, &H, &o, &r), -1, "a rank above the cap (64) is refused");
+	is_int(nv_encode(&W, hc, &H32, &o, &r), -1, "a rank above the cap (64) is refused");
 	ok(strstr(nv_err(), "[8, 64]") != NULL, "reason: %s", nv_err());
 	o.method = NV_METHOD_DUAL_SVID;
 	is_int(nv_encode(&W, NULL, NULL, &o, &r), -1, "dual-svid refuses it too");
@@ -764,7 +771,7 @@ int main(void)
 	nv_tctx c;
 
 	nv_set_threads(1);
-	if (synth(&W, &H) < 0 || nv_hctx_build(H.d, 64, 1e-3, &hc) < 0 ||
+	if (synth(&W, &H) < 0 || synth_f32(&H, &H32) < 0 || nv_hctx_build(H.d, 64, 1e-3, &hc) < 0 ||
 	    nv_hctx_build(H.d, 64, 0.03, &hc3) < 0 || nv_tctx_init(&c, &W, &hc, NULL, 2) < 0) {
 		ok(0, "setup: %s", nv_err());
 		return done_testing();
@@ -785,5 +792,6 @@ int main(void)
 	nv_hctx_free(&hc3);
 	nv_mat_free(&W);
 	nv_mat_free(&H);
+	nv_mat32_free(&H32);
 	return done_testing();
 }

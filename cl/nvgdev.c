@@ -98,12 +98,28 @@ static void from_device(const nvcl_job *job, nvcl_result *cr, nvdev_result *r)
 	snprintf(e->line, sizeof(e->line), "%s", cr->line);
 }
 
+/* the context on the device; its packed uc goes there full, widened on the
+ * host for the upload only */
+static nvcl_hctx *upload_ctx(nvdev *d, const nv_hctx *hc, const nv_mat32 *hsel)
+{
+	nv_mat ucf;
+	nvcl_hctx *dh;
+
+	if (nv_hctx_uc_full(hc, &ucf) < 0)
+		return NULL;
+	{
+		nvcl_hin in = { hc->n, hc->hf.d, hc->l.d, hc->sqd, hc->perm, ucf.d,
+				nv_hctx_ridge(hc), hsel->d };
+		dh = nvcl_hctx_upload(&d->c, &in);
+	}
+	nv_mat_free(&ucf);
+	return dh;
+}
+
 /* the device encoder for every tensor, jobs in flight */
 static int device_all(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *hc,
 		      const nv_mat32 *hsel, const nv_enc_opts *eo, nvdev_result *out)
 {
-	nvcl_hin in = { hc->n, hc->hf.d, hc->l.d, hc->sqd, hc->perm, hc->uc.d, nv_hctx_ridge(hc),
-			hsel->d };
 	nvcl_job *jobs = nv_calloc(k, sizeof(*jobs));
 	nvcl_result *cr = nv_calloc(k, sizeof(*cr));
 	float **wf = nv_calloc(k, sizeof(*wf));
@@ -122,7 +138,7 @@ static int device_all(nvdev *d, const nvdev_tensor *t, size_t k, const nv_hctx *
 		jobs[i] = (nvcl_job){ t[i].name, wf[i], t[i].w->r, t[i].w->c, t[i].bpw, t[i].kv,
 				      eo->paths, eo->sweeps, eo->try_sweeps };
 	}
-	dh = nvcl_hctx_upload(&d->c, &in);
+	dh = upload_ctx(d, hc, hsel);
 	if (!dh)
 		goto out;
 	nvcl_encode_many(&d->c, dh, jobs, k, d->o.jobs, d->o.profile, cr, NULL, NULL);

@@ -17,7 +17,7 @@ void nv_hctx_free(nv_hctx *hc)
 {
 	nv_mat_free(&hc->hf);
 	nv_mat_free(&hc->l);
-	nv_mat_free(&hc->uc);
+	free(hc->uc);
 	free(hc->sqd);
 	free(hc->perm);
 	memset(hc, 0, sizeof(*hc));
@@ -70,14 +70,30 @@ static int build_uc(nv_hctx *hc)
 			jhj.d[i * n + j] = hc->hf.d[pi * n + hc->perm[n - 1 - j]];
 	}
 	if (nv_potrf_lower(&jhj) < 0 || nv_trtri_lower(&jhj) < 0 ||
-	    nv_mat_zeros(&hc->uc, n, n) < 0) {
+	    !(hc->uc = nv_malloc(n * (n + 1) / 2, sizeof(double)))) {
 		nv_mat_free(&jhj);
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = i; j < n; j++)
-			hc->uc.d[i * n + j] = jhj.d[(n - 1 - i) * n + (n - 1 - j)];
+	for (size_t i = 0, k = 0; i < n; i++)
+		for (size_t j = i; j < n; j++, k++)
+			hc->uc[k] = jhj.d[(n - 1 - i) * n + (n - 1 - j)];
 	nv_mat_free(&jhj);
+	return 0;
+}
+
+double nv_hctx_uc_at(const nv_hctx *hc, size_t i, size_t j)
+{
+	return j < i ? 0.0 : hc->uc[nv_hctx_uc_row(hc->n, i) + (j - i)];
+}
+
+int nv_hctx_uc_full(const nv_hctx *hc, nv_mat *out)
+{
+	size_t n = hc->n;
+
+	if (nv_mat_zeros(out, n, n) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		memcpy(out->d + i * n + i, hc->uc + nv_hctx_uc_row(n, i), (n - i) * sizeof(double));
 	return 0;
 }
 
@@ -150,9 +166,8 @@ int nv_hctx_serialize(const nv_hctx *hc, uint8_t **buf, size_t *len)
 		put_f64(p, hc->sqd[i]);
 	for (size_t i = 0; i < n; i++, p += 4)
 		put_u32(p, hc->perm[i]);
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = i; j < n; j++, p += 8)
-			put_f64(p, hc->uc.d[i * n + j]);
+	for (size_t k = 0; k < n * (n + 1) / 2; k++, p += 8)
+		put_f64(p, hc->uc[k]);
 	put_u32(p, nv_crc32(b, sz - 4));
 	*buf = b;
 	*len = sz;
@@ -180,16 +195,15 @@ int nv_hctx_write(const char *path, const nv_hctx *hc)
 	return 0;
 }
 
-/* read a packed triangle (lower: j ≤ i; upper: j ≥ i) of width n into a
- * full matrix a (NULL: checked, not kept); diag (n) gets its diagonal and
- * row2 (n) its rows' sums of squares when not NULL */
-static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, size_t n, int upper, int sym,
-			      const char *field, double *diag, double *row2)
+/* read a packed lower triangle (j ≤ i) of width n into a full matrix a
+ * (NULL: checked, not kept); diag (n) gets its diagonal and row2 (n) its
+ * rows' sums of squares when not NULL */
+static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, size_t n, int sym, const char *field,
+			      double *diag, double *row2)
 {
 	for (size_t i = 0; i < n; i++) {
-		size_t j0 = upper ? i : 0, j1 = upper ? n : i + 1;
 		double s = 0.0;
-		for (size_t j = j0; j < j1; j++, p += 8) {
+		for (size_t j = 0; j <= i; j++, p += 8) {
 			double v = le_f64(p);
 			if (!isfinite(v)) {
 				nv_seterr("field %s: entry (%zu,%zu) is not finite", field, i, j);
@@ -211,6 +225,21 @@ static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, size_t n, int upper, 
 }
 
 /* magic, version, n and the size; the CRC is the caller's */
+/* a packed upper triangle of width n as it is stored (by rows), checked finite */
+static const uint8_t *get_packed_upper(const uint8_t *p, double *a, size_t n, const char *field)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i; j < n; j++, p += 8) {
+			double v = le_f64(p);
+			if (!isfinite(v)) {
+				nv_seterr("field %s: entry (%zu,%zu) is not finite", field, i, j);
+				return NULL;
+			}
+			*a++ = v;
+		}
+	return p;
+}
+
 static int check_header(const uint8_t *buf, size_t len, size_t *n)
 {
 	size_t want;
@@ -263,7 +292,7 @@ static int check_factors(const nv_hctx *hc, const double *ldiag)
 			return -1;
 		}
 		seen[p] = 1;
-		if (!(ldiag[i] > 0) || !(hc->uc.d[i * n + i] > 0) ||
+		if (!(ldiag[i] > 0) || !(hc->uc[nv_hctx_uc_row(n, i)] > 0) ||
 		    !(hc->sqd[i] > 0) || !isfinite(hc->sqd[i])) {
 			nv_seterr("entry %zu of the factor diagonals (l, uc, sqd) is not positive", i);
 			free(seen);
@@ -271,6 +300,27 @@ static int check_factors(const nv_hctx *hc, const double *ldiag)
 		}
 	}
 	free(seen);
+	return 0;
+}
+
+/* the columns of uc have finite norms, summed down each column as before */
+static int uc_columns(const nv_hctx *hc)
+{
+	size_t n = hc->n;
+	double *s = nv_calloc(n, sizeof(double));
+	const double *p = hc->uc;
+
+	if (!s)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i; j < n; j++, p++)
+			s[j] += *p * *p;
+	for (size_t j = 0; j < n; j++)
+		if (!isfinite(s[j])) {
+			free(s);
+			return nv_seterr("field uc: column %zu has a norm beyond f64", j), -1;
+		}
+	free(s);
 	return 0;
 }
 
@@ -301,14 +351,7 @@ static int check_consistency(const nv_hctx *hc, const double *lrow2)
 				return nv_seterr("field hf: entry (%zu,%zu) = %g exceeds √(hf_ii·hf_jj) "
 						 "(not positive definite)", i, j, hf[i * n + j]), -1;
 	}
-	for (size_t j = 0; j < n; j++) {
-		double s = 0.0;
-		for (size_t i = 0; i <= j; i++)
-			s += hc->uc.d[i * n + j] * hc->uc.d[i * n + j];
-		if (!isfinite(s))
-			return nv_seterr("field uc: column %zu has a norm beyond f64", j), -1;
-	}
-	return 0;
+	return uc_columns(hc);
 }
 
 /* the fields after the header (checked), l kept when keep_l; each section's
@@ -330,14 +373,15 @@ static int parse_body(const uint8_t *buf, size_t n, int keep_l, const nv_map *m,
 		goto out;
 	}
 	if (nv_mat_zeros(&hc->hf, n, n) < 0 || (keep_l && nv_mat_zeros(&hc->l, n, n) < 0) ||
-	    nv_mat_zeros(&hc->uc, n, n) < 0 || !(hc->sqd = nv_malloc(n, sizeof(double))) ||
+	    !(hc->uc = nv_malloc(n * (n + 1) / 2, sizeof(double))) ||
+	    !(hc->sqd = nv_malloc(n, sizeof(double))) ||
 	    !(hc->perm = nv_malloc(n, sizeof(uint32_t))))
 		goto out;
-	p = get_tri(buf + HCTX_HEAD, &hc->hf, n, 0, 1, "hf", NULL, NULL);
+	p = get_tri(buf + HCTX_HEAD, &hc->hf, n, 1, "hf", NULL, NULL);
 	if (p && m)
 		nv_map_drop(m, (size_t)(p - buf));
 	if (p)
-		p = get_tri(p, keep_l ? &hc->l : NULL, n, 0, 0, "l", ld, ld + n);
+		p = get_tri(p, keep_l ? &hc->l : NULL, n, 0, "l", ld, ld + n);
 	if (!p)
 		goto out;
 	for (size_t i = 0; i < n; i++, p += 8)
@@ -346,7 +390,7 @@ static int parse_body(const uint8_t *buf, size_t n, int keep_l, const nv_map *m,
 		hc->perm[i] = le_u32(p);
 	if (m)
 		nv_map_drop(m, (size_t)(p - buf));
-	if (get_tri(p, &hc->uc, n, 1, 0, "uc", NULL, NULL) && check_factors(hc, ld) == 0 &&
+	if (get_packed_upper(p, hc->uc, n, "uc") && check_factors(hc, ld) == 0 &&
 	    check_consistency(hc, ld + n) == 0)
 		rc = 0;
 out:

@@ -41,8 +41,21 @@ typedef struct {
 	nv_mat l;       /* (n × n) lower Cholesky factor of hf (empty when not kept) */
 	double *sqd;    /* (n) √diag(hf) */
 	uint32_t *perm; /* (n) act order */
-	nv_mat uc;      /* (n × n) upper Cholesky factor of the permuted inverse */
+	double *uc;     /* (n(n+1)/2) upper Cholesky factor of the permuted inverse,
+			 * its triangle by rows as the file stores it: row i holds
+			 * uc[i][i..n-1] from nv_hctx_uc_row(n, i) on */
 } nv_hctx;
+
+/* where row i of the packed upper triangle starts (entry (i, i)) */
+static inline size_t nv_hctx_uc_row(size_t n, size_t i)
+{
+	return i * n - i * (i - 1) / 2;
+}
+
+/* uc[i][j], 0 below the diagonal */
+double nv_hctx_uc_at(const nv_hctx *hc, size_t i, size_t j);
+/* uc as a full n × n matrix (fresh): for the device and for tests */
+int nv_hctx_uc_full(const nv_hctx *hc, nv_mat *out);
 
 /* build from a mean Gram g (n × n, f64, symmetric); -1 with reason when hf is
  * not positive definite ("... after damping with rho R: try a larger --rho") */

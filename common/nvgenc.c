@@ -24,7 +24,7 @@ typedef struct {
 	nv_mat wpt;     /* (n × m) row j = column perm[j] of the target, fed back */
 	nv_mat s;       /* (n × r) S_V rows in act order */
 	double *g;      /* (n) in act order */
-	const nv_mat *uc;
+	const nv_hctx *hc; /* its uc, packed: a block's rows are widened to a strip */
 	uint64_t flips;
 } gptq_state;
 
@@ -97,33 +97,49 @@ static double col_search(gptq_state *st, size_t j, const double *bv, double *ks)
 	return g;
 }
 
+/* rows [b0, b1) of uc from column b0 on, dense (nb × (n − b0), zeros below
+ * the diagonal): what the block's solve and trailing update read */
+static double *uc_strip(const nv_hctx *hc, size_t b0, size_t b1)
+{
+	size_t n = hc->n, w = n - b0;
+	double *s = nv_calloc((b1 - b0) * w, sizeof(double));
+
+	if (!s)
+		return NULL;
+	for (size_t j = b0; j < b1; j++)
+		memcpy(s + (j - b0) * w + (j - b0), hc->uc + nv_hctx_uc_row(n, j),
+		       (n - j) * sizeof(double));
+	return s;
+}
+
 /* one lazy block [b0, b1): columns in order with the in-block Schur feedback
  * carried on Mᵀ·w (r-vectors), then the block's errors E from
  * Ucᵀ_blk·E = W_blk − diag(g)·S_blk·Mᵀ and the trailing update
- * W[b1:] −= Uc[b0:b1, b1:]ᵀ·E */
+ * W[b1:] −= Uc[b0:b1, b1:]ᵀ·E; uc here is the block's strip (ld n − b0) */
 static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 {
-	size_t m = st->m, n = st->n, r = st->r, nb = b1 - b0;
-	const double *uc = st->uc->d;
+	size_t m = st->m, n = st->n, r = st->r, nb = b1 - b0, w = n - b0;
+	double *uc = uc_strip(st->hc, b0, b1);
 	nv_mat bv = {0}, res = {0}, gs = {0};
 	double *ks = nv_malloc(r, sizeof(double)), *mte = nv_malloc(r, sizeof(double));
 	nv_mat wblk = {nb, m, st->wpt.d + b0 * m};
 	int rc = -1;
 
-	if (!ks || !mte || nv_gemm_new(&wblk, 0, &st->mm, 0, &bv) < 0)
+	if (!uc || !ks || !mte || nv_gemm_new(&wblk, 0, &st->mm, 0, &bv) < 0)
 		goto out;
 	/* the columns one by one: r-vector work that OpenBLAS's threads would
 	 * only slow down (a wake-up per call, and spinning on a busy machine) */
 	nv_serial();
 	for (size_t j = b0; j < b1; j++) {
-		double *bj = nv_row(&bv, j - b0), ujj = uc[j * n + j];
+		/* uj[x]: uc[j][j + x], row j of the strip from its diagonal on */
+		double *bj = nv_row(&bv, j - b0), *uj = uc + (j - b0) * w + (j - b0), ujj = uj[0];
 		double g = col_search(st, j, bj, ks);
 		/* Mᵀ·e_j = (Mᵀw_j − g·K s_j)/Uc[j,j] feeds the later columns */
 		for (size_t x = 0; x < r; x++)
 			mte[x] = (bj[x] - g * ks[x]) / ujj;
 		for (size_t jj = j + 1; jj < b1; jj++)
-			if (uc[j * n + jj] != 0.0)
-				cblas_daxpy((int)r, -uc[j * n + jj], mte, 1, nv_row(&bv, jj - b0), 1);
+			if (uj[jj - j] != 0.0)
+				cblas_daxpy((int)r, -uj[jj - j], mte, 1, nv_row(&bv, jj - b0), 1);
 		st->g[j] = g;
 	}
 	nv_unserial();
@@ -135,15 +151,16 @@ static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 	nv_gemm(-1.0, &gs, 0, &st->mm, 1, 1.0, &res);
 	nv_flops_add((uint64_t)nb * nb * m);
 	cblas_dtrsm(CblasRowMajor, CblasLeft, CblasUpper, CblasTrans, CblasNonUnit, (int)nb, (int)m,
-		    1.0, uc + b0 * n + b0, (int)n, res.d, (int)m);
+		    1.0, uc, (int)w, res.d, (int)m);
 	if (b1 < n) {
 		nv_flops_add(2ull * (n - b1) * m * nb);
 		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(n - b1), (int)m, (int)nb,
-			    -1.0, uc + b0 * n + b1, (int)n, res.d, (int)m, 1.0,
+			    -1.0, uc + nb, (int)w, res.d, (int)m, 1.0,
 			    st->wpt.d + b1 * m, (int)m);
 	}
 	rc = 0;
 out:
+	free(uc);
 	free(ks);
 	free(mte);
 	nv_mat_free(&bv);
@@ -172,7 +189,7 @@ static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t 
 	st->m = m;
 	st->n = n;
 	st->r = r;
-	st->uc = &c->hc->uc;
+	st->hc = c->hc;
 	st->g = nv_malloc(n, sizeof(double));
 	if (!st->g || nv_path_hsl(md, pi, &st->mm) < 0 || nv_syrk_new(1.0, &st->mm, 1, &st->k) < 0 ||
 	    nv_mat_zeros(&st->wpt, n, m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)

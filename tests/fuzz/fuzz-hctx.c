@@ -15,13 +15,12 @@
 #include <math.h>
 #include <string.h>
 
-/* the promises about one n × n factor: finite, triangular (lower or upper) */
-static void check_tri(const nv_mat *a, size_t n, int upper)
+/* the promises about the n × n factor l: finite, lower triangular */
+static void check_lower(const nv_mat *a, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < n; j++)
-			if (!isfinite(a->d[i * n + j]) ||
-			    ((upper ? j < i : j > i) && a->d[i * n + j] != 0))
+			if (!isfinite(a->d[i * n + j]) || (j > i && a->d[i * n + j] != 0))
 				abort();
 }
 
@@ -33,11 +32,13 @@ static void check(const nv_hctx *hc, const uint8_t *buf, size_t len)
 
 	if (!seen || len != nv_hctx_file_size(n) || !(hc->rho >= 0) || !isfinite(hc->rho))
 		abort();
-	check_tri(&hc->l, n, 0);
-	check_tri(&hc->uc, n, 1);
+	check_lower(&hc->l, n);
+	for (size_t i = 0; i < n * (n + 1) / 2; i++)
+		if (!isfinite(hc->uc[i]))
+			abort();
 	for (size_t i = 0; i < n; i++) {
 		if (hc->perm[i] >= n || seen[hc->perm[i]]++ || !(hc->sqd[i] > 0) ||
-		    !isfinite(hc->sqd[i]) || !(hc->l.d[i * n + i] > 0) || !(hc->uc.d[i * n + i] > 0))
+		    !isfinite(hc->sqd[i]) || !(hc->l.d[i * n + i] > 0) || !(nv_hctx_uc_at(hc, i, i) > 0))
 			abort();
 		for (size_t j = 0; j < n; j++)
 			if (!isfinite(hc->hf.d[i * n + j]) || hc->hf.d[i * n + j] != hc->hf.d[j * n + i])

@@ -16,7 +16,7 @@ static void test_uc(const nv_mat *h)
 {
 	nv_hctx hc;
 	size_t n = h->r;
-	nv_mat hp, utu, id;
+	nv_mat hp, utu, id, ucf;
 	double gap = 0, tr = 0, dgap = 0;
 	int upper = 1, desc = 1;
 
@@ -32,19 +32,21 @@ static void test_uc(const nv_mat *h)
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < n; j++)
 			hp.d[i * n + j] = hc.hf.d[hc.perm[i] * n + hc.perm[j]];
-	nv_gemm_new(&hc.uc, 1, &hc.uc, 0, &utu);
+	nv_hctx_uc_full(&hc, &ucf);
+	nv_gemm_new(&ucf, 1, &ucf, 0, &utu);
 	nv_gemm_new(&utu, 0, &hp, 0, &id);
 	for (size_t i = 0; i < n; i++) {
 		for (size_t j = 0; j < n; j++)
 			gap = fmax(gap, fabs(id.d[i * n + j] - (i == j)));
-		for (size_t j = 0; j < i; j++)
-			upper &= hc.uc.d[i * n + j] == 0.0;
+		for (size_t j = 0; j < n; j++)
+			upper &= nv_hctx_uc_at(&hc, i, j) == ucf.d[i * n + j] &&
+				 (j >= i || ucf.d[i * n + j] == 0.0);
 		if (i)
 			desc &= hp.d[i * n + i] <= hp.d[(i - 1) * n + i - 1];
 	}
 	/* the seed's tolerance: the Gram spans 400² in scale */
 	ok(gap < 1e-6, "Ucᵀ·Uc·Hp = I (max gap %.2g)", gap);
-	ok(upper, "Uc is upper triangular (exact zeros below)");
+	ok(upper, "Uc packed by rows: nv_hctx_uc_at is its widening, 0 below the diagonal");
 	ok(desc, "act order: permuted diagonal descending");
 	{
 		nv_mat llt;
@@ -56,7 +58,7 @@ static void test_uc(const nv_mat *h)
 		nv_mat_free(&llt);
 	}
 	ok(fabs(hc.sqd[5] - sqrt(hc.hf.d[5 * n + 5])) == 0.0, "sqd = √diag(hf)");
-	nv_mat_free(&hp), nv_mat_free(&utu), nv_mat_free(&id);
+	nv_mat_free(&hp), nv_mat_free(&utu), nv_mat_free(&id), nv_mat_free(&ucf);
 	nv_hctx_free(&hc);
 }
 
@@ -71,12 +73,13 @@ static void test_read(uint8_t *buf, size_t len, const nv_hctx *hc)
 
 	ok(fd >= 0 && write(fd, buf, len) == (ssize_t)len && close(fd) == 0, "a context file");
 	is_int(nv_hctx_read(path, 1, &back), 0, "read with l");
-	ok(back.l.d && !memcmp(back.l.d, hc->l.d, n * n * 8) && !memcmp(back.uc.d, hc->uc.d, n * n * 8),
+	ok(back.l.d && !memcmp(back.l.d, hc->l.d, n * n * 8) &&
+		   !memcmp(back.uc, hc->uc, n * (n + 1) / 2 * 8),
 	   "the parse's fields");
 	nv_hctx_free(&back);
 	is_int(nv_hctx_read(path, 0, &back), 0, "read without l");
 	ok(back.l.d == NULL && !memcmp(back.hf.d, hc->hf.d, n * n * 8) &&
-		   !memcmp(back.uc.d, hc->uc.d, n * n * 8) && !memcmp(back.perm, hc->perm, n * 4),
+		   !memcmp(back.uc, hc->uc, n * (n + 1) / 2 * 8) && !memcmp(back.perm, hc->perm, n * 4),
 	   "l not kept, the rest as parsed");
 	nv_hctx_free(&back);
 	/* a CRC-valid l with a wild diagonal: refused even when not kept */
@@ -114,7 +117,7 @@ static void test_file(const nv_mat *h)
 	is_int(nv_hctx_parse(buf, len, &back), 0, "parse back");
 	same = back.n == n && back.rho == 0.03 && back.count == 1024 && back.gram_crc == 0xdeadbeef;
 	same &= !memcmp(back.hf.d, hc.hf.d, n * n * 8) && !memcmp(back.l.d, hc.l.d, n * n * 8) &&
-		!memcmp(back.uc.d, hc.uc.d, n * n * 8) && !memcmp(back.sqd, hc.sqd, n * 8) &&
+		!memcmp(back.uc, hc.uc, n * (n + 1) / 2 * 8) && !memcmp(back.sqd, hc.sqd, n * 8) &&
 		!memcmp(back.perm, hc.perm, n * 4);
 	ok(same, "round trip is exact");
 	nv_hctx_free(&back);

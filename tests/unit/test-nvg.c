@@ -119,18 +119,18 @@ static void ref_gptq_v(nv_bm *md, const nv_hctx *hc, size_t pi)
 				double q = 0;
 				for (size_t x = 0; x < r; x++)
 					q += mm.d[i * r + x] * sj[x];
-				e[i] = (wpt.d[j * m + i] - gj * q) / hc->uc.d[j * n + j];
+				e[i] = (wpt.d[j * m + i] - gj * q) / nv_hctx_uc_at(hc, j, j);
 			}
 			for (size_t jj = j + 1; jj < b1; jj++)
 				for (size_t i = 0; i < m; i++)
-					wpt.d[jj * m + i] -= hc->uc.d[j * n + jj] * e[i];
+					wpt.d[jj * m + i] -= nv_hctx_uc_at(hc, j, jj) * e[i];
 			memcpy(errt.d + (j - b0) * m, e, m * sizeof(double));
 			g[j] = gj;
 		}
 		for (size_t jj = b1; jj < n; jj++)
 			for (size_t x = b0; x < b1; x++)
 				for (size_t i = 0; i < m; i++)
-					wpt.d[jj * m + i] -= hc->uc.d[x * n + jj] * errt.d[(x - b0) * m + i];
+					wpt.d[jj * m + i] -= nv_hctx_uc_at(hc, x, jj) * errt.d[(x - b0) * m + i];
 		nv_mat_free(&errt);
 	}
 	for (size_t j = 0; j < n; j++) {

@@ -89,14 +89,17 @@ void nv_encin_free(nv_encin *in)
 	free(in->gauge);
 }
 
-/* an NVGG (or with cross an NVGC) as f64 (n × n) whose width must be n;
- * with no g, only its header and the CRC of its values (nvgg_read_crc) */
-static int load_moment(const char *path, int cross, size_t n, nv_mat *g, uint32_t *crc,
-		       uint64_t *count)
+/* an NVGG (or with cross an NVGC) whose width must be n: as f64 into g, or
+ * as f32 into g32 (an NVGG, as its file holds it), or with neither only its
+ * header and the CRC of its values (nvgg_read_crc) */
+static int load_moment(const char *path, int cross, size_t n, nv_mat *g, nv_mat32 *g32,
+		       uint32_t *crc, uint64_t *count)
 {
 	nvgg gg;
+	int rc = g ? nvgg_read_f64(path, cross, &gg, crc)
+		   : g32 ? nvgg_read(path, &gg) : nvgg_read_crc(path, &gg, crc);
 
-	if ((g ? nvgg_read_f64(path, cross, &gg, crc) : nvgg_read_crc(path, &gg, crc)) < 0)
+	if (rc < 0)
 		return fail(cross ? "cannot read cross Gram" : "cannot read Gram", path);
 	if (gg.n != n) {
 		nv_seterr("%u wide, but W has %zu columns", gg.n, n);
@@ -106,34 +109,20 @@ static int load_moment(const char *path, int cross, size_t n, nv_mat *g, uint32_
 	if (count)
 		*count = gg.count;
 	if (g) {
-		g->r = g->c = n;
-		g->d = gg.d;
+		*g = (nv_mat){ n, n, gg.d };
 		gg.d = NULL;
+	}
+	if (g32) {
+		*g32 = (nv_mat32){ n, n, gg.g };
+		gg.g = NULL;
 	}
 	nvgg_free(&gg);
 	return 0;
 }
 
-/* the SEL Gram as its file holds it, f32 */
-static int load_sel(const char *path, size_t n, nv_mat32 *g, uint64_t *count)
-{
-	nvgg gg;
-
-	if (nvgg_read(path, &gg) < 0)
-		return fail("cannot read Gram", path);
-	if (gg.n != n) {
-		nv_seterr("%u wide, but W has %zu columns", gg.n, n);
-		nvgg_free(&gg);
-		return fail("Gram does not fit W", path);
-	}
-	*count = gg.count;
-	*g = (nv_mat32){ n, n, gg.g };
-	return 0;
-}
-
 static int load_gram(const char *path, size_t n, nv_mat *g, uint32_t *crc, uint64_t *count)
 {
-	return load_moment(path, 0, n, g, crc, count);
+	return load_moment(path, 0, n, g, NULL, crc, count);
 }
 
 /* a moment of the positions another one counted: the same count */
@@ -159,7 +148,7 @@ static int transport_target(const nv_encin_spec *o, nv_encin *in)
 	int rc = -1;
 	uint64_t count;
 
-	if (load_moment(o->cross, 1, n, &c, NULL, &count) < 0 ||
+	if (load_moment(o->cross, 1, n, &c, NULL, NULL, &count) < 0 ||
 	    same_count(o->cross, count, in->fit_count, "the FIT Gram") < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++)
@@ -193,9 +182,9 @@ static int load_sel_moments(const nv_encin_spec *o, nv_encin *in)
 {
 	uint64_t c1, c2;
 
-	if (load_moment(o->cross_sel, 1, o->n, &in->csel, NULL, &c1) < 0 ||
+	if (load_moment(o->cross_sel, 1, o->n, &in->csel, NULL, NULL, &c1) < 0 ||
 	    same_count(o->cross_sel, c1, in->sel_count, "the SEL Gram") < 0 ||
-	    load_moment(o->src_sel, 0, o->n, &in->ssel, NULL, &c2) < 0 ||
+	    load_moment(o->src_sel, 0, o->n, &in->ssel, NULL, NULL, &c2) < 0 ||
 	    same_count(o->src_sel, c2, in->sel_count, "the SEL Gram") < 0)
 		return -1;
 	return 0;
@@ -351,7 +340,7 @@ int nv_encin_load(const nv_encin_spec *o, const cmf_file *cf, nv_encin *in, nv_p
 		return -1;
 	if (o->nvg)
 		nv_mat_free(&in->hfit);
-	if (o->sel && load_sel(o->sel, o->n, &in->hsel, &in->sel_count) < 0)
+	if (o->sel && load_moment(o->sel, 0, o->n, NULL, &in->hsel, NULL, &in->sel_count) < 0)
 		return -1;
 	if (o->cross_sel && load_sel_moments(o, in) < 0)
 		return -1;

@@ -98,21 +98,20 @@ static void from_device(const nvcl_job *job, nvcl_result *cr, nvdev_result *r)
 	snprintf(e->line, sizeof(e->line), "%s", cr->line);
 }
 
-/* the context on the device; its packed uc goes there full, widened on the
- * host for the upload only */
+/* the context on the device; its packed uc and f32 hf go there full,
+ * widened on the host for the upload only */
 static nvcl_hctx *upload_ctx(nvdev *d, const nv_hctx *hc, const nv_mat32 *hsel)
 {
-	nv_mat ucf;
-	nvcl_hctx *dh;
+	nv_mat ucf = {0}, hff = {0};
+	nvcl_hctx *dh = NULL;
 
-	if (nv_hctx_uc_full(hc, &ucf) < 0)
-		return NULL;
-	{
-		nvcl_hin in = { hc->n, hc->hf.d, hc->l.d, hc->sqd, hc->perm, ucf.d,
+	if (nv_hctx_uc_full(hc, &ucf) == 0 && nv_mat32_widen(&hc->hf, &hff) == 0) {
+		nvcl_hin in = { hc->n, hff.d, hc->l.d, hc->sqd, hc->perm, ucf.d,
 				nv_hctx_ridge(hc), hsel->d };
 		dh = nvcl_hctx_upload(&d->c, &in);
 	}
 	nv_mat_free(&ucf);
+	nv_mat_free(&hff);
 	return dh;
 }
 

@@ -113,7 +113,7 @@ static int load_moment(const char *path, int cross, size_t n, nv_mat *g, nv_mat3
 		gg.d = NULL;
 	}
 	if (g32) {
-		*g32 = (nv_mat32){ n, n, gg.g };
+		*g32 = (nv_mat32){ n, n, gg.g, NULL };
 		gg.g = NULL;
 	}
 	nvgg_free(&gg);

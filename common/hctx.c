@@ -15,7 +15,7 @@
 
 void nv_hctx_free(nv_hctx *hc)
 {
-	nv_mat_free(&hc->hf);
+	nv_mat32_free(&hc->hf);
 	nv_mat_free(&hc->l);
 	free(hc->uc);
 	free(hc->sqd);
@@ -23,31 +23,21 @@ void nv_hctx_free(nv_hctx *hc)
 	memset(hc, 0, sizeof(*hc));
 }
 
-void nv_hctx_damp(double *g, size_t n, double rho)
-{
-	double tr = 0.0;
-
-	for (size_t i = 0; i < n; i++)
-		tr += g[i * n + i];
-	for (size_t i = 0; i < n; i++)
-		g[i * n + i] += rho * (tr / (double)n);
-}
-
 double nv_hctx_ridge(const nv_hctx *hc)
 {
 	double tr = 0.0;
 
 	for (size_t i = 0; i < hc->n; i++)
-		tr += hc->hf.d[i * hc->n + i];
+		tr += hc->hf.diag[i];
 	return hc->rho * tr / ((double)hc->n * (1.0 + hc->rho));
 }
 
-/* diag descending, ties by index: a stable order; ctx is hf */
+/* diag descending, ties by index: a stable order; ctx is hf's diagonal */
 static int by_diag_desc(const void *pa, const void *pb, void *ctx)
 {
-	const nv_mat *hf = ctx;
+	const double *d = ctx;
 	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
-	double da = hf->d[(size_t)a * hf->c + a], db = hf->d[(size_t)b * hf->c + b];
+	double da = d[a], db = d[b];
 
 	if (da > db)
 		return -1;
@@ -67,7 +57,7 @@ static int build_uc(nv_hctx *hc)
 	for (size_t i = 0; i < n; i++) {
 		size_t pi = hc->perm[n - 1 - i];
 		for (size_t j = 0; j < n; j++)
-			jhj.d[i * n + j] = hc->hf.d[pi * n + hc->perm[n - 1 - j]];
+			jhj.d[i * n + j] = nv_mat32_at(&hc->hf, pi, hc->perm[n - 1 - j]);
 	}
 	if (nv_potrf_lower(&jhj) < 0 || nv_trtri_lower(&jhj) < 0 ||
 	    !(hc->uc = nv_malloc(n * (n + 1) / 2, sizeof(double)))) {
@@ -97,16 +87,38 @@ int nv_hctx_uc_full(const nv_hctx *hc, nv_mat *out)
 	return 0;
 }
 
+/* hf = g + ρ·(tr g / n)·I held as f32 off the diagonal: g's entries there
+ * must be f32 values (a Gram file's), so that nothing is rounded */
+static int damped(const double *g, size_t n, double rho, nv_mat32 *hf)
+{
+	double tr = 0.0;
+
+	for (size_t i = 0; i < n * n; i++)
+		if (i % (n + 1) && (double)(float)g[i] != g[i]) {
+			nv_seterr("Gram entry (%zu,%zu) = %.17g is not an f32 value, as a Gram file's are",
+				  i / n, i % n, g[i]);
+			return -1;
+		}
+	hf->r = hf->c = n;
+	hf->d = nv_malloc(n * n, sizeof(float));
+	hf->diag = nv_malloc(n, sizeof(double));
+	if (!hf->d || !hf->diag)
+		return -1;
+	for (size_t i = 0; i < n * n; i++)
+		hf->d[i] = (float)g[i];
+	for (size_t i = 0; i < n; i++)
+		tr += g[i * n + i];
+	for (size_t i = 0; i < n; i++)
+		hf->diag[i] = g[i * n + i] + rho * (tr / (double)n);
+	return 0;
+}
+
 int nv_hctx_build(const double *g, size_t n, double rho, nv_hctx *hc)
 {
 	memset(hc, 0, sizeof(*hc));
 	hc->n = n;
 	hc->rho = rho;
-	if (nv_mat_zeros(&hc->hf, n, n) < 0)
-		goto fail;
-	memcpy(hc->hf.d, g, n * n * sizeof(double));
-	nv_hctx_damp(hc->hf.d, n, rho);
-	if (nv_mat_copy(&hc->l, &hc->hf) < 0)
+	if (damped(g, n, rho, &hc->hf) < 0 || nv_mat32_widen(&hc->hf, &hc->l) < 0)
 		goto fail;
 	if (nv_potrf_lower(&hc->l) < 0) {
 		nv_seterr("calibration Gram not positive definite after damping with rho %g: "
@@ -118,10 +130,10 @@ int nv_hctx_build(const double *g, size_t n, double rho, nv_hctx *hc)
 	if (!hc->sqd || !hc->perm)
 		goto fail;
 	for (size_t i = 0; i < n; i++) {
-		hc->sqd[i] = sqrt(hc->hf.d[i * n + i]);
+		hc->sqd[i] = sqrt(hc->hf.diag[i]);
 		hc->perm[i] = (uint32_t)i;
 	}
-	qsort_r(hc->perm, n, sizeof(uint32_t), by_diag_desc, &hc->hf);
+	qsort_r(hc->perm, n, sizeof(uint32_t), by_diag_desc, hc->hf.diag);
 	if (build_uc(hc) < 0) {
 		nv_preerr("permuted Gram");
 		goto fail;
@@ -158,7 +170,7 @@ int nv_hctx_serialize(const nv_hctx *hc, uint8_t **buf, size_t *len)
 	p = b + HCTX_HEAD;
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j <= i; j++, p += 8)
-			put_f64(p, hc->hf.d[i * n + j]);
+			put_f64(p, nv_mat32_at(&hc->hf, i, j));
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j <= i; j++, p += 8)
 			put_f64(p, hc->l.d[i * n + j]);
@@ -195,10 +207,34 @@ int nv_hctx_write(const char *path, const nv_hctx *hc)
 	return 0;
 }
 
+/* hf's packed lower triangle into its f32 form: off the diagonal, f32 values */
+static const uint8_t *get_hf(const uint8_t *p, nv_mat32 *hf, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++, p += 8) {
+			double v = le_f64(p);
+			if (!isfinite(v)) {
+				nv_seterr("field hf: entry (%zu,%zu) is not finite", i, j);
+				return NULL;
+			}
+			if (j == i) {
+				hf->diag[i] = v;
+				continue;
+			}
+			if ((double)(float)v != v) {
+				nv_seterr("field hf: entry (%zu,%zu) = %.17g is not an f32 value, as a "
+					  "Gram's are", i, j, v);
+				return NULL;
+			}
+			hf->d[i * n + j] = hf->d[j * n + i] = (float)v;
+		}
+	return p;
+}
+
 /* read a packed lower triangle (j ≤ i) of width n into a full matrix a
  * (NULL: checked, not kept); diag (n) gets its diagonal and row2 (n) its
- * rows' sums of squares when not NULL */
-static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, size_t n, int sym, const char *field,
+ * rows' sums of squares */
+static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, size_t n, const char *field,
 			      double *diag, double *row2)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -210,16 +246,12 @@ static const uint8_t *get_tri(const uint8_t *p, nv_mat *a, size_t n, int sym, co
 				return NULL;
 			}
 			s += v * v;
-			if (j == i && diag)
+			if (j == i)
 				diag[i] = v;
-			if (!a)
-				continue;
-			a->d[i * n + j] = v;
-			if (sym)
-				a->d[j * n + i] = v;
+			if (a)
+				a->d[i * n + j] = v;
 		}
-		if (row2)
-			row2[i] = s;
+		row2[i] = s;
 	}
 	return p;
 }
@@ -336,10 +368,10 @@ static int uc_columns(const nv_hctx *hc)
 static int check_consistency(const nv_hctx *hc, const double *lrow2)
 {
 	size_t n = hc->n;
-	const double *hf = hc->hf.d;
+	const nv_mat32 *hf = &hc->hf;
 
 	for (size_t i = 0; i < n; i++) {
-		double d = hf[i * n + i], s = lrow2[i];
+		double d = hf->diag[i], s = lrow2[i];
 		if (!(fabs(hc->sqd[i] * hc->sqd[i] - d) <= 1e-9 * d))
 			return nv_seterr("field sqd: entry %zu = %g is not √hf(%zu,%zu) = √%g", i,
 					 hc->sqd[i], i, i, d), -1;
@@ -347,9 +379,9 @@ static int check_consistency(const nv_hctx *hc, const double *lrow2)
 			return nv_seterr("field l: row %zu has Σ l² = %g, not hf(%zu,%zu) = %g", i, s,
 					 i, i, d), -1;
 		for (size_t j = 0; j < i; j++)
-			if (!(fabs(hf[i * n + j]) <= sqrt(d * hf[j * n + j]) * (1 + 1e-9)))
+			if (!(fabs(hf->d[i * n + j]) <= sqrt(d * hf->diag[j]) * (1 + 1e-9)))
 				return nv_seterr("field hf: entry (%zu,%zu) = %g exceeds √(hf_ii·hf_jj) "
-						 "(not positive definite)", i, j, hf[i * n + j]), -1;
+						 "(not positive definite)", i, j, hf->d[i * n + j]), -1;
 	}
 	return uc_columns(hc);
 }
@@ -372,16 +404,17 @@ static int parse_body(const uint8_t *buf, size_t n, int keep_l, const nv_map *m,
 		nv_seterr("field rho: %g is not a finite value >= 0", hc->rho);
 		goto out;
 	}
-	if (nv_mat_zeros(&hc->hf, n, n) < 0 || (keep_l && nv_mat_zeros(&hc->l, n, n) < 0) ||
+	hc->hf = (nv_mat32){ n, n, nv_calloc(n * n, sizeof(float)), nv_malloc(n, sizeof(double)) };
+	if (!hc->hf.d || !hc->hf.diag || (keep_l && nv_mat_zeros(&hc->l, n, n) < 0) ||
 	    !(hc->uc = nv_malloc(n * (n + 1) / 2, sizeof(double))) ||
 	    !(hc->sqd = nv_malloc(n, sizeof(double))) ||
 	    !(hc->perm = nv_malloc(n, sizeof(uint32_t))))
 		goto out;
-	p = get_tri(buf + HCTX_HEAD, &hc->hf, n, 1, "hf", NULL, NULL);
+	p = get_hf(buf + HCTX_HEAD, &hc->hf, n);
 	if (p && m)
 		nv_map_drop(m, (size_t)(p - buf));
 	if (p)
-		p = get_tri(p, keep_l ? &hc->l : NULL, n, 0, "l", ld, ld + n);
+		p = get_tri(p, keep_l ? &hc->l : NULL, n, "l", ld, ld + n);
 	if (!p)
 		goto out;
 	for (size_t i = 0; i < n; i++, p += 8)

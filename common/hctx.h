@@ -37,7 +37,8 @@ typedef struct {
 	double rho;
 	uint64_t count;
 	uint32_t gram_crc;
-	nv_mat hf;      /* (n × n) damped Gram, full */
+	nv_mat32 hf;    /* (n × n) damped Gram: the Gram's f32 values off the diagonal,
+			 * the diagonal with the ridge in f64 (hf.diag) */
 	nv_mat l;       /* (n × n) lower Cholesky factor of hf (empty when not kept) */
 	double *sqd;    /* (n) √diag(hf) */
 	uint32_t *perm; /* (n) act order */
@@ -57,12 +58,11 @@ double nv_hctx_uc_at(const nv_hctx *hc, size_t i, size_t j);
 /* uc as a full n × n matrix (fresh): for the device and for tests */
 int nv_hctx_uc_full(const nv_hctx *hc, nv_mat *out);
 
-/* build from a mean Gram g (n × n, f64, symmetric); -1 with reason when hf is
- * not positive definite ("... after damping with rho R: try a larger --rho") */
+/* build from a mean Gram g (n × n, f64, symmetric, f32 values off the
+ * diagonal as a Gram file's are); -1 with reason when an entry is not, or
+ * when hf is not positive definite ("... after damping with rho R: try a
+ * larger --rho") */
 int nv_hctx_build(const double *g, size_t n, double rho, nv_hctx *hc);
-
-/* the damped Gram alone: hf = g + ρ·(tr g / n)·I, in place */
-void nv_hctx_damp(double *g, size_t n, double rho);
 
 /* the ridge δ = ρ·tr(G)/n that hf adds to the Gram's diagonal, from hf
  * itself (tr hf = (1 + ρ)·tr G), so that errors on the raw Gram follow

@@ -158,7 +158,32 @@ int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c)
 void nv_mat32_free(nv_mat32 *a)
 {
 	free(a->d);
+	free(a->diag);
 	memset(a, 0, sizeof(*a));
+}
+
+double nv_mat32_at(const nv_mat32 *a, size_t i, size_t j)
+{
+	return i == j && a->diag ? a->diag[i] : (double)a->d[i * a->c + j];
+}
+
+/* rows [i0, i0 + nb) widened into blk (nb × c) */
+static void widen_rows(const nv_mat32 *a, size_t i0, size_t nb, double *blk)
+{
+	size_t c = a->c;
+
+	for (size_t x = 0; x < nb * c; x++)
+		blk[x] = a->d[i0 * c + x];
+	for (size_t i = i0; a->diag && i < i0 + nb && i < c; i++)
+		blk[(i - i0) * c + i] = a->diag[i];
+}
+
+int nv_mat32_widen(const nv_mat32 *a, nv_mat *out)
+{
+	if (nv_mat_zeros(out, a->r, a->c) < 0)
+		return -1;
+	widen_rows(a, 0, a->r, out->d);
+	return 0;
 }
 
 int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
@@ -174,8 +199,7 @@ int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
 	for (size_t i0 = 0; i0 < a->r; i0 += F32_BLOCK) {
 		size_t nb = a->r - i0 < F32_BLOCK ? a->r - i0 : F32_BLOCK;
 		nv_mat rows = { nb, k, blk.d }, out = { nb, b->c, c->d + i0 * b->c };
-		for (size_t x = 0; x < nb * k; x++)
-			blk.d[x] = a->d[i0 * k + x];
+		widen_rows(a, i0, nb, blk.d);
 		nv_gemm(1.0, &rows, 0, b, 0, 0.0, &out);
 	}
 	nv_mat_free(&blk);
@@ -197,6 +221,8 @@ int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
 		for (size_t i = 0; i < k; i++)
 			for (size_t j = 0; j < nb; j++)
 				blk[i * nb + j] = b->d[i * n + j0 + j];
+		for (size_t j = j0; b->diag && j < j0 + nb && j < k; j++)
+			blk[j * nb + (j - j0)] = b->diag[j];
 		if (m && nb && k) {
 			nv_flops_add(2ull * m * nb * k);
 			cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)nb, (int)k,

@@ -51,13 +51,19 @@ void nv_gemm(double alpha, const nv_mat *a, int ta, const nv_mat *b, int tb, dou
 int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c);
 
 /* a matrix held in f32 (a Gram as its file stores it: half the f64 bytes,
- * and exactly its values) */
+ * and exactly its values); a square one may carry its diagonal in f64 (a
+ * damped Gram: the Gram's f32 values off the diagonal, the ridge on it) */
 typedef struct {
 	size_t r, c;
-	float *d;    /* (r × c) row-major, owned */
+	float *d;     /* (r × c) row-major, owned */
+	double *diag; /* (r) the diagonal, owned, d's own ignored; or NULL */
 } nv_mat32;
 
 void nv_mat32_free(nv_mat32 *a);
+/* entry (i, j) */
+double nv_mat32_at(const nv_mat32 *a, size_t i, size_t j);
+/* the f64 matrix it stands for (fresh) */
+int nv_mat32_widen(const nv_mat32 *a, nv_mat *out);
 /* C = A·B (fresh) with A in f32, in f64 arithmetic: A widened 256 rows at a
  * time, so no f64 copy of it is ever whole */
 int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);

@@ -152,8 +152,7 @@ int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h)
 	return 0;
 }
 
-/* H·B (fresh) on the metric's H, f64 or f32 */
-static int metric_times(const nv_metric *mt, const nv_mat *b, nv_mat *out)
+int nv_metric_hb(const nv_metric *mt, const nv_mat *b, nv_mat *out)
 {
 	return mt->h32 ? nv_gemm32a_new(mt->h32, b, out) : nv_gemm_new(mt->h, 0, b, 0, out);
 }
@@ -224,7 +223,7 @@ static int factors_of(const nv_bm *md, const nv_metric *mt, factors *f)
 	memset(f, 0, sizeof(*f));
 	for (size_t p = 0; p < md->np; p++)
 		if (nv_path_hsl(md, p, &f->a[p]) < 0 || nv_path_gs(md, p, &f->b[p]) < 0 ||
-		    metric_times(mt, &f->b[p], &f->hb[p]) < 0) {
+		    nv_metric_hb(mt, &f->b[p], &f->hb[p]) < 0) {
 			factors_free(f);
 			return -1;
 		}
@@ -309,7 +308,7 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 	c->wlat = nv_calloc(1, sizeof(*c->wlat));
 	if (!c->wlat)
 		return -1;
-	PT(prof, "wh", rc = nv_metric_init(&c->fit, w, &hc->hf));
+	PT(prof, "wh", rc = nv_metric_init32(&c->fit, w, &hc->hf));
 	return rc;
 }
 
@@ -357,7 +356,7 @@ static int basis_gram(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
 
 	if (b->byrows && mt && mt->hf) {
 		if (!mt->th)
-			PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, mt->hf, 0, &th));
+			PT(prof, "lat.gemm", rc = nv_gemm32b_new(t, mt->hf, &th));
 		if (rc == 0)
 			PT(prof, "lat.gemm", rc = row_gram(t, mt->th ? mt->th : &th, g));
 		nv_mat_free(&th);
@@ -633,7 +632,7 @@ static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, const nv_m
 	for (size_t p = 0; p < md->np; p++)
 		fresh += !hbk || !hbk[p].d;
 	if (fresh == (int)md->np)
-		return nv_gemm_new(&c->hc->hf, 0, b, 0, hb);
+		return nv_metric_hb(&c->fit, b, hb);
 	if (nv_mat_zeros(hb, n, pr) < 0)
 		return -1;
 	for (size_t p = 0; p < md->np; p++) {
@@ -643,7 +642,7 @@ static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, const nv_m
 			int rc;
 			if (nv_path_gs(md, p, &bp) < 0)
 				return -1;
-			rc = nv_gemm_new(&c->hc->hf, 0, &bp, 0, &one);
+			rc = nv_metric_hb(&c->fit, &bp, &one);
 			nv_mat_free(&bp);
 			if (rc < 0)
 				return -1;
@@ -787,7 +786,7 @@ static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t 
 	}
 	if (nv_path_gs(md, q, &bq) < 0)
 		return -1;
-	rc = nv_gemm_new(&c->hc->hf, 0, &bq, 0, hbq);
+	rc = nv_metric_hb(&c->fit, &bq, hbq);
 	nv_mat_free(&bq);
 	if (rc == 0 && st->hbk) {
 		nv_mat_free(&st->hbk[q]);
@@ -897,8 +896,9 @@ static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_
 	    nv_gemm_new(sv, 0, &k, 1, &svk) < 0 || nv_syrk_new(1.0, &svk, 0, &ctc) < 0 ||
 	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
 		goto out;
-	for (size_t i = 0; i < n * n; i++)
-		ctc.d[i] *= c->hc->hf.d[i];
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			ctc.d[i * n + j] *= i == j ? c->hc->hf.diag[i] : (double)c->hc->hf.d[i * n + j];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
 	rc = g_solve(&ctc, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
@@ -1054,7 +1054,7 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 	const double *l = md->p[pi].l;
 	int rc = -1;
 
-	if (!qd || nv_path_gs(md, pi, &b) < 0 || nv_gemm_new(&c->hc->hf, 0, &b, 0, &hb) < 0 ||
+	if (!qd || nv_path_gs(md, pi, &b) < 0 || nv_metric_hb(&c->fit, &b, &hb) < 0 ||
 	    nv_gemm_new(&b, 1, &hb, 0, &k) < 0 || nv_gemm_new(&c->fit.wh, 0, &b, 0, &whb) < 0)
 		goto out;
 	/* whb = (W H − Σ_{q≠pi} Ŵ_q H)·B = W H B − Σ A_q·(B_qᵀ·H B) */

@@ -84,6 +84,8 @@ typedef struct {
 int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h);
 /* the same on an f32 H, its products in f64 (nv_gemm32a_new, nv_gemm32b_new) */
 int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h);
+/* H·B (fresh) on the metric's H, f64 or f32 */
+int nv_metric_hb(const nv_metric *mt, const nv_mat *b, nv_mat *out);
 void nv_metric_free(nv_metric *mt);
 
 /* tr(E H Eᵀ) of Ŵ = the model, from its factors:
@@ -134,7 +136,7 @@ void nv_tctx_free(nv_tctx *c);
 
 /* the metric of the latents: hf = L·Lᵀ; every field may be NULL */
 typedef struct {
-	const nv_mat *hf; /* (n × n) H; NULL (and l NULL): the identity */
+	const nv_mat32 *hf; /* (n × n) H; NULL (and l NULL): the identity */
 	const nv_mat *l;  /* (n × n) chol(H), lower: what t taller than wide needs */
 	const nv_mat *th; /* (m × n) t·H when the caller has it, else computed */
 } nv_lat_metric;

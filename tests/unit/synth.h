@@ -56,6 +56,7 @@ static int synth_f32(nv_mat *h, nv_mat32 *h32)
 {
 	h32->r = h->r;
 	h32->c = h->c;
+	h32->diag = NULL;
 	h32->d = malloc(h->r * h->c * sizeof(float));
 	if (!h32->d)
 		return -1;

@@ -12,6 +12,18 @@
 #include "synth.h"
 #include "tap.h"
 
+/* the same damped Gram: its f32 entries off the diagonal and its f64 diagonal */
+static int same_hf(const nv_hctx *a, const nv_hctx *b)
+{
+	size_t n = a->n;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			if (i != j && a->hf.d[i * n + j] != b->hf.d[i * n + j])
+				return 0;
+	return !memcmp(a->hf.diag, b->hf.diag, n * sizeof(double));
+}
+
 static void test_uc(const nv_mat *h)
 {
 	nv_hctx hc;
@@ -25,13 +37,13 @@ static void test_uc(const nv_mat *h)
 		tr += h->d[i * n + i];
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < n; j++)
-			dgap = fmax(dgap, fabs(hc.hf.d[i * n + j] -
+			dgap = fmax(dgap, fabs(nv_mat32_at(&hc.hf, i, j) -
 					       (h->d[i * n + j] + (i == j ? 1e-2 * (tr / (double)n) : 0.0))));
 	ok(dgap == 0.0, "hf = G + rho·(tr G/n)·I exactly");
 	nv_mat_zeros(&hp, n, n);
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < n; j++)
-			hp.d[i * n + j] = hc.hf.d[hc.perm[i] * n + hc.perm[j]];
+			hp.d[i * n + j] = nv_mat32_at(&hc.hf, hc.perm[i], hc.perm[j]);
 	nv_hctx_uc_full(&hc, &ucf);
 	nv_gemm_new(&ucf, 1, &ucf, 0, &utu);
 	nv_gemm_new(&utu, 0, &hp, 0, &id);
@@ -49,15 +61,16 @@ static void test_uc(const nv_mat *h)
 	ok(upper, "Uc packed by rows: nv_hctx_uc_at is its widening, 0 below the diagonal");
 	ok(desc, "act order: permuted diagonal descending");
 	{
-		nv_mat llt;
+		nv_mat llt, hff;
 		double lg = 0;
 		nv_gemm_new(&hc.l, 0, &hc.l, 1, &llt);
+		nv_mat32_widen(&hc.hf, &hff);
 		for (size_t i = 0; i < n * n; i++)
-			lg = fmax(lg, fabs(llt.d[i] - hc.hf.d[i]) / hc.hf.d[0]);
+			lg = fmax(lg, fabs(llt.d[i] - hff.d[i]) / hff.d[0]);
 		ok(lg < 1e-12, "L·Lᵀ = hf (relative gap %.2g)", lg);
-		nv_mat_free(&llt);
+		nv_mat_free(&llt), nv_mat_free(&hff);
 	}
-	ok(fabs(hc.sqd[5] - sqrt(hc.hf.d[5 * n + 5])) == 0.0, "sqd = √diag(hf)");
+	ok(fabs(hc.sqd[5] - sqrt(hc.hf.diag[5])) == 0.0, "sqd = √diag(hf)");
 	nv_mat_free(&hp), nv_mat_free(&utu), nv_mat_free(&id), nv_mat_free(&ucf);
 	nv_hctx_free(&hc);
 }
@@ -78,7 +91,7 @@ static void test_read(uint8_t *buf, size_t len, const nv_hctx *hc)
 	   "the parse's fields");
 	nv_hctx_free(&back);
 	is_int(nv_hctx_read(path, 0, &back), 0, "read without l");
-	ok(back.l.d == NULL && !memcmp(back.hf.d, hc->hf.d, n * n * 8) &&
+	ok(back.l.d == NULL && same_hf(&back, hc) &&
 		   !memcmp(back.uc, hc->uc, n * (n + 1) / 2 * 8) && !memcmp(back.perm, hc->perm, n * 4),
 	   "l not kept, the rest as parsed");
 	nv_hctx_free(&back);
@@ -116,7 +129,7 @@ static void test_file(const nv_mat *h)
 	is_int(len, 36 + 12 * 64 * 65 + 12 * 64, "size by the layout");
 	is_int(nv_hctx_parse(buf, len, &back), 0, "parse back");
 	same = back.n == n && back.rho == 0.03 && back.count == 1024 && back.gram_crc == 0xdeadbeef;
-	same &= !memcmp(back.hf.d, hc.hf.d, n * n * 8) && !memcmp(back.l.d, hc.l.d, n * n * 8) &&
+	same &= same_hf(&back, &hc) && !memcmp(back.l.d, hc.l.d, n * n * 8) &&
 		!memcmp(back.uc, hc.uc, n * (n + 1) / 2 * 8) && !memcmp(back.sqd, hc.sqd, n * 8) &&
 		!memcmp(back.perm, hc.perm, n * 4);
 	ok(same, "round trip is exact");
@@ -146,18 +159,30 @@ static void test_not_pd(void)
 	/* eigenvalues 3, -1, 1, 1 and mean diagonal 1: rho 1.5 makes it definite */
 	is_int(nv_hctx_build(g, 4, 1.5, &hc), 0, "a larger rho makes it definite");
 	nv_hctx_free(&hc);
+	/* hf is held as f32 off the diagonal: a Gram's values only, nothing rounded */
+	g[1] = g[4] = 0.1;
+	is_int(nv_hctx_build(g, 4, 1.5, &hc), -1, "an off-diagonal entry that is not f32 is refused");
+	ok(strstr(nv_err(), "(0,1)") && strstr(nv_err(), "not an f32 value"), "reason: %s", nv_err());
+	g[1] = g[4] = 0.1f;
+	g[0] = 1.1; /* the diagonal is f64: the ridge lands there */
+	is_int(nv_hctx_build(g, 4, 1.5, &hc), 0, "an f64 diagonal is taken");
+	ok(hc.hf.diag[0] == 1.1 + 1.5 * ((1.1 + 3.0) / 4.0), "and kept exactly with its ridge");
+	nv_hctx_free(&hc);
 }
 
 int main(void)
 {
 	nv_mat w, h;
+	nv_mat32 h32;
 
 	nv_set_threads(1);
 	synth(&w, &h);
+	synth_f32(&h, &h32); /* a Gram's values, as the context takes them */
 	test_uc(&h);
 	test_file(&h);
 	test_not_pd();
 	nv_mat_free(&w);
 	nv_mat_free(&h);
+	nv_mat32_free(&h32);
 	return done_testing();
 }

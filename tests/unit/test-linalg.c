@@ -623,6 +623,38 @@ static double mat_gap(const nv_mat *x, const nv_mat *y)
 	return gap / fmax(top, 1e-300);
 }
 
+/* a square f32 matrix with its diagonal in f64 (a damped Gram's form), on
+ * both sides of the product: the diagonal read from diag, not from d */
+static void test_gemm32_diag(void)
+{
+	size_t n = 300;
+	nv_mat32 h = { n, n, malloc(n * n * sizeof(float)), malloc(n * sizeof(double)) };
+	nv_mat b, c, h64, want;
+	int at = 1;
+
+	for (size_t i = 0; i < n * n; i++)
+		h.d[i] = (float)rng_normal(&rng);
+	for (size_t i = 0; i < n; i++)
+		h.diag[i] = 10.0 + 1e-9 * (double)i; /* not an f32 value */
+	nv_mat32_widen(&h, &h64);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			at &= h64.d[i * n + j] == (i == j ? h.diag[i] : (double)h.d[i * n + j]) &&
+			      nv_mat32_at(&h, i, j) == h64.d[i * n + j];
+	ok(at, "widen and at: f32 off the diagonal, the f64 diagonal on it");
+	fill(&b, n, 7);
+	nv_gemm32a_new(&h, &b, &c);
+	nv_gemm_new(&h64, 0, &b, 0, &want);
+	ok(mat_gap(&c, &want) <= 1e-14, "gemm32a with the diagonal (%.2g)", mat_gap(&c, &want));
+	nv_mat_free(&c), nv_mat_free(&want), nv_mat_free(&b);
+	fill(&b, 7, n);
+	nv_gemm32b_new(&b, &h, &c);
+	nv_gemm_new(&b, 0, &h64, 0, &want);
+	ok(mat_gap(&c, &want) <= 1e-14, "gemm32b with the diagonal (%.2g)", mat_gap(&c, &want));
+	nv_mat_free(&c), nv_mat_free(&want), nv_mat_free(&b), nv_mat_free(&h64);
+	nv_mat32_free(&h);
+}
+
 /*
  * products with an f32 operand, widened in blocks of 256 (shapes that leave
  * a partial block): the f64 products of the widened matrix, to the rounding
@@ -631,8 +663,8 @@ static double mat_gap(const nv_mat *x, const nv_mat *y)
 static void test_gemm32(void)
 {
 	nv_mat a, b, a64, b64, c, want;
-	nv_mat32 a32 = { 300, 70, malloc(300 * 70 * sizeof(float)) };
-	nv_mat32 b32 = { 70, 300, malloc(70 * 300 * sizeof(float)) };
+	nv_mat32 a32 = { 300, 70, malloc(300 * 70 * sizeof(float)), NULL };
+	nv_mat32 b32 = { 70, 300, malloc(70 * 300 * sizeof(float)), NULL };
 
 	fill(&a, 300, 70);
 	fill(&b, 70, 9);
@@ -660,6 +692,7 @@ static void test_gemm32(void)
 	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&a64), nv_mat_free(&b64);
 	nv_mat_free(&c), nv_mat_free(&want);
 	nv_mat32_free(&a32), nv_mat32_free(&b32);
+	test_gemm32_diag();
 }
 
 /* max_i |x_i − y_i| / |y_i| */

@@ -151,7 +151,12 @@ static double fit_err(const nv_tctx *c, const nv_bm *md)
 
 static void test_low_rank_error(const nv_tctx *c, const nv_bm *md)
 {
-	double lr = fit_err(c, md), d = direct_err(md, &c->hc->hf);
+	nv_mat hff;
+	double lr = fit_err(c, md), d;
+
+	nv_mat32_widen(&c->hc->hf, &hff);
+	d = direct_err(md, &hff);
+	nv_mat_free(&hff);
 
 	/* the factor formula and E·H·Eᵀ differ by cancellation only: 1e-9 relative */
 	ok(fabs(lr - d) <= 1e-9 * d, "tr(E H Eᵀ) from the factors %.12g = direct %.12g", lr, d);
@@ -628,8 +633,11 @@ static void test_gptq_blocks(void)
 	for (size_t i = 0; i < n * 2 * n; i++)
 		x.d[i] = rng_normal(&rng) * (1.0 + (double)(i / (2 * n) % 7));
 	nv_syrk_new(1.0 / (double)(2 * n), &x, 0, &h);
-	nv_hctx_build(h.d, n, 0.01, &hc);
-	nv_tctx_init(&c, &W, &hc, NULL, 1);
+	for (size_t i = 0; i < n * n; i++)
+		h.d[i] = (float)h.d[i]; /* a Gram's values */
+	if (!ok(nv_hctx_build(h.d, n, 0.01, &hc) == 0 && nv_tctx_init(&c, &W, &hc, NULL, 1) == 0,
+		"gptq blocks: the context of a 300-wide Gram"))
+		return;
 	nv_build_nvg_init(&c, 16, 2, &init);
 	for (size_t pi = 0; pi < 2; pi++) {
 		nv_bm_copy(&q, &init);

@@ -67,10 +67,13 @@ static double tail(const nv_mat *t, size_t r)
 static void test_wide_metric(const nv_mat *w, const nv_mat *h, const nv_mat *l,
 			     const nv_mat *llt)
 {
-	nv_mat a = { 40, 64, w->d }, al, ah, up, vp, up2, vp2;
-	nv_lat_metric mh = { h, NULL, NULL }, mth = { h, NULL, NULL };
+	nv_mat a = { 40, 64, w->d }, al, ah, up, vp, up2, vp2, hr;
+	nv_mat32 h32;
+	nv_lat_metric mh = { &h32, NULL, NULL }, mth = { &h32, NULL, NULL };
 	double e, want;
 
+	nv_mat_copy(&hr, h); /* h is f32-exact (main): h32 holds the same numbers */
+	synth_f32(&hr, &h32);
 	is_int(nv_latents(&a, 16, &mh, NULL, &up, &vp), 0, "latents of a 40 × 64 W from H alone");
 	nv_gemm_new(&a, 0, l, 0, &al);
 	e = lat_err(&a, &up, &vp, llt);
@@ -87,7 +90,8 @@ static void test_wide_metric(const nv_mat *w, const nv_mat *h, const nv_mat *l,
 	nv_mat_free(&up), nv_mat_free(&vp), nv_mat_free(&up2), nv_mat_free(&vp2);
 	is_int(nv_latents(w, 16, &mh, NULL, &up, &vp), -1, "a 96 × 64 W without L is refused");
 	ok(strstr(nv_err(), "taller than wide") != NULL, "saying why: %s", nv_err());
-	nv_mat_free(&al), nv_mat_free(&ah);
+	nv_mat_free(&al), nv_mat_free(&ah), nv_mat_free(&hr);
+	nv_mat32_free(&h32);
 }
 
 static void test_latents(const nv_mat *w, const nv_mat *h)
@@ -188,7 +192,7 @@ static void test_dual_sel(const nv_mat *w, const nv_mat *h, const nv_enc_result 
 	nv_enc_result r;
 	nv_mat e = { 0 };
 	nv_mat hr;
-	nv_mat32 h32, e32 = { 8, 8, NULL };
+	nv_mat32 h32, e32 = { 8, 8, NULL, NULL };
 	float *deq = malloc(96 * 64 * sizeof(float));
 	double ehe = 0, whw = 0;
 
@@ -327,9 +331,12 @@ static void test_itq_stop(void)
 int main(void)
 {
 	nv_mat w, h;
+	nv_mat32 h32;
 
 	nv_set_threads(1);
 	synth(&w, &h);
+	synth_f32(&h, &h32); /* a Gram's values: the f32 metrics then hold the same numbers */
+	nv_mat32_free(&h32);
 	test_rank1();
 	test_latents(&w, &h);
 	test_path();

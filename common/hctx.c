@@ -76,15 +76,24 @@ double nv_hctx_uc_at(const nv_hctx *hc, size_t i, size_t j)
 	return j < i ? 0.0 : hc->uc[nv_hctx_uc_row(hc->n, i) + (j - i)];
 }
 
+double *nv_hctx_uc_rows(const nv_hctx *hc, size_t b0, size_t b1)
+{
+	size_t n = hc->n, w = n - b0;
+	double *s = nv_calloc((b1 - b0) * w, sizeof(double));
+
+	if (!s)
+		return NULL;
+	for (size_t j = b0; j < b1; j++)
+		memcpy(s + (j - b0) * w + (j - b0), hc->uc + nv_hctx_uc_row(n, j),
+		       (n - j) * sizeof(double));
+	return s;
+}
+
 int nv_hctx_uc_full(const nv_hctx *hc, nv_mat *out)
 {
-	size_t n = hc->n;
-
-	if (nv_mat_zeros(out, n, n) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++)
-		memcpy(out->d + i * n + i, hc->uc + nv_hctx_uc_row(n, i), (n - i) * sizeof(double));
-	return 0;
+	out->r = out->c = hc->n;
+	out->d = nv_hctx_uc_rows(hc, 0, hc->n);
+	return out->d ? 0 : -1;
 }
 
 /* hf = g + ρ·(tr g / n)·I held as f32 off the diagonal: g's entries there

@@ -55,6 +55,9 @@ static inline size_t nv_hctx_uc_row(size_t n, size_t i)
 
 /* uc[i][j], 0 below the diagonal */
 double nv_hctx_uc_at(const nv_hctx *hc, size_t i, size_t j);
+/* rows [b0, b1) of uc from column b0 on, dense ((b1 − b0) × (n − b0), zeros
+ * below the diagonal; fresh, NULL on exhaustion): what a GPTQ block reads */
+double *nv_hctx_uc_rows(const nv_hctx *hc, size_t b0, size_t b1);
 /* uc as a full n × n matrix (fresh): for the device and for tests */
 int nv_hctx_uc_full(const nv_hctx *hc, nv_mat *out);
 

@@ -97,21 +97,6 @@ static double col_search(gptq_state *st, size_t j, const double *bv, double *ks)
 	return g;
 }
 
-/* rows [b0, b1) of uc from column b0 on, dense (nb × (n − b0), zeros below
- * the diagonal): what the block's solve and trailing update read */
-static double *uc_strip(const nv_hctx *hc, size_t b0, size_t b1)
-{
-	size_t n = hc->n, w = n - b0;
-	double *s = nv_calloc((b1 - b0) * w, sizeof(double));
-
-	if (!s)
-		return NULL;
-	for (size_t j = b0; j < b1; j++)
-		memcpy(s + (j - b0) * w + (j - b0), hc->uc + nv_hctx_uc_row(n, j),
-		       (n - j) * sizeof(double));
-	return s;
-}
-
 /* one lazy block [b0, b1): columns in order with the in-block Schur feedback
  * carried on Mᵀ·w (r-vectors), then the block's errors E from
  * Ucᵀ_blk·E = W_blk − diag(g)·S_blk·Mᵀ and the trailing update
@@ -119,7 +104,7 @@ static double *uc_strip(const nv_hctx *hc, size_t b0, size_t b1)
 static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 {
 	size_t m = st->m, n = st->n, r = st->r, nb = b1 - b0, w = n - b0;
-	double *uc = uc_strip(st->hc, b0, b1);
+	double *uc = nv_hctx_uc_rows(st->hc, b0, b1);
 	nv_mat bv = {0}, res = {0}, gs = {0};
 	double *ks = nv_malloc(r, sizeof(double)), *mte = nv_malloc(r, sizeof(double));
 	nv_mat wblk = {nb, m, st->wpt.d + b0 * m};

@@ -106,46 +106,6 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge);
  * not finite. */
 int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x);
 
-/* A + shift·I = L·Lᵀ in place: the lower triangle of symmetric row-major a
- * (n × n) becomes L (the strict upper triangle is left as it was), with no
- * copy of the matrix.  0; 1 when not positive definite (reason set, the
- * triangle then undefined); -1 with reason when an entry read or the shift
- * is not finite. */
-int nv_chol_inplace(nv_mat *a, double shift);
-
-/* x ← (L·Lᵀ)⁻¹·x, L the lower triangle of l (nv_chol_inplace) */
-void nv_chol_solve(const nv_mat *l, double *x);
-
-/* a Cholesky factor kept as a preconditioner: L (n × n, lower) packed by
- * rows (row i: L[i][0..i]) in f32, a quarter of the f64 matrix */
-typedef struct {
-	size_t n;
-	float *p;
-} nv_pchol;
-
-/* f ← L, the lower triangle of l, rounded to f32.  0; 1 when an entry is
- * beyond f32 or a diagonal one rounds to 0 (f then empty: nothing kept);
- * -1 on exhaustion */
-int nv_pchol_keep(const nv_mat *l, nv_pchol *f);
-void nv_pchol_free(nv_pchol *f);
-
-/* x ← (L̃·L̃ᵀ)⁻¹·x in f64 arithmetic, L̃ the f32 factor f: the exact solve
- * with the rounded factor, up to f64 rounding (BLAS has no mixed-precision
- * triangular solve; f32 halves the memory that bounds it) */
-void nv_pchol_apply(const nv_pchol *f, double *x);
-
-/* (A + shift·I)·x = b, A's lower triangle read, by conjugate gradients
- * preconditioned with M = L̃·L̃ᵀ, the kept factor f of a nearby matrix (of
- * the same one: a step or two), from the x given.  It stops when the
- * residual r's energy rᵀM⁻¹r is at most tol² · bᵀM⁻¹b: with M near A, that
- * is the excess of the quadratic xᵀAx − 2bᵀx over its minimum, relative to
- * the minimum's size.  0 when that happens within maxit steps (*its: how
- * many); 1 when not, or when a direction shows the matrix not positive
- * definite (x is then the last iterate: solve directly); -1 with reason on
- * exhaustion.  One OpenBLAS thread: the same bits at any thread count. */
-int nv_pcg_spd(const nv_mat *a, double shift, const nv_pchol *f, const double *b, double *x,
-	       double tol, int maxit, int *its);
-
 /* X (n × k) ← (A + shift·I)⁻¹·X for symmetric A (n × n), every column at once
  * (dposv); a matrix that is not positive definite is an error with reason */
 int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);

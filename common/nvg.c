@@ -826,34 +826,28 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *
 #define G_PCG_STEPS 30
 
 /*
- * a·g = rhs with nv_solve_spd's ridge: by conjugate gradients from the
- * current g, preconditioned with pc, the f32 factor of this path's matrix
- * from an earlier sweep (ALS moves it little), when there is one and they
- * converge; else directly, factoring a in place (it is spent) and keeping
- * the factor in pc.  pc NULL: directly by nv_solve_spd.  A matrix that is
- * not positive definite keeps the old g (0), as nv_solve_spd's callers do.
+ * a·g = rhs (the system a in RFP, half its memory) with nv_solve_spd's
+ * ridge: by conjugate gradients from the current g, preconditioned with pc,
+ * the f32 factor of this path's matrix from an earlier sweep (ALS moves it
+ * little), when there is one and they converge; else directly, factoring a
+ * in place (it is spent) and keeping the factor in pc.  pc NULL: directly,
+ * nothing kept.  A matrix that is not positive definite keeps the old g (0),
+ * as nv_solve_spd's callers do.
  */
-static int g_solve(nv_mat *a, const double *rhs, double *g, nv_pchol *pc, nv_prof *prof)
+static int g_solve(nv_rfp *a, const double *rhs, double *g, nv_pchol *pc, nv_prof *prof)
 {
-	size_t n = a->r;
-	double tr = 0.0, shift, *x = nv_malloc(n, sizeof(double));
+	size_t n = a->n;
+	double tr = 0.0, shift, *x = nv_malloc(n + 1, sizeof(double));
 	int rc = 0, its;
 
 	if (!x)
 		return -1;
-	if (!pc) {
-		rc = nv_solve_spd(a, rhs, x, 1e-10);
-		if (rc == 0)
-			memcpy(g, x, n * sizeof(double));
-		free(x);
-		return rc < 0 ? -1 : 0;
-	}
 	for (size_t i = 0; i < n; i++)
-		tr += a->d[i * n + i];
+		tr += a->a[nv_rfp_idx(a->nn, i, i)];
 	shift = 1e-10 * (tr / (double)n);
-	if (pc->p) {
+	if (pc && pc->p) {
 		memcpy(x, g, n * sizeof(double));
-		rc = nv_pcg_spd(a, shift, pc, rhs, x, G_PCG_TOL, G_PCG_STEPS, &its);
+		rc = nv_pcg_rfp(a, shift, pc, rhs, x, G_PCG_TOL, G_PCG_STEPS, &its);
 		nv_prof_add(prof, "als.g.pcg", 0.0, (uint64_t)its);
 		if (rc == 0 && nv_check_finite(x, 1, n, 0, "solution entry") == 0)
 			goto done;
@@ -862,14 +856,14 @@ static int g_solve(nv_mat *a, const double *rhs, double *g, nv_pchol *pc, nv_pro
 			goto out;
 	}
 	nv_prof_add(prof, "als.g.chol", 0.0, 1);
-	if ((rc = nv_chol_inplace(a, shift)) != 0) {
+	if ((rc = nv_rfp_chol(a, shift)) != 0) {
 		rc = rc < 0 ? -1 : 0;
 		goto out;
 	}
 	memcpy(x, rhs, n * sizeof(double));
-	nv_chol_solve(a, x);
-	if ((rc = nv_check_finite(x, 1, n, 0, "solution entry")) < 0 ||
-	    (rc = nv_pchol_keep(a, pc)) < 0) /* 1: beyond f32, not kept: the next solve is direct */
+	if ((rc = nv_rfp_chol_solve(a, x)) < 0 ||
+	    (rc = nv_check_finite(x, 1, n, 0, "solution entry")) < 0 ||
+	    (pc && (rc = nv_pchol_keep(a, pc)) < 0)) /* 1: beyond f32, not kept: the next solve is direct */
 		goto out;
 done:
 	memcpy(g, x, n * sizeof(double));
@@ -879,37 +873,47 @@ out:
 	return rc;
 }
 
+/* path p's g system, ((S_V K S_Vᵀ) ∘ hf) in RFP with K = MᵀM = RᵀR:
+ * S_V K S_Vᵀ = (S_V Rᵀ)(S_V Rᵀ)ᵀ, a symmetric rank-r product, n²r flops */
+static int g_system(const nv_mat *sv, const nv_mat *mm, const nv_mat32 *hf, nv_rfp *a)
+{
+	nv_mat k = {0}, svk = {0};
+	int rc = nv_qr_r(mm, &k) < 0 || nv_gemm_new(sv, 0, &k, 1, &svk) < 0 ||
+		 nv_rfp_syrk(&svk, a) < 0 ? -1 : 0;
+
+	if (rc == 0)
+		nv_rfp_hadamard32(a, hf);
+	nv_mat_free(&k);
+	nv_mat_free(&svk);
+	return rc;
+}
+
 /*
  * g of path p: ((S_V K S_Vᵀ) ∘ hf)·g = diag(S_V·Xᵀ), K = MᵀM, M = hsl(p);
- * pc: path p's factor from an earlier sweep (g_solve)
+ * pc: path p's factor from an earlier sweep (g_solve); without g_pcg,
+ * solved directly each time
  */
 static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_pchol *pc)
 {
 	size_t n = md->n, r = md->r;
-	nv_mat mm = {0}, k = {0}, svk = {0}, ctc = {0}, x = {0};
+	nv_mat mm = {0}, x = {0};
+	nv_rfp a = {0};
 	const nv_mat *sv = &md->p[p].sv;
 	double *rhs = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
-	/* S_V K S_Vᵀ = (S_V Rᵀ)(S_V Rᵀ)ᵀ with MᵀM = RᵀR: a symmetric rank-r product, n²r flops */
-	if (!rhs || nv_path_hsl(md, p, &mm) < 0 || nv_qr_r(&mm, &k) < 0 ||
-	    nv_gemm_new(sv, 0, &k, 1, &svk) < 0 || nv_syrk_new(1.0, &svk, 0, &ctc) < 0 ||
+	if (!rhs || nv_path_hsl(md, p, &mm) < 0 || g_system(sv, &mm, &c->hc->hf, &a) < 0 ||
 	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
 		goto out;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < n; j++)
-			ctc.d[i * n + j] *= i == j ? c->hc->hf.diag[i] : (double)c->hc->hf.d[i * n + j];
 	for (size_t j = 0; j < n; j++)
 		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
-	rc = g_solve(&ctc, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
+	rc = g_solve(&a, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
 out:
 	if (st->hbk) /* g_p moved: its kept H·B_p no longer holds */
 		nv_mat_free(&st->hbk[p]);
 	free(rhs);
 	nv_mat_free(&mm);
-	nv_mat_free(&k);
-	nv_mat_free(&svk);
-	nv_mat_free(&ctc);
+	nv_rfp_free(&a);
 	nv_mat_free(&x);
 	return rc;
 }

@@ -40,6 +40,7 @@
 #include "blr.h"
 #include "hctx.h"
 #include "linalg.h"
+#include "rfp.h"
 #include "prof.h"
 
 /* ---- the model of one tensor ---- */

@@ -11,6 +11,7 @@
 #include "err.h"
 #include "linalg.h"
 #include "par.h"
+#include "spd.h"
 #include "tap.h"
 
 static tap_rng rng = {42};
@@ -144,17 +145,6 @@ static void test_eig(void)
 }
 
 /* a random orthogonal n × n matrix: the Q of a Gaussian matrix's QR */
-static void orthogonal(nv_mat *q, size_t n)
-{
-	double *tau = malloc(n * sizeof(double));
-
-	fill(q, n, n);
-	LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)n, q->d, (lapack_int)n, tau);
-	LAPACKE_dorgqr(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)n, (lapack_int)n, q->d,
-		       (lapack_int)n, tau);
-	free(tau);
-}
-
 /* A = U·diag(σ)·Vᵀ with σ from 1 down to 1/cond: its polar factor is U·Vᵀ,
  * known here without a polar decomposition; nv_polar's Q against it and its
  * orthogonality, to c·ε·cond, c = 8n (a backward-stable SVD) */
@@ -164,8 +154,8 @@ static void polar_case(size_t n, double cond, double scale)
 	double gap = 0, orth = 0, eps = DBL_EPSILON;
 	double tol = 8.0 * (double)n * eps * cond;
 
-	orthogonal(&u, n);
-	orthogonal(&v, n);
+	spd_orthogonal(&rng, &u, n);
+	spd_orthogonal(&rng, &v, n);
 	nv_mat_copy(&us, &u);
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = 0; k < n; k++)
@@ -496,121 +486,6 @@ static void test_fp_flush(void)
 #endif
 }
 
-/* A = Q·diag(λ)·Qᵀ, λ from 1 down to 1/cond log-spaced (a Gram as ill-conditioned as the encoders see) */
-static void graded_spd(nv_mat *a, size_t n, double cond)
-{
-	nv_mat q, qd;
-
-	orthogonal(&q, n);
-	nv_mat_copy(&qd, &q);
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < n; j++)
-			qd.d[i * n + j] *= pow(cond, -(double)j / (double)(n - 1));
-	nv_gemm_new(&qd, 0, &q, 1, a);
-	nv_mat_free(&q);
-	nv_mat_free(&qd);
-}
-
-/* (x − y)ᵀ A (x − y) / yᵀ A y: x's excess of the quadratic over its minimum y, relative */
-static double energy_gap(const nv_mat *a, const double *x, const double *y)
-{
-	size_t n = a->r;
-	double num = 0, den = 0;
-
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < n; j++) {
-			num += (x[i] - y[i]) * a->d[i * n + j] * (x[j] - y[j]);
-			den += y[i] * a->d[i * n + j] * y[j];
-		}
-	return num / den;
-}
-
-/* the kept f32 factor of a + shift·I (n × n), factored in place on a copy */
-static int keep_factor(const nv_mat *a, double shift, nv_pchol *f)
-{
-	nv_mat l;
-	int rc;
-
-	nv_mat_copy(&l, a);
-	rc = nv_chol_inplace(&l, shift);
-	if (rc == 0)
-		rc = nv_pchol_keep(&l, f);
-	nv_mat_free(&l);
-	return rc;
-}
-
-/*
- * nv_pcg_spd on a Gram of condition 1e8: preconditioned with its own
- * factor (kept in f32) it is the direct solve within three steps; with the
- * factor of a nearby matrix (a rank-8 change of 1%, as an ALS sweep makes)
- * it stops within its bound, its excess of the quadratic at most tol² (the
- * exact solve as the reference); never after more steps than allowed; a
- * system that is not positive definite is reported (1); the same bits at 1
- * and 2 threads.
- */
-static void test_pcg(void)
-{
-	size_t n = 120;
-	nv_mat a, a2, u;
-	nv_pchol f = {0};
-	double *b = malloc(n * sizeof(double)), *y = malloc(n * sizeof(double));
-	double *x = malloc(n * sizeof(double)), *x2 = malloc(n * sizeof(double));
-	int its, its2;
-
-	graded_spd(&a, n, 1e8);
-	fill(&u, n, 8);
-	nv_syrk_new(0.01 / 8, &u, 0, &a2); /* a2 = a + 1% · U Uᵀ / 8 */
-	for (size_t i = 0; i < n * n; i++)
-		a2.d[i] += a.d[i];
-	for (size_t i = 0; i < n; i++)
-		b[i] = rng_normal(&rng);
-	/* the exact solutions, by LAPACK */
-	is_int(nv_solve_spd(&a2, b, y, 0.0), 0, "pcg: the direct solve of the changed Gram");
-	is_int(keep_factor(&a2, 0.0, &f), 0, "pcg: the changed Gram's own factor, kept in f32");
-	memset(x, 0, n * sizeof(double));
-	is_int(nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 30, &its), 0, "pcg with its own factor: converges");
-	/* f32 rounding moves M⁻¹A from I by about √cond·6e-8 = 6e-4: a step or two more */
-	ok(its <= 3, "pcg with its own f32 factor: %d step(s)", its);
-	ok(energy_gap(&a2, x, y) <= 1e-12, "pcg with its own factor: the exact solve (%.2g)",
-	   energy_gap(&a2, x, y));
-	nv_pchol_free(&f);
-	is_int(keep_factor(&a, 0.0, &f), 0, "pcg: the factor of the Gram before the change");
-	memset(x, 0, n * sizeof(double));
-	is_int(nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 30, &its), 0,
-	       "pcg with a nearby factor: converges within 30 steps");
-	ok(its >= 2 && its <= 30, "pcg with a nearby factor: %d steps", its);
-	ok(energy_gap(&a2, x, y) <= 1e-12 * 1.5, "pcg: excess %.2g of the quadratic, at most tol^2 (1e-12) with M near A",
-	   energy_gap(&a2, x, y));
-	memset(x, 0, n * sizeof(double));
-	is_int(nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 1, &its), 1, "pcg: not converged within 1 step: 1");
-	is_int(its, 1, "pcg: no more steps than allowed");
-	/* same bits at two threads */
-	memset(x, 0, n * sizeof(double));
-	memset(x2, 0, n * sizeof(double));
-	nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 30, &its);
-	nv_set_threads(2);
-	nv_pcg_spd(&a2, 0.0, &f, b, x2, 1e-6, 30, &its2);
-	nv_set_threads(1);
-	ok(its == its2 && memcmp(x, x2, n * sizeof(double)) == 0, "pcg: the same bits at 1 and 2 threads");
-	/* an indefinite system: a direction of negative curvature */
-	for (size_t i = 0; i < n; i++)
-		a2.d[i * n + i] -= 2.0;
-	memset(x, 0, n * sizeof(double));
-	is_int(nv_pcg_spd(&a2, 0.0, &f, b, x, 1e-6, 30, &its), 1, "pcg: an indefinite system is 1");
-	nv_pchol_free(&f);
-	for (size_t i = 0; i < n; i++)
-		a2.d[i * n + i] -= 1e3;
-	is_int(nv_chol_inplace(&a2, 0.0), 1, "chol_inplace of a negative definite matrix: 1 (%s)",
-	       nv_err());
-	nv_mat_free(&a);
-	nv_mat_free(&a2);
-	nv_mat_free(&u);
-	free(b);
-	free(y);
-	free(x);
-	free(x2);
-}
-
 /* max |x − y| / max |y| over two matrices of one shape */
 static double mat_gap(const nv_mat *x, const nv_mat *y)
 {
@@ -695,82 +570,6 @@ static void test_gemm32(void)
 	test_gemm32_diag();
 }
 
-/* max_i |x_i − y_i| / |y_i| */
-static double max_rel_gap(const double *x, const double *y, size_t n)
-{
-	double gap = 0.0;
-
-	for (size_t i = 0; i < n; i++)
-		gap = fmax(gap, fabs(x[i] - y[i]) / fmax(fabs(y[i]), 1e-300));
-	return gap;
-}
-
-/*
- * the in-place factor and its solves: L·Lᵀ = A + shift·I to rounding, the
- * strict upper triangle untouched, the solve the direct one; the f32 factor
- * applied is the f64 solve with the rounded factor; a factor beyond f32 is
- * not kept
- */
-static void test_chol_kept(void)
-{
-	size_t n = 90;
-	nv_mat a, l, lr, llt;
-	nv_pchol f = {0};
-	double *b = malloc(n * sizeof(double)), *x = malloc(n * sizeof(double));
-	double *y = malloc(n * sizeof(double)), gap = 0.0, amax = 0.0, upper = 0.0;
-
-	graded_spd(&a, n, 1e6);
-	nv_mat_copy(&l, &a);
-	is_int(nv_chol_inplace(&l, 0.5), 0, "chol_inplace of a Gram of condition 1e6");
-	nv_mat_zeros(&lr, n, n);
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < n; j++) {
-			if (j <= i)
-				lr.d[i * n + j] = l.d[i * n + j];
-			else
-				upper = fmax(upper, fabs(l.d[i * n + j] - a.d[i * n + j]));
-		}
-	nv_gemm_new(&lr, 0, &lr, 1, &llt);
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < n; j++) {
-			double want = a.d[i * n + j] + (i == j ? 0.5 : 0.0);
-			gap = fmax(gap, fabs(llt.d[i * n + j] - want));
-			amax = fmax(amax, fabs(want));
-		}
-	/* Cholesky is backward stable: n·ε of max |A| */
-	ok(gap <= 1e-13 * amax, "L·Lᵀ = A + shift·I (gap %.2g of %.2g)", gap, amax);
-	ok(upper == 0.0, "the strict upper triangle is left as it was");
-	for (size_t i = 0; i < n; i++)
-		b[i] = rng_normal(&rng);
-	for (size_t i = 0; i < n; i++)
-		a.d[i * n + i] += 0.5;
-	nv_solve_spd(&a, b, y, 0.0);
-	memcpy(x, b, n * sizeof(double));
-	nv_chol_solve(&l, x);
-	gap = max_rel_gap(x, y, n);
-	/* two factorizations of one matrix of condition ≤ 1e6: 1e-9 relative */
-	ok(gap <= 1e-9, "chol_solve is the direct solve (%.2g)", gap);
-	is_int(nv_pchol_keep(&l, &f), 0, "the factor kept in f32");
-	ok(f.n == n && f.p[n * (n + 1) / 2 - 1] == (float)l.d[n * n - 1],
-	   "packed by rows: the last entry is L[n-1][n-1]");
-	/* the reference: the f32 entries back in f64, solved by BLAS */
-	for (size_t i = 0, k = 0; i < n; i++)
-		for (size_t j = 0; j <= i; j++, k++)
-			l.d[i * n + j] = (double)f.p[k];
-	memcpy(y, b, n * sizeof(double));
-	nv_chol_solve(&l, y);
-	memcpy(x, b, n * sizeof(double));
-	nv_pchol_apply(&f, x);
-	gap = max_rel_gap(x, y, n);
-	/* the same triangular solves in another summation order: cond(L) · n · ε */
-	ok(gap <= 1e-10, "pchol_apply is the f64 solve with the f32 factor (%.2g)", gap);
-	l.d[(n - 1) * n] = 1e39;
-	is_int(nv_pchol_keep(&l, &f), 1, "an entry beyond f32 is not kept: 1");
-	ok(f.p == NULL && f.n == 0, "and nothing is left");
-	nv_mat_free(&a), nv_mat_free(&l), nv_mat_free(&lr), nv_mat_free(&llt);
-	free(b), free(x), free(y);
-}
-
 /* max |(RᵀR − AᵀA)_ij| / max |AᵀA| */
 static double qr_gap(const nv_mat *a, const nv_mat *r)
 {
@@ -838,9 +637,7 @@ int main(void)
 	test_eig();
 	test_polar();
 	test_solve();
-	test_pcg();
 	test_gemm32();
-	test_chol_kept();
 	test_qr();
 	test_nonfinite();
 	test_sgemm();

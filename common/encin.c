@@ -82,8 +82,6 @@ void nv_encin_free(nv_encin *in)
 	nv_mat_free(&in->hfit);
 	nv_mat32_free(&in->hsel);
 	nv_mat_free(&in->wsrc);
-	nv_mat_free(&in->csel);
-	nv_mat_free(&in->ssel);
 	if (in->have_hc)
 		nv_hctx_free(&in->hc);
 	free(in->gauge);
@@ -97,7 +95,7 @@ static int load_moment(const char *path, int cross, size_t n, nv_mat *g, nv_mat3
 {
 	nvgg gg;
 	int rc = g ? nvgg_read_f64(path, cross, &gg, crc)
-		   : g32 ? nvgg_read(path, &gg) : nvgg_read_crc(path, &gg, crc);
+		   : g32 ? nvgg_read_f32(path, cross, &gg, crc) : nvgg_read_crc(path, &gg, crc);
 
 	if (rc < 0)
 		return fail(cross ? "cannot read cross Gram" : "cannot read Gram", path);
@@ -177,16 +175,91 @@ out:
 	return rc;
 }
 
+/* a moment's first read: validated whole, values too, then let go; what a
+ * later read must find again is kept in src */
+static int moment_note(nv_moment_src *src, const char *path, int cross, size_t n)
+{
+	nv_mat32 t = { 0 };
+
+	*src = (nv_moment_src){ path, cross, n, 0, 0 };
+	if (load_moment(path, cross, n, NULL, &t, &src->crc, &src->count) < 0)
+		return -1;
+	nv_mat32_free(&t);
+	return 0;
+}
+
+/* a later read of src, as f64 into g or as f32 into g32 */
+static int moment_again(const nv_moment_src *src, nv_mat *g, nv_mat32 *g32)
+{
+	uint32_t crc;
+	uint64_t count;
+
+	if (load_moment(src->path, src->cross, src->n, g, g32, &crc, &count) < 0)
+		return -1;
+	if (crc == src->crc && count == src->count)
+		return 0;
+	if (g)
+		nv_mat_free(g);
+	if (g32)
+		nv_mat32_free(g32);
+	if (count != src->count)
+		nv_seterr("it changed since the encode began (count %llu, first %llu)",
+			  (unsigned long long)count, (unsigned long long)src->count);
+	else
+		nv_seterr("its values changed since the encode began (CRC %08x, first %08x)", crc,
+			  src->crc);
+	return fail("cannot read moment again", src->path);
+}
+
+int nv_encin_sel_load(void *arg, nv_mat32 *out)
+{
+	return moment_again(arg, NULL, out);
+}
+
 /* the SEL cross-moment and source Gram, of the SEL Gram's positions */
 static int load_sel_moments(const nv_encin_spec *o, nv_encin *in)
 {
-	uint64_t c1, c2;
-
-	if (load_moment(o->cross_sel, 1, o->n, &in->csel, NULL, NULL, &c1) < 0 ||
-	    same_count(o->cross_sel, c1, in->sel_count, "the SEL Gram") < 0 ||
-	    load_moment(o->src_sel, 0, o->n, &in->ssel, NULL, NULL, &c2) < 0 ||
-	    same_count(o->src_sel, c2, in->sel_count, "the SEL Gram") < 0)
+	if (moment_note(&in->csel, o->cross_sel, 1, o->n) < 0 ||
+	    same_count(o->cross_sel, in->csel.count, in->sel_count, "the SEL Gram") < 0 ||
+	    moment_note(&in->ssel, o->src_sel, 0, o->n) < 0 ||
+	    same_count(o->src_sel, in->ssel.count, in->sel_count, "the SEL Gram") < 0)
 		return -1;
+	return 0;
+}
+
+/* tr(A·M·Bᵀ) (ta 0) or tr(A·Mᵀ·Bᵀ) (ta 1) for M the moment src, read for this
+ * product and let go */
+static int moment_trace(const nv_moment_src *src, const nv_mat *a, int ta, const nv_mat *b,
+			double *out)
+{
+	nv_mat mt = { 0 }, p = { 0 };
+
+	if (moment_again(src, &mt, NULL) < 0 || nv_mat_zeros(&p, a->r, mt.c) < 0) {
+		nv_mat_free(&mt);
+		return -1;
+	}
+	nv_gemm(1.0, a, 0, &mt, ta, 0.0, &p);
+	nv_mat_free(&mt);
+	*out = nv_dot_all(&p, b);
+	nv_mat_free(&p);
+	return 0;
+}
+
+/* tr(Ŵ G Ŵᵀ) on the SEL Gram: the one held, or read for this product */
+static int sel_quad(const nv_encin *in, const nv_mat *wh, double *out)
+{
+	nv_mat32 g = { 0 };
+	nv_mat p = { 0 };
+	int rc;
+
+	if (!in->hsel.d && moment_again(&in->sel_src, NULL, &g) < 0)
+		return -1;
+	rc = nv_gemm32b_new(wh, in->hsel.d ? &in->hsel : &g, &p);
+	nv_mat32_free(&g);
+	if (rc < 0)
+		return -1;
+	*out = nv_dot_all(&p, wh);
+	nv_mat_free(&p);
 	return 0;
 }
 
@@ -194,24 +267,22 @@ int nv_encin_transport_err(const nv_encin *in, const uint8_t *bytes, size_t len,
 {
 	const nv_mat *w = in->wsrc.d ? &in->wsrc : &in->w;
 	size_t m = w->r, n = w->c;
-	nv_mat wh = { 0 }, p = { 0 };
+	nv_mat wh = { 0 };
 	float *f = nv_malloc(m * n, sizeof(float));
-	double den, num;
+	double den, quad, cross, num;
 	int rc = -1;
 
-	if (!f || blr_dequantize(bytes, len, f) < 0 || nv_mat_zeros(&wh, m, n) < 0 ||
-	    nv_mat_zeros(&p, m, n) < 0)
+	if (!f || blr_dequantize(bytes, len, f) < 0 || nv_mat_zeros(&wh, m, n) < 0)
 		goto out;
 	for (size_t i = 0; i < m * n; i++)
 		wh.d[i] = f[i];
-	nv_gemm(1.0, w, 0, &in->ssel, 0, 0.0, &p); /* W S */
-	den = nv_dot_all(&p, w);
-	nv_mat_free(&p);
-	if (nv_gemm32b_new(&wh, &in->hsel, &p) < 0) /* Ŵ G */
+	free(f);
+	f = NULL;
+	/* W S Wᵀ, Ŵ G Ŵᵀ, W Cᵀ Ŵᵀ: one n × n moment held at a time */
+	if (moment_trace(&in->ssel, w, 0, w, &den) < 0 || sel_quad(in, &wh, &quad) < 0 ||
+	    moment_trace(&in->csel, w, 1, &wh, &cross) < 0)
 		goto out;
-	num = nv_dot_all(&p, &wh) + den;
-	nv_gemm(1.0, w, 0, &in->csel, 1, 0.0, &p); /* W Cᵀ */
-	num -= 2 * nv_dot_all(&p, &wh);
+	num = quad + den - 2 * cross;
 	if (!(den > 0) || !isfinite(num)) {
 		nv_seterr("E‖W x_src‖² on SEL is %g", den);
 		goto out;
@@ -221,7 +292,6 @@ int nv_encin_transport_err(const nv_encin *in, const uint8_t *bytes, size_t len,
 out:
 	free(f);
 	nv_mat_free(&wh);
-	nv_mat_free(&p);
 	return rc;
 }
 
@@ -340,8 +410,15 @@ int nv_encin_load(const nv_encin_spec *o, const cmf_file *cf, nv_encin *in, nv_p
 		return -1;
 	if (o->nvg)
 		nv_mat_free(&in->hfit);
-	if (o->sel && load_moment(o->sel, 0, o->n, NULL, &in->hsel, NULL, &in->sel_count) < 0)
+	/* held, or validated now and read again whenever it is used */
+	if (o->sel && !o->sel_later &&
+	    load_moment(o->sel, 0, o->n, NULL, &in->hsel, NULL, &in->sel_count) < 0)
 		return -1;
+	if (o->sel && o->sel_later) {
+		if (moment_note(&in->sel_src, o->sel, 0, o->n) < 0)
+			return -1;
+		in->sel_count = in->sel_src.count;
+	}
 	if (o->cross_sel && load_sel_moments(o, in) < 0)
 		return -1;
 	return 0;

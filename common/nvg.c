@@ -132,9 +132,9 @@ int nv_bm_recon(const nv_bm *md, int skip, nv_mat *out)
 
 int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h)
 {
+	memset(mt, 0, sizeof(*mt));
 	mt->w = w;
 	mt->h = h;
-	mt->h32 = NULL;
 	if (nv_gemm_new(w, 0, h, 0, &mt->wh) < 0)
 		return -1;
 	mt->whw = nv_dot_all(&mt->wh, w);
@@ -143,8 +143,8 @@ int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h)
 
 int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h)
 {
+	memset(mt, 0, sizeof(*mt));
 	mt->w = w;
-	mt->h = NULL;
 	mt->h32 = h;
 	if (nv_gemm32b_new(w, h, &mt->wh) < 0)
 		return -1;
@@ -152,13 +152,65 @@ int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h)
 	return 0;
 }
 
+/* the metric's f32 H: the caller's, or read into held when not there yet */
+static const nv_mat32 *metric_h32(const nv_metric *mt)
+{
+	nv_mat32 t = {0};
+	size_t n = mt->w->c;
+
+	if (mt->h32 || mt->held->d)
+		return mt->h32 ? mt->h32 : mt->held;
+	if (mt->load(mt->arg, &t) < 0)
+		return NULL;
+	if (t.r != n || t.c != n) {
+		nv_seterr("W has %zu columns but the Gram is %zux%zu", n, t.r, t.c);
+		nv_mat32_free(&t);
+		return NULL;
+	}
+	*mt->held = t;
+	return mt->held;
+}
+
+int nv_metric_init_load(nv_metric *mt, const nv_mat *w, nv_gram_load load, void *arg)
+{
+	const nv_mat32 *h;
+
+	memset(mt, 0, sizeof(*mt));
+	mt->w = w;
+	mt->load = load;
+	mt->arg = arg;
+	if (!(mt->held = nv_calloc(1, sizeof(nv_mat32))) || !(h = metric_h32(mt)) ||
+	    nv_gemm32b_new(w, h, &mt->wh) < 0) {
+		nv_metric_free(mt);
+		return -1;
+	}
+	mt->whw = nv_dot_all(&mt->wh, w);
+	nv_metric_release(mt);
+	return 0;
+}
+
 int nv_metric_hb(const nv_metric *mt, const nv_mat *b, nv_mat *out)
 {
-	return mt->h32 ? nv_gemm32a_new(mt->h32, b, out) : nv_gemm_new(mt->h, 0, b, 0, out);
+	const nv_mat32 *h32;
+
+	if (mt->h)
+		return nv_gemm_new(mt->h, 0, b, 0, out);
+	if (!(h32 = metric_h32(mt)))
+		return -1;
+	return nv_gemm32a_new(h32, b, out);
+}
+
+void nv_metric_release(const nv_metric *mt)
+{
+	if (mt->held)
+		nv_mat32_free(mt->held);
 }
 
 void nv_metric_free(nv_metric *mt)
 {
+	nv_metric_release(mt);
+	free(mt->held);
+	mt->held = NULL;
 	nv_mat_free(&mt->wh);
 }
 

@@ -73,10 +73,17 @@ int nv_bm_recon(const nv_bm *md, int skip, nv_mat *out);
 
 /* ---- the H metric ---- */
 
+/* an f32 Gram read afresh for each use (a file, say): 0 with out filled, or
+ * -1 with reason; the same values each time */
+typedef int (*nv_gram_load)(void *arg, nv_mat32 *out);
+
 typedef struct {
 	const nv_mat *w;     /* (m × n) */
-	const nv_mat *h;     /* (n × n), or NULL when h32 */
+	const nv_mat *h;     /* (n × n), or NULL when h32 or load */
 	const nv_mat32 *h32; /* (n × n) the same held in f32 (a Gram as read), or NULL */
+	nv_gram_load load;   /* or H read when wanted, into held until nv_metric_release */
+	void *arg;
+	nv_mat32 *held;
 	nv_mat wh;           /* (m × n) W·H */
 	double whw;          /* tr(W H Wᵀ) */
 } nv_metric;
@@ -85,8 +92,14 @@ typedef struct {
 int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h);
 /* the same on an f32 H, its products in f64 (nv_gemm32a_new, nv_gemm32b_new) */
 int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h);
-/* H·B (fresh) on the metric's H, f64 or f32 */
+/* the same on an f32 H that load reads (n × n, n = W's columns, checked)
+ * whenever it is wanted and nv_metric_release lets go: it is held only
+ * while errors are measured, not between */
+int nv_metric_init_load(nv_metric *mt, const nv_mat *w, nv_gram_load load, void *arg);
+/* H·B (fresh) on the metric's H, f64 or f32 (read first when not held) */
 int nv_metric_hb(const nv_metric *mt, const nv_mat *b, nv_mat *out);
+/* what load read goes (nothing when H is the caller's) */
+void nv_metric_release(const nv_metric *mt);
 void nv_metric_free(nv_metric *mt);
 
 /* tr(E H Eᵀ) of Ŵ = the model, from its factors:
@@ -221,6 +234,8 @@ typedef struct {
 	double als_tol;   /* ALS stops at a sweep whose fit error gain is below this fraction (0: never early) */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
 	nv_method method;
+	nv_gram_load sel_load; /* without hsel: the SEL Gram read for each use (nv_metric_init_load) */
+	void *sel_arg;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
 	nv_prof *prof;    /* NULL: no profile */
 } nv_enc_opts;
@@ -256,8 +271,10 @@ typedef struct {
 /* encode W (m × n).  nvg needs hc (the FIT context: its stored fit error
  * on the raw FIT Gram comes from hf and the ridge, so the raw Gram need not
  * be kept) and hsel (the raw mean SEL Gram, n × n, f32 as its file holds it:
- * half the bytes, the same values, its products in f64); dual-svid reads no Gram
- * (NULL), and only measures its stored payload on hsel when one is given.
+ * half the bytes, the same values, its products in f64), or hsel NULL and
+ * o->sel_load, which reads it whenever SEL errors are measured, so that it is
+ * not held beside the refinement; dual-svid reads no Gram (NULL), and only
+ * measures its stored payload on the SEL Gram when one is given.
  * 0 encoded, 1 refused by the packer ("blr refused", reason set), -1 error */
 int nv_encode(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel, const nv_enc_opts *o,
 	      nv_enc_result *res);

@@ -100,6 +100,7 @@ static int add_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_
 		double e, t = nv_now();
 		if (nv_rel(sel, md, &e) < 0)
 			return -1;
+		nv_metric_release(sel);
 		nv_prof_add(c->prof, "select", nv_now() - t, 0);
 		note(cs, "init", e);
 	}
@@ -127,6 +128,7 @@ static int pick(cands *cs, const nv_metric *sel, nv_prof *prof, size_t only, con
 			*best = i;
 		}
 	}
+	nv_metric_release(sel);
 	nv_prof_add(prof, "select", nv_now() - t, 0);
 	return 0;
 }
@@ -176,6 +178,7 @@ static int finish(const nv_tctx *c, const nv_metric *sel, const nv_bm *st, const
 	if (nv_rel_raw(&c->fit, nv_hctx_ridge(c->hc), st, &res->fit_err) < 0 ||
 	    nv_rel(sel, st, &res->sel_err) < 0)
 		return -1;
+	nv_metric_release(sel);
 	nv_prof_add(c->prof, "select", nv_now() - t, 0);
 	res->m = w->r;
 	res->n = w->c;
@@ -188,15 +191,25 @@ static int finish(const nv_tctx *c, const nv_metric *sel, const nv_bm *st, const
 	return 0;
 }
 
-static int check_nvg_inputs(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel)
+/* the SEL metric: on hsel, or on what o->sel_load reads (hsel NULL) */
+static int sel_metric(nv_metric *mt, const nv_mat *w, const nv_mat32 *hsel, const nv_enc_opts *o)
 {
-	if (!hc || !hsel) {
+	if (hsel && (hsel->r != w->c || hsel->c != w->c)) {
+		nv_seterr("W has %zu columns but the SEL Gram is %zux%zu", w->c, hsel->r, hsel->c);
+		return -1;
+	}
+	return hsel ? nv_metric_init32(mt, w, hsel) : nv_metric_init_load(mt, w, o->sel_load, o->sel_arg);
+}
+
+static int check_nvg_inputs(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
+			    const nv_enc_opts *o)
+{
+	if (!hc || (!hsel && !o->sel_load)) {
 		nv_seterr("nvg needs the FIT context and the SEL Gram");
 		return -1;
 	}
-	if (hc->n != w->c || hsel->r != w->c) {
-		nv_seterr("W has %zu columns but the context and the SEL Gram are %zu and %zu wide",
-			  w->c, hc->n, hsel->r);
+	if (hc->n != w->c) {
+		nv_seterr("W has %zu columns but the context is %zu wide", w->c, hc->n);
 		return -1;
 	}
 	return 0;
@@ -213,7 +226,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 	double t;
 	int rc = -1;
 
-	if (check_nvg_inputs(w, hc, hsel) < 0 ||
+	if (check_nvg_inputs(w, hc, hsel, o) < 0 ||
 	    nv_tctx_init(&c, w, hc, o->prof, o->threads) < 0)
 		return -1;
 	c.g_pcg = o->g_pcg;
@@ -221,7 +234,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 	c.try_sweeps = o->try_sweeps;
 	c.als_tol = o->als_tol;
 	t = nv_now();
-	if (nv_metric_init32(&sel, w, hsel) < 0)
+	if (sel_metric(&sel, w, hsel, o) < 0)
 		goto out;
 	nv_prof_add(o->prof, "select", nv_now() - t, 0);
 	if ((o->paths != 1 && add_cand(&cs, &c, &sel, o, 2) < 0) ||
@@ -252,18 +265,18 @@ static int frob_rel(const nv_mat *w, const nv_bm *md, double *out)
 	return 0;
 }
 
-/* the stored model's relative errors: Frobenius, and on hsel when given */
-static int stored_errors(const nv_mat *w, const nv_mat32 *hsel, const nv_bm *st,
-			 nv_enc_result *res)
+/* the stored model's relative errors: Frobenius, and on the SEL Gram when given */
+static int stored_errors(const nv_mat *w, const nv_mat32 *hsel, const nv_enc_opts *o,
+			 const nv_bm *st, nv_enc_result *res)
 {
 	nv_metric sel;
 	int rc;
 
 	if (frob_rel(w, st, &res->frob) < 0)
 		return -1;
-	if (!hsel)
+	if (!hsel && !o->sel_load)
 		return 0;
-	if (nv_metric_init32(&sel, w, hsel) < 0)
+	if (sel_metric(&sel, w, hsel, o) < 0)
 		return -1;
 	rc = nv_rel(&sel, st, &res->sel_err);
 	nv_metric_free(&sel);
@@ -300,7 +313,7 @@ static int encode_dual_svid(const nv_mat *w, const nv_mat32 *hsel, const nv_enc_
 	nv_bm_free(&md);
 	if (rc)
 		return rc;
-	rc = stored_errors(w, hsel, &st, res);
+	rc = stored_errors(w, hsel, o, &st, res);
 	nv_bm_free(&st);
 	if (rc < 0) {
 		nv_enc_result_free(res);
@@ -313,7 +326,7 @@ static int encode_dual_svid(const nv_mat *w, const nv_mat32 *hsel, const nv_enc_
 	res->clip = clip;
 	res->bits = blr_bits(m, n, r, np);
 	k = snprintf(res->line, sizeof(res->line), "P%zu r%zu frob %.4f", np, r, res->frob);
-	if (hsel)
+	if (hsel || o->sel_load)
 		snprintf(res->line + k, sizeof(res->line) - (size_t)k, " sel %.4f", res->sel_err);
 	return 0;
 }

@@ -208,6 +208,13 @@ int nvgg_read(const char *path, nvgg *out)
 	return read_kind(path, 0, as_f32, out);
 }
 
+int nvgg_read_f32(const char *path, int cross, nvgg *out, uint32_t *crc)
+{
+	take tk = { 0, 1, crc, NULL };
+
+	return read_kind(path, cross, tk, out);
+}
+
 int nvgg_read_f64(const char *path, int cross, nvgg *out, uint32_t *crc)
 {
 	take tk = { 1, 1, crc, NULL };

@@ -42,6 +42,10 @@ int nvgg_parse(const uint8_t *buf, size_t len, nvgg *out);
 /* read and validate path ("-" = stdin) */
 int nvgg_read(const char *path, nvgg *out);
 
+/* the same for an NVGG (cross 0) or an NVGC (cross 1), with the CRC-32 of
+ * its values' bytes as stored into crc (may be NULL) */
+int nvgg_read_f32(const char *path, int cross, nvgg *out, uint32_t *crc);
+
 /* the same for an NVGC cross-moment */
 int nvgc_parse(const uint8_t *buf, size_t len, nvgg *out);
 int nvgc_read(const char *path, nvgg *out);

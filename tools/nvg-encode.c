@@ -442,7 +442,7 @@ static int finish_one(const opts *o, size_t i, const char *subj, nvdev_result *r
 	}
 	if (in->gauge && blr_gauge_undo(r->res.bytes, r->res.len, in->gauge, o->s.m) < 0)
 		return tool_fail("cannot undo the row gauge of", subj);
-	if (in->csel.d && add_transport_err(in, &r->res) < 0)
+	if (in->csel.path && add_transport_err(in, &r->res) < 0)
 		return tool_fail("cannot measure the transport objective of", subj);
 	if (write_payload(out, &r->res) < 0)
 		return tool_fail("cannot write", aout_is_stdout(out) ? "standard output" : out);
@@ -475,6 +475,9 @@ static int load_all(opts *o, const cmf_file *cf, nv_encin *in, nvdev_tensor *t, 
 	/* the CPU encoder of one matrix no taller than wide reads no Cholesky
 	 * factor: the context is read without it (other runs: nvdev_trim_context) */
 	o->s.no_l = o->dev.mode == NVCL_CPU && k == 1 && o->s.m <= o->s.n;
+	/* nor does it hold the SEL Gram beside the refinement: it reads it
+	 * again for each measure (the device encoders take it whole) */
+	o->s.sel_later = o->dev.mode == NVCL_CPU;
 	sp[0] = o->s;
 	for (size_t i = 1; i < k && o->nshape > 1; i++)
 		shapes[i] = o->shapes[i];
@@ -523,6 +526,10 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 		eo.try_sweeps = (int)o->try_sweeps;
 	eo.pick_after = (int)o->pick_after;
 	eo.method = o->method;
+	if (!in[0].hsel.d && in[0].sel_src.path) {
+		eo.sel_load = nv_encin_sel_load;
+		eo.sel_arg = &in[0].sel_src;
+	}
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;
 	if (open_device(o, &eo, &d) < 0) {

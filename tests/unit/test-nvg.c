@@ -548,6 +548,85 @@ static void test_drivers(const nv_hctx *hc)
 		nv_enc_result_free(&n3), nv_enc_result_free(&n2b);
 }
 
+/* a SEL Gram read for each use: H32 copied, the reads counted, the
+ * reader failing from read fail_at on (0: never) or reading a narrower one */
+typedef struct {
+	int loads, fail_at, narrow;
+} sel_reader;
+
+static int sel_read(void *arg, nv_mat32 *out)
+{
+	sel_reader *sr = arg;
+	size_t n = sr->narrow ? 32 : H32.r;
+
+	sr->loads++;
+	if (sr->fail_at && sr->loads >= sr->fail_at) {
+		nv_seterr("the test's reader fails at read %d", sr->loads);
+		return -1;
+	}
+	*out = (nv_mat32){ n, n, malloc(n * n * sizeof(float)), NULL };
+	for (size_t i = 0; i < n; i++)
+		memcpy(out->d + i * n, H32.d + i * H32.c, n * sizeof(float));
+	return 0;
+}
+
+/*
+ * the SEL Gram read for each use (nv_metric_init_load, o.sel_load): errors
+ * bit for bit those on the held Gram, held only between a measure and its
+ * release; the encoders' bytes and lines the same as with the Gram held, the
+ * Gram read once for W·H and once per measuring (the init's note, the pick,
+ * the stored errors); a reader's failure and a Gram of another width are
+ * errors with their reason
+ */
+static void test_sel_load(const nv_hctx *hc)
+{
+	nv_enc_opts o;
+	nv_enc_result a, b;
+	nv_metric held, mt;
+	sel_reader sr = { 0, 0, 0 };
+	nv_bm md;
+	double e1, e2;
+
+	nv_build_dual_svid(&W, 8, 2, &md);
+	nv_metric_init32(&held, &W, &H32);
+	is_int(nv_metric_init_load(&mt, &W, sel_read, &sr), 0, "metric_init_load");
+	ok(sr.loads == 1 && mt.held && !mt.held->d, "init reads the Gram once, for W·H, and lets it go");
+	nv_rel(&held, &md, &e1);
+	nv_rel(&mt, &md, &e2);
+	ok(e1 == e2 && sr.loads == 2 && mt.held->d, "the error read afresh is the held one's, bit for bit");
+	nv_metric_release(&mt);
+	ok(!mt.held->d, "released: nothing held");
+	nv_metric_free(&mt);
+	nv_metric_free(&held);
+	nv_bm_free(&md);
+
+	nv_enc_opts_default(&o);
+	o.bpw = 3.0;
+	is_int(nv_encode(&W, hc, &H32, &o, &a), 0, "nvg with the SEL Gram held");
+	o.sel_load = sel_read;
+	o.sel_arg = &sr;
+	sr.loads = 0;
+	is_int(nv_encode(&W, hc, NULL, &o, &b), 0, "nvg with the SEL Gram read for each use");
+	ok(a.len == b.len && !memcmp(a.bytes, b.bytes, a.len) && !strcmp(a.line, b.line),
+	   "the same bytes and line");
+	is_int(sr.loads, 4, "read four times: W·H, the init's note, the pick, the stored errors");
+	nv_enc_result_free(&a), nv_enc_result_free(&b);
+	sr = (sel_reader){ 0, 3, 0 };
+	is_int(nv_encode(&W, hc, NULL, &o, &b), -1, "a reader failing at the pick: -1");
+	ok(strstr(nv_err(), "fails at read 3") != NULL, "with the reader's reason: %s", nv_err());
+	sr = (sel_reader){ 0, 0, 1 };
+	is_int(nv_encode(&W, hc, NULL, &o, &b), -1, "a narrower SEL Gram: -1");
+	ok(strstr(nv_err(), "64 columns but the Gram is 32x32") != NULL, "with its reason: %s",
+	   nv_err());
+	o.method = NV_METHOD_DUAL_SVID;
+	sr = (sel_reader){ 0, 0, 0 };
+	nv_encode(&W, NULL, &H32, &o, &a);
+	is_int(nv_encode(&W, NULL, NULL, &o, &b), 0, "dual-svid with the SEL Gram read when measured");
+	ok(!strcmp(a.line, b.line) && strstr(b.line, " sel ") && sr.loads == 2,
+	   "dual-svid: the same line (%s), read for W·H and the measure", b.line);
+	nv_enc_result_free(&a), nv_enc_result_free(&b);
+}
+
 /* one model's packed bytes */
 static int packed(const nv_bm *md, uint8_t **b, size_t *len)
 {
@@ -790,6 +869,7 @@ int main(void)
 	test_als_kept_hb(&c);
 	test_stages(&c, &hc);
 	test_drivers(&hc3);
+	test_sel_load(&hc3);
 	test_pick_after(&c, &hc3);
 	test_gptq_blocks();
 	test_gauge();

@@ -65,6 +65,16 @@ static void write_w(const char *path, float *w)
 	fclose(f);
 }
 
+/* the matrix and the SEL Gram, the latter read later */
+static void spec_of(nv_encin_spec *s)
+{
+	s->w = tmp("w.raw");
+	s->sel = tmp("sel.gram");
+	s->m = M;
+	s->n = N;
+	s->sel_later = 1;
+}
+
 /*
  * with sel_later the SEL Gram is validated at the load and not held; each
  * later read gives its values, and one of a file that changed since (a
@@ -77,11 +87,7 @@ static void test_sel_later(const float *g)
 	nv_mat32 h = { 0 };
 	float g2[N * N];
 
-	s.w = tmp("w.raw");
-	s.sel = tmp("sel.gram");
-	s.m = M;
-	s.n = N;
-	s.sel_later = 1;
+	spec_of(&s);
 	is_int(nv_encin_load(&s, NULL, &in, NULL), 0, "load with the SEL Gram read later");
 	ok(!in.hsel.d && in.sel_src.path && in.sel_count == COUNT, "not held, its count %llu noted",
 	   (unsigned long long)in.sel_count);
@@ -139,13 +145,9 @@ static void test_transport_err(const float *w, const float *g)
 	moment(sm, 0);
 	write_moment(tmp("sel.cross"), c, COUNT, 1);
 	write_moment(tmp("src.gram"), sm, COUNT, 0);
-	s.w = tmp("w.raw");
-	s.sel = tmp("sel.gram");
+	spec_of(&s);
 	s.cross_sel = tmp("sel.cross");
 	s.src_sel = tmp("src.gram");
-	s.m = M;
-	s.n = N;
-	s.sel_later = 1;
 	is_int(nv_encin_load(&s, NULL, &in, NULL), 0, "load with the SEL moments");
 	nv_enc_opts_default(&o);
 	o.method = NV_METHOD_DUAL_SVID;

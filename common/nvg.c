@@ -185,6 +185,8 @@ int nv_metric_init_load(nv_metric *mt, const nv_mat *w, nv_gram_load load, void 
 		return -1;
 	}
 	mt->whw = nv_dot_all(&mt->wh, w);
+	/* not kept either: an error's cross terms take W·(H·B) (nv_herr) */
+	nv_mat_free(&mt->wh);
 	nv_metric_release(mt);
 	return 0;
 }
@@ -304,8 +306,9 @@ int nv_herr(const nv_metric *mt, const nv_bm *md, double *out)
 		return -1;
 	for (size_t p = 0; p < md->np; p++) {
 		double x;
-		/* ⟨A_p, (W H) B_p⟩ */
-		if (dot_prod(&f.a[p], &mt->wh, 0, &f.b[p], 0, &x) < 0)
+		/* ⟨A_p, (W H) B_p⟩, or ⟨A_p, W (H B_p)⟩ where W·H is not kept */
+		if ((mt->wh.d ? dot_prod(&f.a[p], &mt->wh, 0, &f.b[p], 0, &x)
+			      : dot_prod(&f.a[p], mt->w, 0, &f.hb[p], 0, &x)) < 0)
 			goto fail;
 		e -= 2.0 * x;
 		for (size_t q = 0; q < md->np; q++) {

@@ -84,7 +84,7 @@ typedef struct {
 	nv_gram_load load;   /* or H read when wanted, into held until nv_metric_release */
 	void *arg;
 	nv_mat32 *held;
-	nv_mat wh;           /* (m × n) W·H */
+	nv_mat wh;           /* (m × n) W·H; empty with load (not kept) */
 	double whw;          /* tr(W H Wᵀ) */
 } nv_metric;
 
@@ -94,7 +94,8 @@ int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h);
 int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h);
 /* the same on an f32 H that load reads (n × n, n = W's columns, checked)
  * whenever it is wanted and nv_metric_release lets go: it is held only
- * while errors are measured, not between */
+ * while errors are measured, not between.  Nor is W·H kept: the errors'
+ * cross terms are ⟨A_p, W·(H·B_p)⟩, equal to the held metric's to rounding */
 int nv_metric_init_load(nv_metric *mt, const nv_mat *w, nv_gram_load load, void *arg);
 /* H·B (fresh) on the metric's H, f64 or f32 (read first when not held) */
 int nv_metric_hb(const nv_metric *mt, const nv_mat *b, nv_mat *out);

@@ -333,46 +333,50 @@ int nv_trtri_lower(nv_mat *a)
 	return nv_check_finite(a->d, n, n, 'L', "inverse factor entry");
 }
 
-/* lam (n) descending and E's columns in that order from dsyevd's ascending ones */
-static void eig_descending(const double *asc, const nv_mat *w, double *lam, nv_mat *e)
+/* lam (n) descending and E's columns in that order from dsyevd's ascending
+ * ones, the eigenvectors in the columns of the column-major v */
+static void eig_descending(const double *asc, const double *v, size_t n, double *lam, nv_mat *e)
 {
-	size_t n = w->r;
-
 	for (size_t k = 0; k < n; k++) {
+		const double *vk = v + (n - 1 - k) * n;
 		lam[k] = asc[n - 1 - k];
 		for (size_t i = 0; i < n; i++)
-			e->d[i * n + k] = w->d[i * n + (n - 1 - k)];
+			e->d[i * n + k] = vk[i];
 	}
 }
 
-int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e)
+int nv_sym_eig(nv_mat *a, double *lam, nv_mat *e)
 {
 	size_t n = a->r;
-	nv_mat w = {0};
 	double *asc = NULL;
 	int info = -1;
 
 	assert(a->c == n);
 	*e = (nv_mat){ 0 };
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "matrix entry") < 0 ||
-	    nv_mat_copy(&w, a) < 0 || !(asc = nv_malloc(n ? n : 1, sizeof(double))) ||
-	    nv_mat_zeros(e, n, n) < 0)
+	    !(asc = nv_malloc(n ? n : 1, sizeof(double))))
 		goto out;
+	/* the lower triangle mirrored, a's buffer is the column-major matrix as
+	 * well: dsyevd works on it in place, where LAPACKE's row-major call would
+	 * copy it and then its eigenvectors (the same numbers, twice the memory) */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			a->d[j * n + i] = a->d[i * n + j];
 	nv_flops_add(9ull * n * n * n);
 	nv_serial();
-	info = nv_lapack_info(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'L', (lapack_int)n, w.d,
+	info = nv_lapack_info(LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)n, a->d,
 					  (lapack_int)ld(n), asc));
 	nv_unserial();
 	if (info > 0)
 		nv_seterr("symmetric eigensolver did not converge (%d)", info);
 	if (info == 0 && (nv_check_finite(asc, 1, n, 0, "eigenvalue") < 0 ||
-			  nv_check_finite(w.d, n, n, 0, "eigenvector entry") < 0))
+			  nv_check_finite(a->d, n, n, 0, "eigenvector entry") < 0 ||
+			  nv_mat_zeros(e, n, n) < 0))
 		info = -1;
 	if (info == 0)
-		eig_descending(asc, &w, lam, e);
+		eig_descending(asc, a->d, n, lam, e);
 out:
 	free(asc);
-	nv_mat_free(&w);
 	if (info != 0)
 		nv_mat_free(e);
 	return info == 0 ? 0 : -1;

@@ -86,8 +86,10 @@ int nv_potrf_lower(nv_mat *a);
 /* in place: a lower triangular A with nonzero diagonal becomes its inverse */
 int nv_trtri_lower(nv_mat *a);
 
-/* A = E·diag(lam)·Eᵀ with lam descending; lam has n entries, E (n × n) freshly allocated */
-int nv_sym_eig(const nv_mat *a, double *lam, nv_mat *e);
+/* A = E·diag(lam)·Eᵀ for symmetric A (its lower triangle read) with lam
+ * descending; lam has n entries, E (n × n) freshly allocated.  a is spent:
+ * dsyevd works in it (its contents after are undefined) */
+int nv_sym_eig(nv_mat *a, double *lam, nv_mat *e);
 
 /* the orthogonal polar factor Q = U·Vᵀ of A = U·Σ·Vᵀ (square), through dgesdd */
 int nv_polar(const nv_mat *a, nv_mat *q);

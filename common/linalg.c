@@ -252,30 +252,35 @@ int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 
 int nv_qr_r(const nv_mat *a, nv_mat *r)
 {
-	size_t m = a->r, k = a->c;
-	nv_mat q = {0};
-	double *tau = NULL;
+	size_t m = a->r, k = a->c, mk = m * k;
+	double *q = NULL, *tau = NULL;
 	int info = -1;
 
 	assert(m >= k);
 	r->d = NULL;
 	if (lapack_dims(m, k) < 0 || nv_check_finite(a->d, m, k, 0, "matrix entry") < 0 ||
-	    nv_mat_copy(&q, a) < 0 || nv_mat_zeros(r, k, k) < 0 ||
-	    !(tau = nv_malloc(k ? k : 1, sizeof(double))))
+	    nv_mat_zeros(r, k, k) < 0 || !(tau = nv_malloc(k ? k : 1, sizeof(double))) ||
+	    !(q = nv_malloc(mk ? mk : 1, sizeof(double))))
 		goto out;
+	/* a in column-major order, which dgeqrf takes: the one copy (LAPACKE's
+	 * row-major call would transpose a copy of it, and back) */
+	for (size_t i = 0; i < m; i++)
+		for (size_t j = 0; j < k; j++)
+			q[i + j * m] = a->d[i * k + j];
 	nv_flops_add((uint64_t)(2 * m * k * k - 2 * k * k * k / 3));
 	info = 0;
 	if (k) {
 		nv_serial();
-		info = nv_lapack_info(LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, (lapack_int)m, (lapack_int)k,
-						     q.d, (lapack_int)k, tau));
+		info = nv_lapack_info(LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)k,
+						     q, (lapack_int)m, tau));
 		nv_unserial();
 	}
 	for (size_t i = 0; info == 0 && i < k; i++)
-		memcpy(r->d + i * k + i, q.d + i * k + i, (k - i) * sizeof(double));
+		for (size_t j = i; j < k; j++)
+			r->d[i * k + j] = q[i + j * m];
 out:
 	free(tau);
-	nv_mat_free(&q);
+	free(q);
 	if (info != 0 || nv_check_finite(r->d, k, k, 0, "R entry") < 0) {
 		nv_mat_free(r);
 		return -1;

@@ -238,8 +238,12 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 		goto out;
 	nv_prof_add(o->prof, "select", nv_now() - t, 0);
 	if ((o->paths != 1 && add_cand(&cs, &c, &sel, o, 2) < 0) ||
-	    (o->paths != 2 && add_cand(&cs, &c, &sel, o, 1) < 0) ||
-	    refine_pick(&cs, &c, &sel, o, &bi) < 0)
+	    (o->paths != 2 && add_cand(&cs, &c, &sel, o, 1) < 0))
+		goto out;
+	/* W's whitened basis served the inits only (an m × n and an n × n
+	 * matrix when W is tall): not held through the refinement */
+	nv_lat_basis_free(c.wlat);
+	if (refine_pick(&cs, &c, &sel, o, &bi) < 0)
 		goto out;
 	rc = nv_pack(&cs.md[bi], &res->bytes, &res->len, &st);
 	if (rc == 0 && finish(&c, &sel, &st, &cs, bi, res) < 0) {

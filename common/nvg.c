@@ -23,14 +23,43 @@
 
 /* ------------------------------------------------------------------ model */
 
+int nv_sgn_zeros(nv_sgn *s, size_t r, size_t c)
+{
+	s->r = r;
+	s->c = c;
+	s->d = nv_calloc(r * c > 0 ? r * c : 1, 1);
+	return s->d ? 0 : -1;
+}
+
+void nv_sgn_free(nv_sgn *s)
+{
+	free(s->d);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ±1·(rs·cs) is exact, so this gives the bits that scaling a matrix of
+ * ±1.0 in place gave */
+int nv_sgn_scaled(const nv_sgn *s, const double *rs, const double *cs, nv_mat *o)
+{
+	if (nv_mat_zeros(o, s->r, s->c) < 0)
+		return -1;
+	for (size_t i = 0; i < s->r; i++) {
+		const int8_t *si = nv_sgn_row(s, i);
+		double *row = nv_row(o, i), a = rs ? rs[i] : 1.0;
+		for (size_t k = 0; k < s->c; k++)
+			row[k] = (double)si[k] * (a * (cs ? cs[k] : 1.0));
+	}
+	return 0;
+}
+
 int nv_path_alloc(nv_path *q, size_t m, size_t n, size_t r)
 {
 	memset(q, 0, sizeof(*q));
 	q->h = nv_calloc(m, sizeof(double));
 	q->l = nv_calloc(r, sizeof(double));
 	q->g = nv_calloc(n, sizeof(double));
-	if (!q->h || !q->l || !q->g || nv_mat_zeros(&q->su, m, r) < 0 ||
-	    nv_mat_zeros(&q->sv, n, r) < 0) {
+	if (!q->h || !q->l || !q->g || nv_sgn_zeros(&q->su, m, r) < 0 ||
+	    nv_sgn_zeros(&q->sv, n, r) < 0) {
 		nv_path_free(q);
 		return -1;
 	}
@@ -42,8 +71,8 @@ void nv_path_free(nv_path *q)
 	free(q->h);
 	free(q->l);
 	free(q->g);
-	nv_mat_free(&q->su);
-	nv_mat_free(&q->sv);
+	nv_sgn_free(&q->su);
+	nv_sgn_free(&q->sv);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -74,38 +103,25 @@ int nv_bm_copy(nv_bm *dst, const nv_bm *src)
 		memcpy(d->h, s->h, m * sizeof(double));
 		memcpy(d->l, s->l, r * sizeof(double));
 		memcpy(d->g, s->g, n * sizeof(double));
-		memcpy(d->su.d, s->su.d, m * r * sizeof(double));
-		memcpy(d->sv.d, s->sv.d, n * r * sizeof(double));
-	}
-	return 0;
-}
-
-/* o = diag(rs)·S·diag(cs) for S (rows × r); rs or cs may be NULL */
-static int scaled_signs(const nv_mat *s, const double *rs, const double *cs, nv_mat *o)
-{
-	if (nv_mat_copy(o, s) < 0)
-		return -1;
-	for (size_t i = 0; i < s->r; i++) {
-		double *row = nv_row(o, i), a = rs ? rs[i] : 1.0;
-		for (size_t k = 0; k < s->c; k++)
-			row[k] *= a * (cs ? cs[k] : 1.0);
+		memcpy(d->su.d, s->su.d, m * r);
+		memcpy(d->sv.d, s->sv.d, n * r);
 	}
 	return 0;
 }
 
 int nv_path_hsl(const nv_bm *md, size_t p, nv_mat *o)
 {
-	return scaled_signs(&md->p[p].su, md->p[p].h, md->p[p].l, o);
+	return nv_sgn_scaled(&md->p[p].su, md->p[p].h, md->p[p].l, o);
 }
 
 int nv_path_hs(const nv_bm *md, size_t p, nv_mat *o)
 {
-	return scaled_signs(&md->p[p].su, md->p[p].h, NULL, o);
+	return nv_sgn_scaled(&md->p[p].su, md->p[p].h, NULL, o);
 }
 
 int nv_path_gs(const nv_bm *md, size_t p, nv_mat *o)
 {
-	return scaled_signs(&md->p[p].sv, md->p[p].g, NULL, o);
+	return nv_sgn_scaled(&md->p[p].sv, md->p[p].g, NULL, o);
 }
 
 int nv_bm_recon(const nv_bm *md, int skip, nv_mat *out)
@@ -380,7 +396,6 @@ void nv_tctx_free(nv_tctx *c)
 
 void nv_lat_basis_free(nv_lat_basis *b)
 {
-	nv_mat_free(&b->tl);
 	nv_mat_free(&b->vec);
 	free(b->sig);
 	memset(b, 0, sizeof(*b));
@@ -401,12 +416,26 @@ static int row_gram(const nv_mat *t, const nv_mat *th, nv_mat *g)
 	return 0;
 }
 
+/* t·L (t itself when l is NULL: the same bits as a copy's products) */
+static int lat_tl(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_mat *tl, const nv_mat **use)
+{
+	int rc = 0;
+
+	*use = t;
+	if (l) {
+		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, l, 0, tl));
+		*use = tl;
+	}
+	return rc;
+}
+
 /* the Gram whose eigenvectors are the basis: t·H·tᵀ (rows, from H), or
- * from t·L: its rows' Gram, or its columns' with b->tl = t·L kept */
+ * from t·L: its rows' Gram, or its columns' (b->l kept to make t·L again) */
 static int basis_gram(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
 		      nv_lat_basis *b, nv_mat *g)
 {
-	nv_mat th = {0};
+	nv_mat th = {0}, tl = {0};
+	const nv_mat *use;
 	int rc = 0;
 
 	if (b->byrows && mt && mt->hf) {
@@ -422,14 +451,11 @@ static int basis_gram(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
 			  "of the metric", t->r, t->c);
 		return -1;
 	}
-	if (mt && mt->l)
-		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, mt->l, 0, &b->tl));
-	else
-		rc = nv_mat_copy(&b->tl, t);
+	b->l = mt ? mt->l : NULL;
+	rc = lat_tl(t, b->l, prof, &tl, &use);
 	if (rc == 0)
-		PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, &b->tl, !b->byrows, g));
-	if (b->byrows) /* lat_ur needs t·L only for the columns' basis */
-		nv_mat_free(&b->tl);
+		PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, use, !b->byrows, g));
+	nv_mat_free(&tl);
 	return rc;
 }
 
@@ -463,9 +489,11 @@ fail:
 }
 
 /* U_r (m × r): the top-r left singular vectors of t·L */
-static int lat_ur(const nv_lat_basis *b, size_t r, double floor, nv_prof *prof, nv_mat *ur)
+static int lat_ur(const nv_lat_basis *b, const nv_mat *t, size_t r, double floor, nv_prof *prof,
+		  nv_mat *ur)
 {
-	nv_mat top;
+	nv_mat top, tl = {0};
+	const nv_mat *use;
 	int rc;
 
 	if (nv_mat_zeros(&top, b->vec.r, r) < 0)
@@ -477,7 +505,10 @@ static int lat_ur(const nv_lat_basis *b, size_t r, double floor, nv_prof *prof, 
 		return 0;
 	}
 	/* U_r = t·L·V_r·Σ_r⁻¹ */
-	PT(prof, "lat.gemm", rc = nv_gemm_new(&b->tl, 0, &top, 0, ur));
+	rc = lat_tl(t, b->l, prof, &tl, &use);
+	if (rc == 0)
+		PT(prof, "lat.gemm", rc = nv_gemm_new(use, 0, &top, 0, ur));
+	nv_mat_free(&tl);
 	nv_mat_free(&top);
 	if (rc < 0)
 		return -1;
@@ -496,7 +527,7 @@ int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *p
 	int rc;
 
 	up->d = vp->d = NULL;
-	if (lat_ur(b, r, floor, prof, &ur) < 0)
+	if (lat_ur(b, t, r, floor, prof, &ur) < 0)
 		return -1;
 	rc = nv_mat_copy(up, &ur);
 	if (rc == 0)
@@ -791,7 +822,7 @@ static int als_h(nv_bm *md, const als_state *st)
 	if (!gm || !rh)
 		goto out;
 	for (size_t a = 0; a < np; a++)
-		if (scaled_signs(&md->p[a].su, NULL, md->p[a].l, &ms[a]) < 0)
+		if (nv_sgn_scaled(&md->p[a].su, NULL, md->p[a].l, &ms[a]) < 0)
 			goto out;
 	if (nv_mat_zeros(&kac, r, r) < 0 || nv_mat_zeros(&mk, m, r) < 0)
 		goto out;
@@ -930,17 +961,37 @@ out:
 
 /* path p's g system, ((S_V K S_Vᵀ) ∘ hf) in RFP with K = MᵀM = RᵀR:
  * S_V K S_Vᵀ = (S_V Rᵀ)(S_V Rᵀ)ᵀ, a symmetric rank-r product, n²r flops */
-static int g_system(const nv_mat *sv, const nv_mat *mm, const nv_mat32 *hf, nv_rfp *a)
+static int g_system(const nv_sgn *sv, const nv_mat *mm, const nv_mat32 *hf, nv_rfp *a)
 {
-	nv_mat k = {0}, svk = {0};
-	int rc = nv_qr_r(mm, &k) < 0 || nv_gemm_new(sv, 0, &k, 1, &svk) < 0 ||
-		 nv_rfp_syrk(&svk, a) < 0 ? -1 : 0;
+	nv_mat k = {0}, s = {0}, svk = {0};
+	int rc = nv_qr_r(mm, &k) < 0 || nv_sgn_scaled(sv, NULL, NULL, &s) < 0 ||
+		 nv_gemm_new(&s, 0, &k, 1, &svk) < 0;
 
+	nv_mat_free(&s);
+	rc = rc || nv_rfp_syrk(&svk, a) < 0 ? -1 : 0;
 	if (rc == 0)
 		nv_rfp_hadamard32(a, hf);
 	nv_mat_free(&k);
 	nv_mat_free(&svk);
 	return rc;
+}
+
+/* rhs_j = S_V,j · X_j, each row's ±1 as doubles in the dot product of before */
+static int signed_rowdots(const nv_sgn *sv, const nv_mat *x, double *rhs)
+{
+	size_t r = sv->c;
+	double *row = nv_malloc(r ? r : 1, sizeof(double));
+
+	if (!row)
+		return -1;
+	for (size_t j = 0; j < sv->r; j++) {
+		const int8_t *s = nv_sgn_row(sv, j);
+		for (size_t k = 0; k < r; k++)
+			row[k] = s[k];
+		rhs[j] = cblas_ddot((int)r, row, 1, nv_row(x, j), 1);
+	}
+	free(row);
+	return 0;
 }
 
 /*
@@ -950,18 +1001,16 @@ static int g_system(const nv_mat *sv, const nv_mat *mm, const nv_mat32 *hf, nv_r
  */
 static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_pchol *pc)
 {
-	size_t n = md->n, r = md->r;
+	size_t n = md->n;
 	nv_mat mm = {0}, x = {0};
 	nv_rfp a = {0};
-	const nv_mat *sv = &md->p[p].sv;
+	const nv_sgn *sv = &md->p[p].sv;
 	double *rhs = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
 	if (!rhs || nv_path_hsl(md, p, &mm) < 0 || g_system(sv, &mm, &c->hc->hf, &a) < 0 ||
-	    target_h_t_times(md, c, st, p, &mm, &x) < 0)
+	    target_h_t_times(md, c, st, p, &mm, &x) < 0 || signed_rowdots(sv, &x, rhs) < 0)
 		goto out;
-	for (size_t j = 0; j < n; j++)
-		rhs[j] = cblas_ddot((int)r, nv_row(sv, j), 1, nv_row(&x, j), 1);
 	rc = g_solve(&a, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
 out:
 	if (st->hbk) /* g_p moved: its kept H·B_p no longer holds */
@@ -1045,7 +1094,7 @@ int nv_als(nv_bm *md, const nv_tctx *c, int sweeps)
 
 typedef struct {
 	size_t lo, hi, r;
-	double *su;        /* (m × r) of the path, rows lo..hi written */
+	int8_t *su;        /* (m × r) of the path, rows lo..hi written */
 	double *qs;        /* (m × r) S_U·Q */
 	const double *q;   /* (r × r) */
 	const double *qd;  /* (r) diag Q */
@@ -1061,7 +1110,8 @@ static void flip_rows(void *arg)
 	size_t r = j->r;
 
 	for (size_t i = j->lo; i < j->hi; i++) {
-		double *s = j->su + i * r, *qs = j->qs + i * r, hi = j->h[i];
+		int8_t *s = j->su + i * r;
+		double *qs = j->qs + i * r, hi = j->h[i];
 		const double *wr = j->whb + i * r;
 		for (int pass = 0; pass < 4; pass++) {
 			size_t changed = 0;
@@ -1139,8 +1189,10 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 			q.d[x * r + y] = l[x] * k.d[x * r + y] * l[y];
 		qd[x] = q.d[x * r + x];
 	}
-	if (nv_gemm_new(&md->p[pi].su, 0, &q, 0, &qs) < 0)
+	nv_mat_free(&b); /* B done with: S_U as doubles for S_U·Q in its place */
+	if (nv_sgn_scaled(&md->p[pi].su, NULL, NULL, &b) < 0 || nv_gemm_new(&b, 0, &q, 0, &qs) < 0)
 		goto out;
+	nv_mat_free(&b);
 	{
 		flip_job proto = {0, 0, r, md->p[pi].su.d, qs.d, q.d, qd, whb.d, l, md->p[pi].h, 0};
 		*flips = flip_parallel(&proto, m, c->threads);

@@ -45,11 +45,29 @@
 
 /* ---- the model of one tensor ---- */
 
+/* a sign matrix: ±1 (0 only before it is filled), a byte each, row-major.
+ * A byte where a double would take eight: a model's signs, held in every
+ * candidate and in each refinement try's copy, are the largest part of an
+ * encode's memory after W; they become doubles only in a product (nv_sgn_scaled) */
+typedef struct {
+	size_t r, c; /* rows, cols */
+	int8_t *d;   /* (r × c) owned */
+} nv_sgn;
+
+int nv_sgn_zeros(nv_sgn *s, size_t r, size_t c);
+void nv_sgn_free(nv_sgn *s);
+static inline int8_t *nv_sgn_row(const nv_sgn *s, size_t i)
+{
+	return s->d + i * s->c;
+}
+/* o = diag(rs)·S·diag(cs) in f64 (a fresh matrix); rs or cs may be NULL */
+int nv_sgn_scaled(const nv_sgn *s, const double *rs, const double *cs, nv_mat *o);
+
 typedef struct {
 	double *h; /* (m) row scales */
-	nv_mat su; /* (m × r) ±1 */
+	nv_sgn su; /* (m × r) ±1 */
 	double *l; /* (r) rank scales */
-	nv_mat sv; /* (n × r) ±1 */
+	nv_sgn sv; /* (n × r) ±1 */
 	double *g; /* (n) column scales */
 } nv_path;
 
@@ -126,7 +144,8 @@ int nv_rel_raw(const nv_metric *mt, double ridge, const nv_bm *md, double *out);
 /* the eigendecomposition behind rank-r latents of t (any r) */
 typedef struct {
 	int byrows;     /* 1: m ≤ n, vec holds left vectors (m × m); 0: right (n × n) */
-	nv_mat tl;      /* (m × n) t·L (t when no metric), only when !byrows */
+	const nv_mat *l; /* L of the metric when !byrows (NULL: none): U_r = t·L·V_r·Σ_r⁻¹ is
+			  * made from t again for each rank, not from an m × n t·L held */
 	nv_mat vec;     /* eigenvectors, columns in descending order */
 	double *sig;    /* singular values of t·L, descending */
 } nv_lat_basis;
@@ -164,7 +183,8 @@ typedef struct {
 int nv_latents(const nv_mat *t, size_t r, const nv_lat_metric *mt, nv_prof *prof, nv_mat *up,
 	       nv_mat *vp);
 /* the same in two steps, so that latents of one t at several ranks share
- * one eigendecomposition: nv_lat_basis_build then nv_latents_from (t the same) */
+ * one eigendecomposition: nv_lat_basis_build then nv_latents_from (t the same,
+ * and the metric's L alive while the basis is used) */
 int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
 		       nv_lat_basis *b);
 int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,

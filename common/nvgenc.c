@@ -188,7 +188,10 @@ static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t 
 	}
 	nv_mat_free(&rest);
 	for (size_t j = 0; j < n; j++) {
-		memcpy(nv_row(&st->s, j), nv_row(&md->p[pi].sv, perm[j]), r * sizeof(double));
+		const int8_t *sv = nv_sgn_row(&md->p[pi].sv, perm[j]);
+		double *sj = nv_row(&st->s, j);
+		for (size_t k = 0; k < r; k++)
+			sj[k] = sv[k];
 		st->g[j] = md->p[pi].g[perm[j]];
 	}
 	return 0;
@@ -206,7 +209,10 @@ static int gptq_v_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 		if (gptq_block(&st, b0, b0 + GPTQ_BLOCK < n ? b0 + GPTQ_BLOCK : n) < 0)
 			goto fail;
 	for (size_t j = 0; j < n; j++) {
-		memcpy(nv_row(&md->p[pi].sv, perm[j]), nv_row(&st.s, j), r * sizeof(double));
+		int8_t *sv = nv_sgn_row(&md->p[pi].sv, perm[j]);
+		const double *sj = nv_row(&st.s, j);
+		for (size_t k = 0; k < r; k++)
+			sv[k] = sj[k] > 0.0 ? 1 : -1;
 		md->p[pi].g[perm[j]] = st.g[j];
 	}
 	*flips = st.flips;

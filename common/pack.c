@@ -124,37 +124,18 @@ int nv_pack_paths(size_t m, size_t n, size_t r, size_t np, nv_pack_path *p, uint
 	return build(m, n, r, np, p, bytes, len);
 }
 
-/* ±1 signs of a path (doubles) as the packer's bytes */
-static int8_t *signs_of(const nv_mat *s)
-{
-	size_t k = s->r * s->c;
-	int8_t *o = nv_malloc(k ? k : 1, 1);
-
-	if (o)
-		for (size_t i = 0; i < k; i++)
-			o[i] = s->d[i] > 0 ? 1 : -1;
-	return o;
-}
-
 int nv_pack(const nv_bm *md, uint8_t **bytes, size_t *len, nv_bm *stored)
 {
 	nv_pack_path pp[2];
-	int8_t *sg[2][2] = { { 0 } };
 	nv_bm st;
-	int rc = -1;
+	int rc;
 
 	*bytes = NULL;
 	if (nv_bm_copy(&st, md) < 0)
 		return -1;
-	for (size_t p = 0; p < st.np; p++) {
-		if (!(sg[p][0] = signs_of(&st.p[p].su)) || !(sg[p][1] = signs_of(&st.p[p].sv)))
-			goto out;
-		pp[p] = (nv_pack_path){ st.p[p].h, st.p[p].l, st.p[p].g, sg[p][0], sg[p][1] };
-	}
+	for (size_t p = 0; p < st.np; p++)
+		pp[p] = (nv_pack_path){ st.p[p].h, st.p[p].l, st.p[p].g, st.p[p].su.d, st.p[p].sv.d };
 	rc = nv_pack_paths(st.m, st.n, st.r, st.np, pp, bytes, len);
-out:
-	for (size_t p = 0; p < 2; p++)
-		free(sg[p][0]), free(sg[p][1]);
 	if (rc == 0 && stored)
 		*stored = st;
 	else

@@ -50,10 +50,10 @@ void nv_rank1_pos(const nv_mat *mabs, double *left, double *right)
 }
 
 /* signs (rows × r) of x into s, |x| into a */
-static void split_sign(const nv_mat *x, nv_mat *s, nv_mat *a)
+static void split_sign(const nv_mat *x, nv_sgn *s, nv_mat *a)
 {
 	for (size_t i = 0; i < x->r * x->c; i++) {
-		s->d[i] = x->d[i] >= 0.0 ? 1.0 : -1.0;
+		s->d[i] = x->d[i] >= 0.0 ? 1 : -1;
 		a->d[i] = fabs(x->d[i]);
 	}
 }

@@ -53,7 +53,8 @@ static void ref_gptq_v(nv_bm *md, const nv_hctx *hc, size_t pi)
 	for (size_t j = 0; j < n; j++) {
 		for (size_t i = 0; i < m; i++)
 			wpt.d[j * m + i] = wt.d[i * n + hc->perm[j]];
-		memcpy(s.d + j * r, md->p[pi].sv.d + hc->perm[j] * r, r * sizeof(double));
+		for (size_t k = 0; k < r; k++)
+			s.d[j * r + k] = md->p[pi].sv.d[hc->perm[j] * r + k];
 	}
 	for (size_t b0 = 0; b0 < n; b0 += 128) {
 		size_t b1 = b0 + 128 < n ? b0 + 128 : n;
@@ -134,7 +135,8 @@ static void ref_gptq_v(nv_bm *md, const nv_hctx *hc, size_t pi)
 		nv_mat_free(&errt);
 	}
 	for (size_t j = 0; j < n; j++) {
-		memcpy(md->p[pi].sv.d + hc->perm[j] * r, s.d + j * r, r * sizeof(double));
+		for (size_t k = 0; k < r; k++)
+			md->p[pi].sv.d[hc->perm[j] * r + k] = s.d[j * r + k] > 0.0 ? 1 : -1;
 		md->p[pi].g[hc->perm[j]] = g[j];
 	}
 	free(g), free(bv), free(ks), free(e);
@@ -228,8 +230,8 @@ static int same_model(const nv_bm *a, const nv_bm *b)
 	int same = a->np == b->np && a->r == b->r;
 
 	for (size_t p = 0; same && p < a->np; p++) {
-		same &= !memcmp(a->p[p].su.d, b->p[p].su.d, a->m * a->r * sizeof(double));
-		same &= !memcmp(a->p[p].sv.d, b->p[p].sv.d, a->n * a->r * sizeof(double));
+		same &= !memcmp(a->p[p].su.d, b->p[p].su.d, a->m * a->r);
+		same &= !memcmp(a->p[p].sv.d, b->p[p].sv.d, a->n * a->r);
 		same &= !memcmp(a->p[p].h, b->p[p].h, a->m * sizeof(double));
 		same &= !memcmp(a->p[p].g, b->p[p].g, a->n * sizeof(double));
 		same &= !memcmp(a->p[p].l, b->p[p].l, a->r * sizeof(double));

@@ -658,6 +658,7 @@ int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const 
 	nv_prof_add(prof, "itq.steps", 0.0, (uint64_t)it);
 	if (used)
 		*used = it;
+	nv_mat_free(&x); /* done with: not held beside the rotated latents */
 	PT(prof, "itq.gemm", rc = nv_gemm_new(up, 0, &rot, 0, uo);
 	   if (rc == 0) rc = nv_gemm_new(vp, 0, &rot, 0, vo));
 out:

@@ -328,9 +328,11 @@ static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 		wv[j] = cblas_dnrm2((int)r, nv_row(&vp, j), 1) * c->hc->sqd[j];
 	if (nv_itq_weighted(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->prof, &uo, &vo, NULL) < 0)
 		goto out;
+	nv_mat_free(&up); /* the rotated latents are what the path is made of */
+	nv_mat_free(&vp);
 	{
 		double t0 = nv_now();
-		rc = nv_svid_path(&uo, &vo, q);
+		rc = nv_svid_path_take(&uo, &vo, q);
 		nv_prof_add(c->prof, "svid", nv_now() - t0, 0);
 	}
 out:

@@ -49,38 +49,42 @@ void nv_rank1_pos(const nv_mat *mabs, double *left, double *right)
 		right[k] = fmax(right[k], 1e-12 * rmax);
 }
 
-/* signs (rows × r) of x into s, |x| into a */
-static void split_sign(const nv_mat *x, nv_sgn *s, nv_mat *a)
+/* signs of x into s, and x made |x| in place */
+static void split_sign_take(nv_mat *x, nv_sgn *s)
 {
 	for (size_t i = 0; i < x->r * x->c; i++) {
 		s->d[i] = x->d[i] >= 0.0 ? 1 : -1;
-		a->d[i] = fabs(x->d[i]);
+		x->d[i] = fabs(x->d[i]);
 	}
 }
 
-int nv_svid_path(const nv_mat *up, const nv_mat *vp, nv_path *q)
+int nv_svid_path_take(nv_mat *up, nv_mat *vp, nv_path *q)
 {
 	size_t m = up->r, n = vp->r, r = up->c;
-	nv_mat ua = {0}, va = {0};
 	double *lu = nv_malloc(r, sizeof(double)), *lv = nv_malloc(r, sizeof(double));
 	int rc = -1;
 
 	if (!lu || !lv || nv_path_alloc(q, m, n, r) < 0)
 		goto out;
-	if (nv_mat_zeros(&ua, m, r) < 0 || nv_mat_zeros(&va, n, r) < 0) {
-		nv_path_free(q);
-		goto out;
-	}
-	split_sign(up, &q->su, &ua);
-	split_sign(vp, &q->sv, &va);
-	nv_rank1_pos(&ua, q->h, lu);
-	nv_rank1_pos(&va, q->g, lv);
+	split_sign_take(up, &q->su);
+	split_sign_take(vp, &q->sv);
+	nv_rank1_pos(up, q->h, lu);
+	nv_rank1_pos(vp, q->g, lv);
 	for (size_t k = 0; k < r; k++)
 		q->l[k] = lu[k] * lv[k];
 	rc = 0;
 out:
 	free(lu);
 	free(lv);
+	return rc;
+}
+
+int nv_svid_path(const nv_mat *up, const nv_mat *vp, nv_path *q)
+{
+	nv_mat ua = {0}, va = {0};
+	int rc = nv_mat_copy(&ua, up) < 0 || nv_mat_copy(&va, vp) < 0 ? -1
+									: nv_svid_path_take(&ua, &va, q);
+
 	nv_mat_free(&ua);
 	nv_mat_free(&va);
 	return rc;
@@ -94,7 +98,7 @@ int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md)
 	md->m = w->r;
 	md->n = w->c;
 	md->r = r;
-	if (nv_latents(w, r, NULL, NULL, &up, &vp) < 0 || nv_svid_path(&up, &vp, &md->p[0]) < 0)
+	if (nv_latents(w, r, NULL, NULL, &up, &vp) < 0 || nv_svid_path_take(&up, &vp, &md->p[0]) < 0)
 		goto fail;
 	md->np = 1;
 	nv_mat_free(&up);
@@ -105,7 +109,7 @@ int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md)
 		for (size_t i = 0; i < res.r * res.c; i++)
 			res.d[i] = w->d[i] - res.d[i];
 		if (nv_latents(&res, r, NULL, NULL, &up, &vp) < 0 ||
-		    nv_svid_path(&up, &vp, &md->p[1]) < 0)
+		    nv_svid_path_take(&up, &vp, &md->p[1]) < 0)
 			goto fail;
 		md->np = 2;
 	}

@@ -19,6 +19,9 @@ void nv_rank1_pos(const nv_mat *mabs, double *left, double *right);
 /* path from latents up (m × r), vp (n × r): S = sgn (0 → +1), h and g the
  * rank-1 fits of |up| and |vp|, ℓ the product of their rank sides */
 int nv_svid_path(const nv_mat *up, const nv_mat *vp, nv_path *q);
+/* the same from latents it may spend: up and vp are left holding |up| and
+ * |vp|, so that no third copy of the latents is made (the encoder's init) */
+int nv_svid_path_take(nv_mat *up, nv_mat *vp, nv_path *q);
 
 /* the dual-SVID model at rank r with np paths */
 int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md);

@@ -180,6 +180,26 @@ static void test_path(void)
 			pos &= q.l[k] > 0;
 		ok(pos, "magnitudes positive");
 	}
+	{
+		/* the spending form: the same path, bit for bit, and |up|, |vp| left */
+		nv_mat ua = {0}, va = {0};
+		nv_path t;
+		int same, absd = 1;
+		nv_mat_copy(&ua, &up);
+		nv_mat_copy(&va, &vp);
+		is_int(nv_svid_path_take(&ua, &va, &t), 0, "svid_path_take");
+		same = !memcmp(t.su.d, q.su.d, 80) && !memcmp(t.sv.d, q.sv.d, 72) &&
+		       !memcmp(t.h, q.h, 10 * sizeof(double)) &&
+		       !memcmp(t.g, q.g, 9 * sizeof(double)) && !memcmp(t.l, q.l, 8 * sizeof(double));
+		ok(same, "svid_path_take: the path of svid_path, bit for bit");
+		for (size_t i = 0; i < 80; i++)
+			absd &= ua.d[i] == fabs(up.d[i]);
+		for (size_t i = 0; i < 72; i++)
+			absd &= va.d[i] == fabs(vp.d[i]);
+		ok(absd, "svid_path_take leaves |up| and |vp| in its inputs");
+		nv_path_free(&t);
+		nv_mat_free(&ua), nv_mat_free(&va);
+	}
 	nv_path_free(&q);
 	nv_mat_free(&up), nv_mat_free(&vp);
 }

@@ -380,6 +380,11 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 	if (!c->wlat)
 		return -1;
 	PT(prof, "wh", rc = nv_metric_init32(&c->fit, w, &hc->hf));
+	/* W·hf (m × n) is kept only where W is wider than tall: there the g
+	 * step's (W·hf)ᵀ·M costs m·n·r where hf·(Wᵀ·M) would cost n²·r more;
+	 * elsewhere every product takes W·(hf·B) or hf·(Wᵀ·M) (nv_tctx_wh) */
+	if (rc == 0 && w->r >= w->c)
+		nv_mat_free(&c->fit.wh);
 	return rc;
 }
 
@@ -742,6 +747,30 @@ static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, const nv_m
 	return 0;
 }
 
+/* W·hf·B (m × k): (W·hf)·B where W·hf is kept, else W·(hf·B) from the
+ * caller's hb = hf·B; the same flops either way */
+static int wh_times(const nv_tctx *c, const nv_mat *b, const nv_mat *hb, nv_mat *out)
+{
+	if (c->fit.wh.d)
+		return nv_gemm_new(&c->fit.wh, 0, b, 0, out);
+	return nv_gemm_new(c->w, 0, hb, 0, out);
+}
+
+/* (W·hf)ᵀ·M (n × k): from W·hf where kept, else hf·(Wᵀ·M) */
+static int wh_t_times(const nv_tctx *c, const nv_mat *mm, nv_mat *out)
+{
+	nv_mat y = {0};
+	int rc;
+
+	if (c->fit.wh.d)
+		return nv_gemm_new(&c->fit.wh, 1, mm, 0, out);
+	if (nv_gemm_new(c->w, 1, mm, 0, &y) < 0)
+		return -1;
+	rc = nv_metric_hb(&c->fit, &y, out);
+	nv_mat_free(&y);
+	return rc;
+}
+
 /*
  * ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs];
  * *e: the fit error at the new ℓ, tr(W H Wᵀ) − λ·rhs (the least squares'
@@ -756,8 +785,7 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *e)
 	int rc = -1;
 
 	if (hstack(md, nv_path_gs, md->n, &b) < 0 || hb_all(md, c, &b, st->hbk, &st->hb) < 0 ||
-	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 ||
-	    nv_gemm_new(&c->fit.wh, 0, &b, 0, &st->whb) < 0 ||
+	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 || wh_times(c, &b, &st->hb, &st->whb) < 0 ||
 	    hstack(md, nv_path_hs, m, &a) < 0 || nv_syrk_new(1.0, &a, 1, &ata) < 0)
 		goto out;
 	rhs = nv_calloc(pr, sizeof(double));
@@ -886,7 +914,7 @@ static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t 
 static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
 			    const nv_mat *mm, nv_mat *x)
 {
-	if (nv_gemm_new(&c->fit.wh, 1, mm, 0, x) < 0)
+	if (wh_t_times(c, mm, x) < 0)
 		return -1;
 	for (size_t q = 0; q < md->np; q++) {
 		nv_mat aq = {0}, hbq = {0}, aqm = {0};
@@ -1165,7 +1193,7 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 	int rc = -1;
 
 	if (!qd || nv_path_gs(md, pi, &b) < 0 || nv_metric_hb(&c->fit, &b, &hb) < 0 ||
-	    nv_gemm_new(&b, 1, &hb, 0, &k) < 0 || nv_gemm_new(&c->fit.wh, 0, &b, 0, &whb) < 0)
+	    nv_gemm_new(&b, 1, &hb, 0, &k) < 0 || wh_times(c, &b, &hb, &whb) < 0)
 		goto out;
 	/* whb = (W H − Σ_{q≠pi} Ŵ_q H)·B = W H B − Σ A_q·(B_qᵀ·H B) */
 	for (size_t o = 0; o < md->np; o++) {

@@ -153,7 +153,7 @@ typedef struct {
 typedef struct {
 	const nv_mat *w;     /* (m × n) the matrix encoded */
 	const nv_hctx *hc;   /* the input's context (hf, l, sqd, perm, uc) */
-	nv_metric fit;       /* the damped metric hf; fit.wh = W·hf */
+	nv_metric fit;       /* the damped metric hf; fit.wh = W·hf only when m < n */
 	nv_prof *prof;       /* NULL: no profile */
 	int threads;         /* workers of the row-parallel stages (≥ 1) */
 	nv_lat_basis *wlat;  /* whitened basis of W, filled by the first init that needs it */

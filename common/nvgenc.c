@@ -311,8 +311,9 @@ static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 	if (!wu || !wv)
 		goto out;
 	if (t == c->w) {
-		/* W's whitened basis serves every candidate rank; W·hf is at hand */
-		nv_lat_metric mw = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL, &c->fit.wh };
+		/* W's whitened basis serves every candidate rank; W·hf where it is kept */
+		nv_lat_metric mw = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL,
+				     c->fit.wh.d ? &c->fit.wh : NULL };
 		if (!c->wlat->sig && nv_lat_basis_build(t, &mw, c->prof, c->wlat) < 0)
 			goto out;
 		if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)

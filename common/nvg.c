@@ -639,42 +639,88 @@ static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *ro
 	return 0;
 }
 
-int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		    int iters, double tol, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used)
+/* the ITQ steps on x (its rows normalized, w2 their weights) from R = I */
+static int itq_run(const nv_mat *x, const double *w2, int iters, double tol, nv_prof *prof,
+		   nv_mat *rot, int *used)
 {
-	nv_mat x = {0}, rot = {0};
-	size_t nn = up->r + vp->r, r = up->c, changed = 0;
-	double *w2 = nv_malloc(nn, sizeof(double));
-	unsigned char *prev = nv_malloc(nn, r);
-	int rc = -1, it = 0;
+	size_t nn = x->r, r = x->c, changed = 0;
+	unsigned char *prev = nv_malloc(nn ? nn : 1, r ? r : 1);
+	int it = 0;
 
-	uo->d = vo->d = NULL;
-	if (!w2 || !prev || itq_inputs(up, vp, wu, wv, &x, w2) < 0 || nv_mat_eye(&rot, r) < 0)
-		goto out;
+	*rot = (nv_mat){ 0 };
+	if (!prev || nv_mat_eye(rot, r) < 0)
+		goto fail;
 	memset(prev, 2, nn * r);
 	/* a step whose signs are the last step's gives the last rotation again:
 	 * stopping there (tol 0) changes nothing; tol > 0 stops near that point */
 	while (it < iters) {
-		if (itq_step(&x, w2, prof, &rot, prev, &changed) < 0)
-			goto out;
+		if (itq_step(x, w2, prof, rot, prev, &changed) < 0)
+			goto fail;
 		if (++it > 1 && (double)changed <= tol * (double)(nn * r))
 			break;
 	}
 	nv_prof_add(prof, "itq.steps", 0.0, (uint64_t)it);
 	if (used)
 		*used = it;
+	free(prev);
+	return 0;
+fail:
+	free(prev);
+	nv_mat_free(rot);
+	return -1;
+}
+
+int nv_itq_rotation_spend(nv_mat *up, nv_mat *vp, const double *wu, const double *wv, int iters,
+			  double tol, nv_prof *prof, nv_mat *rot, int *used)
+{
+	nv_mat x = {0};
+	double *w2 = nv_malloc(up->r + vp->r, sizeof(double));
+	int rc = -1;
+
+	*rot = (nv_mat){ 0 };
+	if (w2 && itq_inputs(up, vp, wu, wv, &x, w2) == 0) {
+		nv_mat_free(up);
+		nv_mat_free(vp);
+		rc = itq_run(&x, w2, iters, tol, prof, rot, used);
+	}
+	free(w2);
+	nv_mat_free(&x);
+	return rc;
+}
+
+int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
+		    int iters, double tol, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used)
+{
+	nv_mat x = {0}, rot = {0};
+	double *w2 = nv_malloc(up->r + vp->r, sizeof(double));
+	int rc = -1;
+
+	uo->d = vo->d = NULL;
+	if (!w2 || itq_inputs(up, vp, wu, wv, &x, w2) < 0)
+		goto out;
+	rc = itq_run(&x, w2, iters, tol, prof, &rot, used);
 	nv_mat_free(&x); /* done with: not held beside the rotated latents */
-	PT(prof, "itq.gemm", rc = nv_gemm_new(up, 0, &rot, 0, uo);
-	   if (rc == 0) rc = nv_gemm_new(vp, 0, &rot, 0, vo));
+	if (rc == 0)
+		rc = nv_itq_apply(up, vp, &rot, prof, uo, vo);
 out:
+	free(w2);
+	nv_mat_free(&x);
+	nv_mat_free(&rot);
+	return rc;
+}
+
+int nv_itq_apply(const nv_mat *up, const nv_mat *vp, const nv_mat *rot, nv_prof *prof, nv_mat *uo,
+		 nv_mat *vo)
+{
+	int rc;
+
+	uo->d = vo->d = NULL;
+	PT(prof, "itq.gemm", rc = nv_gemm_new(up, 0, rot, 0, uo);
+	   if (rc == 0) rc = nv_gemm_new(vp, 0, rot, 0, vo));
 	if (rc < 0) {
 		nv_mat_free(uo);
 		nv_mat_free(vo);
 	}
-	free(w2);
-	free(prev);
-	nv_mat_free(&x);
-	nv_mat_free(&rot);
 	return rc;
 }
 

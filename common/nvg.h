@@ -198,6 +198,14 @@ void nv_lat_basis_free(nv_lat_basis *b);
  * (when not NULL) gets the steps taken. */
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    int iters, double tol, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used);
+/* nv_itq_weighted in two halves, for latents that can be made again: the
+ * rotation R (r × r), up and vp freed once its inputs are formed from them
+ * (so that they are not held through the steps); then uo = up·R, vo = vp·R
+ * on latents made again, the same bits as nv_itq_weighted's */
+int nv_itq_rotation_spend(nv_mat *up, nv_mat *vp, const double *wu, const double *wv, int iters,
+			  double tol, nv_prof *prof, nv_mat *rot, int *used);
+int nv_itq_apply(const nv_mat *up, const nv_mat *vp, const nv_mat *rot, nv_prof *prof, nv_mat *uo,
+		 nv_mat *vo);
 /* exact block least squares: ℓ (joint over paths), h (per row, joint over
  * paths), g (per path), `sweeps` times; never raises the fit error.  With
  * c->als_tol above 0 it stops early, at the ℓ step of the first sweep whose

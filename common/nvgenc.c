@@ -300,6 +300,45 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
 
 /* ------------------------------------------------------------------- init */
 
+/* row weights of the ITQ: the latents' row norms, vp's scaled by √d */
+static void itq_weights(const nv_tctx *c, const nv_mat *up, const nv_mat *vp, double *wu,
+			double *wv)
+{
+	for (size_t i = 0; i < up->r; i++)
+		wu[i] = cblas_dnrm2((int)up->c, nv_row(up, i), 1);
+	for (size_t j = 0; j < vp->r; j++)
+		wv[j] = cblas_dnrm2((int)vp->c, nv_row(vp, j), 1) * c->hc->sqd[j];
+}
+
+/*
+ * the rotated latents of W at rank r from its whitened basis (kept in
+ * c->wlat for every candidate rank): the latents are made, spent on the
+ * ITQ's inputs, and made again for the rotation's product, so that they are
+ * not held through the ITQ steps beside its inputs (the same bits)
+ */
+static int w_rotated(const nv_tctx *c, size_t r, double *wu, double *wv, nv_mat *uo, nv_mat *vo)
+{
+	const nv_mat *t = c->w;
+	nv_lat_metric mw = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL,
+			     c->fit.wh.d ? &c->fit.wh : NULL };
+	nv_mat up = {0}, vp = {0}, rot = {0};
+	int rc = -1;
+
+	if (!c->wlat->sig && nv_lat_basis_build(t, &mw, c->prof, c->wlat) < 0)
+		return -1;
+	if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
+		return -1;
+	itq_weights(c, &up, &vp, wu, wv);
+	if (nv_itq_rotation_spend(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->prof, &rot,
+				  NULL) == 0 &&
+	    nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) == 0)
+		rc = nv_itq_apply(&up, &vp, &rot, c->prof, uo, vo);
+	nv_mat_free(&up);
+	nv_mat_free(&vp);
+	nv_mat_free(&rot);
+	return rc;
+}
+
 /* whitened latents of t, the H-weighted gauge, svid_path */
 static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 {
@@ -311,26 +350,19 @@ static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 	if (!wu || !wv)
 		goto out;
 	if (t == c->w) {
-		/* W's whitened basis serves every candidate rank; W·hf where it is kept */
-		nv_lat_metric mw = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL,
-				     c->fit.wh.d ? &c->fit.wh : NULL };
-		if (!c->wlat->sig && nv_lat_basis_build(t, &mw, c->prof, c->wlat) < 0)
-			goto out;
-		if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
+		if (w_rotated(c, r, wu, wv, &uo, &vo) < 0)
 			goto out;
 	} else {
 		nv_lat_metric mt = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL, NULL };
 		if (nv_latents(t, r, &mt, c->prof, &up, &vp) < 0)
 			goto out;
+		itq_weights(c, &up, &vp, wu, wv);
+		if (nv_itq_weighted(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->prof, &uo, &vo,
+				    NULL) < 0)
+			goto out;
+		nv_mat_free(&up); /* the rotated latents are what the path is made of */
+		nv_mat_free(&vp);
 	}
-	for (size_t i = 0; i < m; i++)
-		wu[i] = cblas_dnrm2((int)r, nv_row(&up, i), 1);
-	for (size_t j = 0; j < n; j++)
-		wv[j] = cblas_dnrm2((int)r, nv_row(&vp, j), 1) * c->hc->sqd[j];
-	if (nv_itq_weighted(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->prof, &uo, &vo, NULL) < 0)
-		goto out;
-	nv_mat_free(&up); /* the rotated latents are what the path is made of */
-	nv_mat_free(&vp);
 	{
 		double t0 = nv_now();
 		rc = nv_svid_path_take(&uo, &vo, q);

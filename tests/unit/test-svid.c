@@ -345,6 +345,23 @@ static void test_itq_stop(void)
 	nv_itq_weighted(&up, &vp, wu, wv, used, -1.0, NULL, &uo, &vo, NULL);
 	ok(same_bits(&uo, &u2) && same_bits(&vo, &v2), "and gives the bits of %d steps run", used);
 	nv_mat_free(&uo), nv_mat_free(&vo), nv_mat_free(&u2), nv_mat_free(&v2);
+	{
+		/* the two halves: the rotation from spent latents, then applied */
+		nv_mat us = {0}, vs = {0}, rot = {0};
+		int spent, used2 = 0;
+		nv_itq_weighted(&up, &vp, wu, wv, 50, 0.005, NULL, &u2, &v2, &used);
+		nv_mat_copy(&us, &up);
+		nv_mat_copy(&vs, &vp);
+		is_int(nv_itq_rotation_spend(&us, &vs, wu, wv, 50, 0.005, NULL, &rot, &used2), 0,
+		       "ITQ rotation from spent latents");
+		spent = us.d == NULL && vs.d == NULL;
+		nv_itq_apply(&up, &vp, &rot, NULL, &uo, &vo);
+		ok(spent && used2 == used && same_bits(&uo, &u2) && same_bits(&vo, &v2),
+		   "its latents freed, its %d steps and rotated latents nv_itq_weighted's, bit for bit",
+		   used2);
+		nv_mat_free(&rot);
+		nv_mat_free(&uo), nv_mat_free(&vo), nv_mat_free(&u2), nv_mat_free(&v2);
+	}
 	nv_mat_free(&up), nv_mat_free(&vp);
 }
 

@@ -12,7 +12,8 @@
 # SEL_TOKENS (4096), WINDOW (512), EVAL_TOKENS (16384), DEMO_MODEL
 # (smollm2 | stories260K), DEMO_OUT (build/demo), XDG_CACHE_HOME (the
 # download cache is ${XDG_CACHE_HOME:-~/.cache}/nvgkit); TRANSPORT, TUNE,
-# CALIBRATE and E2E reach convert.mk (all on by default for nvg; 0 turns one off).
+# CALIBRATE and E2E reach convert.mk (for nvg all but TRANSPORT on by default;
+# 0 turns one off, TRANSPORT=1 turns transport on).
 # Progress on stderr; the table and the total time on stdout.
 # --prepare-only: fetch, import and tokenize, print the paths, convert nothing.
 set -eo pipefail
@@ -122,7 +123,7 @@ fi
 
 # an nvg conversion's directory names its steps (its stamp refuses another setting)
 tag() {
-	[ "$1" = nvg ] && echo "-transport${TRANSPORT:-1}-tune${TUNE:-1}"
+	[ "$1" = nvg ] && echo "-transport${TRANSPORT:-0}-tune${TUNE:-1}"
 	return 0
 }
 

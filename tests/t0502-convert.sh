@@ -224,6 +224,10 @@ test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg onl
 	test_must_fail cmp -s sw3/L1/down.blr sw2/L1/down.blr &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw3 BPW=2.5 2>err &&
 	test_grep "holds another conversion" err &&
+	test_grep "the stamp has .refine=3., this command ...; give the stamp.s settings to resume it" err &&
+	cp -r sw3 sw3c &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw3c BPW=2.5 REFINE=2 PATHS=1 2>err &&
+	test_grep "the stamp has .paths=auto refine=3., this command .paths=1." err &&
 	test_must_fail conv MODEL=s2.cmf OUT=swd BPW=2.5 METHOD=dual-svid REFINE=3 2>err &&
 	test_grep "REFINE is nvg.s" err &&
 	test_path_is_missing swd
@@ -281,10 +285,11 @@ test_expect_success 'every value is checked before OUT is touched; an empty stam
 	cmf-patch verify full/model.cmf
 '
 
-test_expect_success 'by default nvg follows the source (transport, tuning, calibration, end to end); dual-svid calibrates only' '
+test_expect_success 'by default nvg follows the source (tuning, calibration, end to end; transport only when asked); dual-svid calibrates only' '
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
 		TOKENS=cal.u32 OUT=dflt BPW=2.5 E2E_FIT_TOKENS=1024 layers &&
-	test_grep " transport=1 tune=1$" dflt/params &&
+	test_grep " tune=1$" dflt/params && ! grep -q transport dflt/params &&
+	! ls dflt/L1/g.*.cross 2>/dev/null &&
 	test "$(cat dflt/calibrate.set)" = 1 && test "$(cat dflt/e2e.set)" = "1 fit=1024 steps=120 tokens=cal.u32" &&
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
 		METHOD=dual-svid TOKENS=cal.u32 OUT=dsv BPW=2.5 layers &&

@@ -387,38 +387,95 @@ out:
 	return info == 0 ? 0 : -1;
 }
 
+/* an n × n matrix transposed in place */
+static void transpose_sq(double *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++) {
+			double t = x[i * n + j];
+			x[i * n + j] = x[j * n + i];
+			x[j * n + i] = t;
+		}
+}
+
+/*
+ * dgesdd on column-major buffers of our own, the call LAPACKE's row-major
+ * dgesdd makes after transposing (the same workspace size, so the same
+ * bits), without its three transposed copies: A's column-major copy, U, Vᵀ
+ * and the workspace, then U and Vᵀ transposed in place to row-major
+ */
+static int svd_sq(const nv_mat *a, nv_mat *u, nv_mat *vt, double *s)
+{
+	size_t n = a->r;
+	nv_mat ac = {0};
+	double wq = 0.0, *work = NULL;
+	lapack_int *iwork = nv_malloc(8 * ld(n), sizeof(lapack_int)), lw, info;
+	int rc = -1;
+
+	if (!iwork || nv_mat_zeros(&ac, n, n) < 0 || nv_mat_zeros(u, n, n) < 0 ||
+	    nv_mat_zeros(vt, n, n) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			ac.d[j * n + i] = a->d[i * n + j];
+	info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'A', (lapack_int)n, (lapack_int)n, ac.d,
+				   (lapack_int)ld(n), s, u->d, (lapack_int)ld(n), vt->d,
+				   (lapack_int)ld(n), &wq, -1, iwork);
+	lw = (lapack_int)wq;
+	if (info != 0) {
+		nv_seterr("the singular value decomposition's workspace query failed (%d)", (int)info);
+		goto out;
+	}
+	if (!(work = nv_malloc(lw > 0 ? (size_t)lw : 1, sizeof(double))))
+		goto out;
+	info = nv_lapack_info(LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'A', (lapack_int)n, (lapack_int)n,
+						  ac.d, (lapack_int)ld(n), s, u->d, (lapack_int)ld(n),
+						  vt->d, (lapack_int)ld(n), work, lw, iwork));
+	if (info > 0)
+		nv_seterr("singular value decomposition did not converge (%d)", (int)info);
+	if (info == 0) {
+		transpose_sq(u->d, n);
+		transpose_sq(vt->d, n);
+		rc = 0;
+	}
+out:
+	free(iwork);
+	free(work);
+	nv_mat_free(&ac);
+	if (rc < 0) {
+		nv_mat_free(u);
+		nv_mat_free(vt);
+	}
+	return rc;
+}
+
 int nv_polar(const nv_mat *a, nv_mat *q)
 {
 	size_t n = a->r;
-	nv_mat w = {0}, u = {0}, vt = {0};
+	nv_mat u = {0}, vt = {0};
 	double *s = NULL;
-	int info, rc = -1;
+	int rc = -1;
 
 	assert(a->c == n);
 	*q = (nv_mat){ 0 };
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 0, "matrix entry") < 0)
 		return -1;
-	if (nv_mat_copy(&w, a) < 0 || nv_mat_zeros(&u, n, n) < 0 || nv_mat_zeros(&vt, n, n) < 0)
-		goto out;
 	s = nv_malloc(n ? n : 1, sizeof(double));
 	if (!s)
 		goto out;
 	nv_flops_add(21ull * n * n * n);
 	nv_serial();
-	info = nv_lapack_info(LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', (lapack_int)n, (lapack_int)n,
-					  w.d, (lapack_int)ld(n), s, u.d, (lapack_int)ld(n), vt.d,
-					  (lapack_int)ld(n)));
+	rc = svd_sq(a, &u, &vt, s);
 	nv_unserial();
-	if (info > 0)
-		nv_seterr("singular value decomposition did not converge (%d)", info);
-	if (info != 0 || nv_gemm_new(&u, 0, &vt, 0, q) < 0)
+	if (rc < 0 || nv_gemm_new(&u, 0, &vt, 0, q) < 0) {
+		rc = -1;
 		goto out;
+	}
 	rc = nv_mat_check_finite(q, "polar factor entry");
 	if (rc < 0)
 		nv_mat_free(q);
 out:
 	free(s);
-	nv_mat_free(&w);
 	nv_mat_free(&u);
 	nv_mat_free(&vt);
 	return rc;

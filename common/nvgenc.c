@@ -163,30 +163,60 @@ static void gptq_free(gptq_state *st)
 	free(st->g);
 }
 
+/* rows of the target W − Ŵ_o (o the other path; W when there is none),
+ * permuted and transposed into wpt, GPTQ_ROWS rows of Ŵ_o at a time: the
+ * products of nv_bm_recon(md, pi) on its rows, not an m × n matrix held */
+#define GPTQ_ROWS 256
+static int gptq_target(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t pi)
+{
+	size_t m = md->m, n = md->n, r = md->r, o = 1 - pi;
+	const uint32_t *perm = c->hc->perm;
+	nv_mat a = {0}, b = {0}, rest = {0};
+	int rc = -1;
+
+	if (md->np > 1 && (nv_path_hsl(md, o, &a) < 0 || nv_path_gs(md, o, &b) < 0))
+		goto out;
+	for (size_t i0 = 0; i0 < m; i0 += GPTQ_ROWS) {
+		size_t k = m - i0 < GPTQ_ROWS ? m - i0 : GPTQ_ROWS;
+		if (md->np > 1) {
+			nv_mat ar = { k, r, a.d + i0 * r };
+			if (nv_mat_zeros(&rest, k, n) < 0)
+				goto out;
+			nv_gemm(1.0, &ar, 0, &b, 1, 1.0, &rest);
+		}
+		for (size_t i = i0; i < i0 + k; i++) {
+			const double *w = nv_row(c->w, i);
+			const double *ro = rest.d ? nv_row(&rest, i - i0) : NULL;
+			for (size_t j = 0; j < n; j++)
+				st->wpt.d[j * m + i] = w[perm[j]] - (ro ? ro[perm[j]] : 0.0);
+		}
+		nv_mat_free(&rest);
+	}
+	rc = 0;
+out:
+	nv_mat_free(&a);
+	nv_mat_free(&b);
+	nv_mat_free(&rest);
+	return rc;
+}
+
 /* target W − Σ_{q≠pi} Ŵ_q, permuted and transposed; path pi's S_V and g in act order */
 static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t pi)
 {
-	size_t m = md->m, n = md->n, r = md->r;
+	size_t n = md->n, r = md->r;
 	const uint32_t *perm = c->hc->perm;
-	nv_mat rest = {0};
 
 	memset(st, 0, sizeof(*st));
-	st->m = m;
+	st->m = md->m;
 	st->n = n;
 	st->r = r;
 	st->hc = c->hc;
 	st->g = nv_malloc(n, sizeof(double));
 	if (!st->g || nv_path_hsl(md, pi, &st->mm) < 0 || nv_syrk_new(1.0, &st->mm, 1, &st->k) < 0 ||
-	    nv_mat_zeros(&st->wpt, n, m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
+	    nv_mat_zeros(&st->wpt, n, md->m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
 		return -1;
-	if (md->np > 1 && nv_bm_recon(md, (int)pi, &rest) < 0)
+	if (gptq_target(st, md, c, pi) < 0)
 		return -1;
-	for (size_t i = 0; i < m; i++) {
-		const double *w = nv_row(c->w, i), *o = rest.d ? nv_row(&rest, i) : NULL;
-		for (size_t j = 0; j < n; j++)
-			st->wpt.d[j * m + i] = w[perm[j]] - (o ? o[perm[j]] : 0.0);
-	}
-	nv_mat_free(&rest);
 	for (size_t j = 0; j < n; j++) {
 		const int8_t *sv = nv_sgn_row(&md->p[pi].sv, perm[j]);
 		double *sj = nv_row(&st->s, j);

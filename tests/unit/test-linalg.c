@@ -180,8 +180,37 @@ static void polar_case(size_t n, double cond, double scale)
 	nv_mat_free(&uv), nv_mat_free(&qtq);
 }
 
+/* nv_polar's SVD, column-major on its own buffers, against the row-major
+ * LAPACKE call it replaced (LAPACKE transposes and calls the same
+ * routine with the same workspace): the same bits */
+static void polar_as_lapacke(size_t n)
+{
+	nv_mat a, w, u, vt, ref, q;
+	double *s = malloc(n * sizeof(double));
+
+	nv_mat_zeros(&a, n, n);
+	for (size_t i = 0; i < n * n; i++)
+		a.d[i] = rng_normal(&rng);
+	nv_mat_copy(&w, &a);
+	nv_mat_zeros(&u, n, n);
+	nv_mat_zeros(&vt, n, n);
+	nv_serial(); /* as nv_polar runs it: LAPACK's bits depend on the thread count */
+	LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', (lapack_int)n, (lapack_int)n, w.d, (lapack_int)n, s,
+		       u.d, (lapack_int)n, vt.d, (lapack_int)n);
+	nv_unserial();
+	nv_gemm_new(&u, 0, &vt, 0, &ref);
+	is_int(nv_polar(&a, &q), 0, "polar of a Gaussian %zu × %zu", n, n);
+	ok(!memcmp(q.d, ref.d, n * n * sizeof(double)),
+	   "the bits of LAPACKE's row-major dgesdd's U·Vᵀ (%zu × %zu)", n, n);
+	free(s);
+	nv_mat_free(&a), nv_mat_free(&w), nv_mat_free(&u), nv_mat_free(&vt);
+	nv_mat_free(&ref), nv_mat_free(&q);
+}
+
 static void test_polar(void)
 {
+	polar_as_lapacke(7);
+	polar_as_lapacke(300);
 	polar_case(8, 10, 1);
 	polar_case(200, 1e3, 1);
 	polar_case(200, 1e6, 1);

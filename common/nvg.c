@@ -382,7 +382,7 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 	PT(prof, "wh", rc = nv_metric_init32(&c->fit, w, &hc->hf));
 	/* W·hf (m × n) is kept only where W is wider than tall: there the g
 	 * step's (W·hf)ᵀ·M costs m·n·r where hf·(Wᵀ·M) would cost n²·r more;
-	 * elsewhere every product takes W·(hf·B) or hf·(Wᵀ·M) (nv_tctx_wh) */
+	 * elsewhere every product takes W·(hf·B) or hf·(Wᵀ·M) (wh_times, wh_t_times) */
 	if (rc == 0 && w->r >= w->c)
 		nv_mat_free(&c->fit.wh);
 	return rc;
@@ -1040,10 +1040,11 @@ static int g_system(const nv_sgn *sv, const nv_mat *mm, const nv_mat32 *hf, nv_r
 {
 	nv_mat k = {0}, s = {0}, svk = {0};
 	int rc = nv_qr_r(mm, &k) < 0 || nv_sgn_scaled(sv, NULL, NULL, &s) < 0 ||
-		 nv_gemm_new(&s, 0, &k, 1, &svk) < 0;
+			 nv_gemm_new(&s, 0, &k, 1, &svk) < 0 ? -1 : 0;
 
-	nv_mat_free(&s);
-	rc = rc || nv_rfp_syrk(&svk, a) < 0 ? -1 : 0;
+	nv_mat_free(&s); /* S_V as doubles for this product only */
+	if (rc == 0)
+		rc = nv_rfp_syrk(&svk, a);
 	if (rc == 0)
 		nv_rfp_hadamard32(a, hf);
 	nv_mat_free(&k);

@@ -244,29 +244,48 @@ int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 	nv_flops_add((uint64_t)n * n * k);
 	cblas_dsyrk(CblasRowMajor, CblasLower, ta ? CblasTrans : CblasNoTrans, (int)n, (int)k,
 		    alpha, a->d, (int)ld(a->c), 0.0, c->d, (int)n);
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = i + 1; j < n; j++)
-			c->d[i * n + j] = c->d[j * n + i];
+	nv_sym_mirror(c);
 	return 0;
 }
 
-int nv_qr_r(const nv_mat *a, nv_mat *r)
+void nv_syrk_t_lower(const nv_mat *a, double beta, nv_mat *c)
 {
-	size_t m = a->r, k = a->c, mk = m * k;
-	double *q = NULL, *tau = NULL;
+	size_t n = a->c, k = a->r;
+
+	assert(c->r == n && c->c == n);
+	if (n == 0)
+		return;
+	nv_flops_add((uint64_t)n * n * k);
+	cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, (int)n, (int)k, 1.0, a->d,
+		    (int)ld(a->c), beta, c->d, (int)n);
+}
+
+void nv_sym_mirror(nv_mat *c)
+{
+	size_t n = c->r;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			c->d[i * n + j] = c->d[j * n + i];
+}
+
+int nv_qr_r_cm(double *q, size_t m, size_t k, nv_mat *r)
+{
+	double *tau = NULL;
 	int info = -1;
 
 	assert(m >= k);
 	r->d = NULL;
-	if (lapack_dims(m, k) < 0 || nv_check_finite(a->d, m, k, 0, "matrix entry") < 0 ||
-	    nv_mat_zeros(r, k, k) < 0 || !(tau = nv_malloc(k ? k : 1, sizeof(double))) ||
-	    !(q = nv_malloc(mk ? mk : 1, sizeof(double))))
+	if (lapack_dims(m, k) < 0)
 		goto out;
-	/* a in column-major order, which dgeqrf takes: the one copy (LAPACKE's
-	 * row-major call would transpose a copy of it, and back) */
-	for (size_t i = 0; i < m; i++)
-		for (size_t j = 0; j < k; j++)
-			q[i + j * m] = a->d[i * k + j];
+	for (size_t j = 0; j < k; j++)
+		for (size_t i = 0; i < m; i++)
+			if (!isfinite(q[i + j * m])) {
+				nv_seterr("matrix entry (%zu,%zu) = %g is not finite", i, j, q[i + j * m]);
+				goto out;
+			}
+	if (nv_mat_zeros(r, k, k) < 0 || !(tau = nv_malloc(k ? k : 1, sizeof(double))))
+		goto out;
 	nv_flops_add((uint64_t)(2 * m * k * k - 2 * k * k * k / 3));
 	info = 0;
 	if (k) {
@@ -280,12 +299,30 @@ int nv_qr_r(const nv_mat *a, nv_mat *r)
 			r->d[i * k + j] = q[i + j * m];
 out:
 	free(tau);
-	free(q);
 	if (info != 0 || nv_check_finite(r->d, k, k, 0, "R entry") < 0) {
 		nv_mat_free(r);
 		return -1;
 	}
 	return 0;
+}
+
+int nv_qr_r(const nv_mat *a, nv_mat *r)
+{
+	size_t m = a->r, k = a->c, mk = m * k;
+	double *q = nv_malloc(mk ? mk : 1, sizeof(double));
+	int rc;
+
+	r->d = NULL;
+	if (!q)
+		return -1;
+	/* a in column-major order, which dgeqrf takes: the one copy (LAPACKE's
+	 * row-major call would transpose a copy of it, and back) */
+	for (size_t i = 0; i < m; i++)
+		for (size_t j = 0; j < k; j++)
+			q[i + j * m] = a->d[i * k + j];
+	rc = nv_qr_r_cm(q, m, k, r);
+	free(q);
+	return rc;
 }
 
 int nv_potrf_lower(nv_mat *a)

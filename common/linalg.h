@@ -72,11 +72,20 @@ int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c);
 
 /* C = alpha·A·Aᵀ (ta = 0) or alpha·Aᵀ·A (ta = 1), both triangles filled, freshly allocated */
 int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c);
+/* c's lower triangle (c: n × n, n = a's columns) = beta·c + aᵀ·a, the
+ * upper not touched: aᵀ·a summed over row blocks of a taller matrix */
+void nv_syrk_t_lower(const nv_mat *a, double beta, nv_mat *c);
+/* c's upper triangle copied from its lower */
+void nv_sym_mirror(nv_mat *c);
 
 /* R (k × k, upper triangular, freshly allocated) of A = QR for A (m × k, m ≥ k):
  * RᵀR = AᵀA, also when A has not full rank (Householder QR, dgeqrf); -1
  * with reason on exhaustion or an entry that is not finite */
 int nv_qr_r(const nv_mat *a, nv_mat *r);
+/* the same for A given column-major in q (m × k, leading dimension m),
+ * which the factorisation overwrites: for a caller that can write A in that
+ * order itself, so that no row-major copy is held beside it */
+int nv_qr_r_cm(double *q, size_t m, size_t k, nv_mat *r);
 
 /* in place: A (n × n, SPD) becomes its lower Cholesky factor (upper zeroed);
  * -1 with reason "not positive definite (leading minor k)" when it is not,

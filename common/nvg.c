@@ -39,16 +39,21 @@ void nv_sgn_free(nv_sgn *s)
 
 /* ±1·(rs·cs) is exact, so this gives the bits that scaling a matrix of
  * ±1.0 in place gave */
+void nv_sgn_scaled_to(const nv_sgn *s, const double *rs, const double *cs, double *o, size_t ld)
+{
+	for (size_t i = 0; i < s->r; i++) {
+		const int8_t *si = nv_sgn_row(s, i);
+		double *row = o + i * ld, a = rs ? rs[i] : 1.0;
+		for (size_t k = 0; k < s->c; k++)
+			row[k] = (double)si[k] * (a * (cs ? cs[k] : 1.0));
+	}
+}
+
 int nv_sgn_scaled(const nv_sgn *s, const double *rs, const double *cs, nv_mat *o)
 {
 	if (nv_mat_zeros(o, s->r, s->c) < 0)
 		return -1;
-	for (size_t i = 0; i < s->r; i++) {
-		const int8_t *si = nv_sgn_row(s, i);
-		double *row = nv_row(o, i), a = rs ? rs[i] : 1.0;
-		for (size_t k = 0; k < s->c; k++)
-			row[k] = (double)si[k] * (a * (cs ? cs[k] : 1.0));
-	}
+	nv_sgn_scaled_to(s, rs, cs, o->d, s->c);
 	return 0;
 }
 
@@ -372,6 +377,7 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 	c->itq_tol = NV_ITQ_TOL_DEFAULT;
 	c->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
 	c->als_tol = NV_ALS_TOL_DEFAULT;
+	c->row_block = NV_ROW_BLOCK_DEFAULT;
 	if (w->c != hc->n) {
 		nv_seterr("W has %zu columns but the context is %zu wide", w->c, hc->n);
 		return -1;
@@ -726,24 +732,43 @@ int nv_itq_apply(const nv_mat *up, const nv_mat *vp, const nv_mat *rot, nv_prof 
 
 /* -------------------------------------------------------------------- ALS */
 
-/* [X_0 | X_1] of the paths' matrices (rows × np·r) */
-static int hstack(const nv_bm *md, int (*part)(const nv_bm *, size_t, nv_mat *),
-		  size_t rows, nv_mat *o)
+/* the rows per block: c->row_block (at least 1), at most m */
+static size_t row_block(const nv_tctx *c, size_t m)
+{
+	size_t b = c->row_block ? c->row_block : 1;
+
+	return m < b ? (m ? m : 1) : b;
+}
+
+/* rows i0.. of a row-major matrix, as a matrix of its own (no copy) */
+static nv_mat rows_of(const nv_mat *a, size_t i0, size_t rows)
+{
+	nv_mat v = {rows, a->c, a->d + i0 * a->c};
+	return v;
+}
+
+/* rows i0.. of [X_0 | X_1] (the paths' matrices side by side, np·r wide)
+ * written to o: X_p = diag(h_p)·S_p (side 'u') or diag(g_p)·T_p (side 'v'),
+ * the values that nv_path_hs and nv_path_gs give */
+static void hstack_rows(const nv_bm *md, char side, size_t i0, size_t rows, double *o)
 {
 	size_t r = md->r, pr = md->np * r;
 
-	if (nv_mat_zeros(o, rows, pr) < 0)
-		return -1;
 	for (size_t p = 0; p < md->np; p++) {
-		nv_mat x;
-		if (part(md, p, &x) < 0) {
-			nv_mat_free(o);
-			return -1;
-		}
-		for (size_t i = 0; i < rows; i++)
-			memcpy(o->d + i * pr + p * r, nv_row(&x, i), r * sizeof(double));
-		nv_mat_free(&x);
+		const nv_path *q = &md->p[p];
+		nv_sgn blk = {rows, r, (side == 'u' ? q->su.d : q->sv.d) + i0 * r};
+		nv_sgn_scaled_to(&blk, (side == 'u' ? q->h : q->g) + i0, NULL, o + p * r, pr);
 	}
+}
+
+/* [X_0 | X_1] whole (n × np·r: side 'v' only, the ℓ step's B) */
+static int hstack(const nv_bm *md, char side, nv_mat *o)
+{
+	size_t rows = side == 'u' ? md->m : md->n;
+
+	if (nv_mat_zeros(o, rows, md->np * md->r) < 0)
+		return -1;
+	hstack_rows(md, side, 0, rows, o->d);
 	return 0;
 }
 
@@ -802,21 +827,6 @@ static int wh_times(const nv_tctx *c, const nv_mat *b, const nv_mat *hb, nv_mat 
 	return nv_gemm_new(c->w, 0, hb, 0, out);
 }
 
-/* (W·hf)ᵀ·M (n × k): from W·hf where kept, else hf·(Wᵀ·M) */
-static int wh_t_times(const nv_tctx *c, const nv_mat *mm, nv_mat *out)
-{
-	nv_mat y = {0};
-	int rc;
-
-	if (c->fit.wh.d)
-		return nv_gemm_new(&c->fit.wh, 1, mm, 0, out);
-	if (nv_gemm_new(c->w, 1, mm, 0, &y) < 0)
-		return -1;
-	rc = nv_metric_hb(&c->fit, &y, out);
-	nv_mat_free(&y);
-	return rc;
-}
-
 /*
  * ℓ (joint over paths): (AᵀA ∘ BᵀHB)·λ = diag(Aᵀ·W·H·B), A = [hs], B = [gs];
  * *e: the fit error at the new ℓ, tr(W H Wᵀ) − λ·rhs (the least squares'
@@ -825,24 +835,32 @@ static int wh_t_times(const nv_tctx *c, const nv_mat *mm, nv_mat *out)
  */
 static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *e)
 {
-	size_t m = md->m, r = md->r, pr = md->np * r;
+	size_t m = md->m, r = md->r, pr = md->np * r, bs = row_block(c, m);
 	nv_mat b = {0}, a = {0}, ata = {0};
 	double *rhs = NULL, *lam = NULL;
 	int rc = -1;
 
-	if (hstack(md, nv_path_gs, md->n, &b) < 0 || hb_all(md, c, &b, st->hbk, &st->hb) < 0 ||
+	if (hstack(md, 'v', &b) < 0 || hb_all(md, c, &b, st->hbk, &st->hb) < 0 ||
 	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 || wh_times(c, &b, &st->hb, &st->whb) < 0 ||
-	    hstack(md, nv_path_hs, m, &a) < 0 || nv_syrk_new(1.0, &a, 1, &ata) < 0)
+	    nv_mat_zeros(&a, bs, pr) < 0 || nv_mat_zeros(&ata, pr, pr) < 0)
 		goto out;
 	rhs = nv_calloc(pr, sizeof(double));
 	lam = nv_malloc(pr, sizeof(double));
 	if (!rhs || !lam)
 		goto out;
+	/* AᵀA and diag(Aᵀ·W·H·B) with A = [hs] made a block of rows at a time */
+	for (size_t i0 = 0; i0 < m; i0 += bs) {
+		size_t rows = m - i0 < bs ? m - i0 : bs;
+		nv_mat av = rows_of(&a, 0, rows);
+		hstack_rows(md, 'u', i0, rows, a.d);
+		nv_syrk_t_lower(&av, i0 ? 1.0 : 0.0, &ata);
+		for (size_t i = 0; i < rows; i++)
+			for (size_t k = 0; k < pr; k++)
+				rhs[k] += a.d[i * pr + k] * st->whb.d[(i0 + i) * pr + k];
+	}
+	nv_sym_mirror(&ata);
 	for (size_t i = 0; i < pr * pr; i++)
 		ata.d[i] *= st->bhb.d[i];
-	for (size_t i = 0; i < m; i++)
-		for (size_t k = 0; k < pr; k++)
-			rhs[k] += a.d[i * pr + k] * st->whb.d[i * pr + k];
 	/* a singular system keeps the old ℓ: the error cannot rise */
 	rc = nv_solve_spd(&ata, rhs, lam, 1e-10);
 	*e = NAN;
@@ -885,46 +903,72 @@ static void als_h_solve(nv_bm *md, const double *gm, const double *rh)
 	}
 }
 
+
+/* rows i0.. (ms: their M_p = S_U,p·diag(ℓ_p), mk room for M_a·K_ac) */
+static void als_h_rows(const nv_bm *md, const als_state *st, size_t i0, nv_mat ms[2],
+		       const nv_mat kac[3], nv_mat *mk, double *gm, double *rh)
+{
+	size_t r = md->r, np = md->np, pr = np * r, rows = ms[0].r;
+
+	for (size_t a = 0; a < np; a++) {
+		const nv_path *q = &md->p[a];
+		nv_sgn blk = {rows, r, q->su.d + i0 * r};
+		nv_sgn_scaled_to(&blk, NULL, q->l, ms[a].d, r);
+	}
+	for (size_t a = 0, ac = 0; a < np; a++) {
+		for (size_t i = 0; i < rows; i++)
+			rh[(i0 + i) * 2 + a] = cblas_ddot((int)r, st->whb.d + (i0 + i) * pr + a * r,
+							  1, nv_row(&ms[a], i), 1);
+		for (size_t cc = a; cc < np; cc++, ac++) {
+			nv_gemm(1.0, &ms[a], 0, &kac[ac], 0, 0.0, mk);
+			for (size_t i = 0; i < rows; i++) {
+				double v = cblas_ddot((int)r, nv_row(mk, i), 1, nv_row(&ms[cc], i), 1);
+				gm[(i0 + i) * 4 + a * 2 + cc] = v;
+				gm[(i0 + i) * 4 + cc * 2 + a] = v;
+			}
+		}
+	}
+}
+
 /* h (per row, joint over paths), with M_p = S_U,p·diag(ℓ_p):
- * G_i[a][c] = M_a,i · (BᵀHB)_ac · M_c,iᵀ,  R_i[a] = (W H B)_i,a · M_a,i */
-static int als_h(nv_bm *md, const als_state *st)
+ * G_i[a][c] = M_a,i · (BᵀHB)_ac · M_c,iᵀ,  R_i[a] = (W H B)_i,a · M_a,i;
+ * c->row_block rows at a time */
+static int als_h(nv_bm *md, const nv_tctx *c, const als_state *st)
 {
 	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
-	nv_mat ms[2] = {{0}}, kac = {0}, mk = {0};
+	size_t bs = row_block(c, m);
+	nv_mat ms[2] = {{0}}, kac[3] = {{0}}, mk = {0};
 	double *gm = nv_calloc(m * 4, sizeof(double)), *rh = nv_calloc(m * 2, sizeof(double));
 	int rc = -1;
 
-	if (!gm || !rh)
+	if (!gm || !rh || nv_mat_zeros(&mk, bs, r) < 0)
 		goto out;
 	for (size_t a = 0; a < np; a++)
-		if (nv_sgn_scaled(&md->p[a].su, NULL, md->p[a].l, &ms[a]) < 0)
+		if (nv_mat_zeros(&ms[a], bs, r) < 0)
 			goto out;
-	if (nv_mat_zeros(&kac, r, r) < 0 || nv_mat_zeros(&mk, m, r) < 0)
-		goto out;
-	for (size_t a = 0; a < np; a++) {
-		for (size_t i = 0; i < m; i++)
-			rh[i * 2 + a] = cblas_ddot((int)r, st->whb.d + i * pr + a * r, 1,
-						   nv_row(&ms[a], i), 1);
-		for (size_t cc = a; cc < np; cc++) {
+	for (size_t a = 0, ac = 0; a < np; a++)
+		for (size_t cc = a; cc < np; cc++, ac++) {
+			if (nv_mat_zeros(&kac[ac], r, r) < 0)
+				goto out;
 			for (size_t x = 0; x < r; x++)
-				memcpy(nv_row(&kac, x), st->bhb.d + (a * r + x) * pr + cc * r,
+				memcpy(nv_row(&kac[ac], x), st->bhb.d + (a * r + x) * pr + cc * r,
 				       r * sizeof(double));
-			nv_gemm(1.0, &ms[a], 0, &kac, 0, 0.0, &mk);
-			for (size_t i = 0; i < m; i++) {
-				double v = cblas_ddot((int)r, nv_row(&mk, i), 1, nv_row(&ms[cc], i), 1);
-				gm[i * 4 + a * 2 + cc] = v;
-				gm[i * 4 + cc * 2 + a] = v;
-			}
 		}
+	for (size_t i0 = 0; i0 < m; i0 += bs) {
+		size_t rows = m - i0 < bs ? m - i0 : bs;
+		nv_mat v[2] = {rows_of(&ms[0], 0, rows), rows_of(&ms[1], 0, rows)};
+		nv_mat vk = rows_of(&mk, 0, rows);
+		als_h_rows(md, st, i0, v, kac, &vk, gm, rh);
 	}
 	als_h_solve(md, gm, rh);
 	rc = 0;
 out:
 	free(gm);
 	free(rh);
+	for (size_t k = 0; k < 3; k++)
+		nv_mat_free(&kac[k]);
 	nv_mat_free(&ms[0]);
 	nv_mat_free(&ms[1]);
-	nv_mat_free(&kac);
 	nv_mat_free(&mk);
 	return rc;
 }
@@ -956,30 +1000,75 @@ static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t 
 	return rc;
 }
 
-/* X = (W H − Σ_{q≠p} Ŵ_q H)ᵀ·M (n × r) for M (m × r), without an m × n product */
-static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
-			    const nv_mat *mm, nv_mat *x)
+/* one block of rows i0.. of M = hsl(p), and of A_q = hsl(q) for q ≠ p:
+ * y += (rows of wt)ᵀ·M, aqm[q] += A_qᵀ·M (the first block sets them) */
+static void target_block(const nv_bm *md, size_t p, const nv_mat *wt, size_t i0, size_t rows,
+			 nv_mat *mb, nv_mat *ab, nv_mat *y, nv_mat aqm[2])
 {
-	if (wh_t_times(c, mm, x) < 0)
-		return -1;
+	size_t r = md->r;
+	nv_mat mv = rows_of(mb, 0, rows), av = rows_of(ab, 0, rows), wv = rows_of(wt, i0, rows);
+	double beta = i0 ? 1.0 : 0.0;
+
+	nv_sgn own = {rows, r, md->p[p].su.d + i0 * r};
+
+	nv_sgn_scaled_to(&own, md->p[p].h + i0, md->p[p].l, mb->d, r);
+	nv_gemm(1.0, &wv, 1, &mv, 0, beta, y);
+	for (size_t q = 0; q < md->np; q++)
+		if (q != p) {
+			nv_sgn blk = {rows, r, md->p[q].su.d + i0 * r};
+			nv_sgn_scaled_to(&blk, md->p[q].h + i0, md->p[q].l, ab->d, r);
+			nv_gemm(1.0, &av, 1, &mv, 0, beta, &aqm[q]);
+		}
+}
+
+/*
+ * X = (W H − Σ_{q≠p} Ŵ_q H)ᵀ·M (n × r) for M = hsl(p) (m × r): with Ŵ_q =
+ * A_q·B_qᵀ, X = (W·hf)ᵀ·M − Σ_q H·B_q·(A_qᵀ·M), and (W·hf)ᵀ·M = hf·(Wᵀ·M)
+ * where W·hf is not kept.  No m × n product, and M and A_q are made
+ * c->row_block rows at a time, never whole
+ */
+static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
+			    nv_mat *x)
+{
+	size_t m = md->m, n = md->n, r = md->r, bs = row_block(c, m);
+	const nv_mat *wt = c->fit.wh.d ? &c->fit.wh : c->w;
+	nv_mat y = {0}, mb = {0}, ab = {0}, aqm[2] = {{0}}, hbq = {0};
+	int rc = -1;
+
+	x->d = NULL;
+	if (nv_mat_zeros(&y, n, r) < 0 || nv_mat_zeros(&mb, bs, r) < 0 ||
+	    nv_mat_zeros(&ab, bs, r) < 0)
+		goto out;
+	for (size_t q = 0; q < md->np; q++)
+		if (q != p && nv_mat_zeros(&aqm[q], r, r) < 0)
+			goto out;
+	for (size_t i0 = 0; i0 < m; i0 += bs)
+		target_block(md, p, wt, i0, m - i0 < bs ? m - i0 : bs, &mb, &ab, &y, aqm);
+	if (c->fit.wh.d) {
+		*x = y;
+		y = (nv_mat){0};
+	} else if (nv_metric_hb(&c->fit, &y, x) < 0) {
+		goto out;
+	}
 	for (size_t q = 0; q < md->np; q++) {
-		nv_mat aq = {0}, hbq = {0}, aqm = {0};
-		int rc;
 		if (q == p)
 			continue;
-		rc = nv_path_hsl(md, q, &aq) < 0 || hb_of(md, c, st, p, q, &hbq) < 0 ||
-		     nv_gemm_new(&aq, 1, mm, 0, &aqm) < 0;
-		if (!rc)
-			nv_gemm(-1.0, &hbq, 0, &aqm, 0, 1.0, x);
-		nv_mat_free(&aq);
+		if (hb_of(md, c, st, p, q, &hbq) < 0)
+			goto out;
+		nv_gemm(-1.0, &hbq, 0, &aqm[q], 0, 1.0, x);
 		nv_mat_free(&hbq);
-		nv_mat_free(&aqm);
-		if (rc) {
-			nv_mat_free(x);
-			return -1;
-		}
 	}
-	return 0;
+	rc = 0;
+out:
+	nv_mat_free(&y);
+	nv_mat_free(&mb);
+	nv_mat_free(&ab);
+	nv_mat_free(&aqm[0]);
+	nv_mat_free(&aqm[1]);
+	nv_mat_free(&hbq);
+	if (rc < 0)
+		nv_mat_free(x);
+	return rc;
 }
 
 /* PCG's stop (relative excess of the g step's objective: tol²) and its most steps */
@@ -1036,12 +1125,27 @@ out:
 
 /* path p's g system, ((S_V K S_Vᵀ) ∘ hf) in RFP with K = MᵀM = RᵀR:
  * S_V K S_Vᵀ = (S_V Rᵀ)(S_V Rᵀ)ᵀ, a symmetric rank-r product, n²r flops */
-static int g_system(const nv_sgn *sv, const nv_mat *mm, const nv_mat32 *hf, nv_rfp *a)
+static int g_system(const nv_bm *md, size_t p, const nv_mat32 *hf, nv_rfp *a)
 {
+	const nv_path *q = &md->p[p];
+	size_t m = md->m, r = md->r;
 	nv_mat k = {0}, s = {0}, svk = {0};
-	int rc = nv_qr_r(mm, &k) < 0 || nv_sgn_scaled(sv, NULL, NULL, &s) < 0 ||
-			 nv_gemm_new(&s, 0, &k, 1, &svk) < 0 ? -1 : 0;
+	double *cm = nv_malloc(m * r > 0 ? m * r : 1, sizeof(double));
+	int rc = -1;
 
+	/* M = hsl(p) written column-major for its QR, the one m × r copy */
+	if (!cm)
+		return -1;
+	for (size_t i = 0; i < m; i++) {
+		const int8_t *si = nv_sgn_row(&q->su, i);
+		for (size_t j = 0; j < r; j++)
+			cm[i + j * m] = (double)si[j] * (q->h[i] * q->l[j]);
+	}
+	rc = nv_qr_r_cm(cm, m, r, &k);
+	free(cm);
+	if (rc == 0)
+		rc = nv_sgn_scaled(&q->sv, NULL, NULL, &s) < 0 || nv_gemm_new(&s, 0, &k, 1, &svk) < 0
+			     ? -1 : 0;
 	nv_mat_free(&s); /* S_V as doubles for this product only */
 	if (rc == 0)
 		rc = nv_rfp_syrk(&svk, a);
@@ -1078,21 +1182,20 @@ static int signed_rowdots(const nv_sgn *sv, const nv_mat *x, double *rhs)
 static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_pchol *pc)
 {
 	size_t n = md->n;
-	nv_mat mm = {0}, x = {0};
+	nv_mat x = {0};
 	nv_rfp a = {0};
 	const nv_sgn *sv = &md->p[p].sv;
 	double *rhs = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
-	if (!rhs || nv_path_hsl(md, p, &mm) < 0 || g_system(sv, &mm, &c->hc->hf, &a) < 0 ||
-	    target_h_t_times(md, c, st, p, &mm, &x) < 0 || signed_rowdots(sv, &x, rhs) < 0)
+	if (!rhs || g_system(md, p, &c->hc->hf, &a) < 0 ||
+	    target_h_t_times(md, c, st, p, &x) < 0 || signed_rowdots(sv, &x, rhs) < 0)
 		goto out;
 	rc = g_solve(&a, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
 out:
 	if (st->hbk) /* g_p moved: its kept H·B_p no longer holds */
 		nv_mat_free(&st->hbk[p]);
 	free(rhs);
-	nv_mat_free(&mm);
 	nv_rfp_free(&a);
 	nv_mat_free(&x);
 	return rc;
@@ -1143,7 +1246,7 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 		last = e;
 		t = nv_now();
 		if (rc == 0)
-			rc = als_h(md, &st);
+			rc = als_h(md, c, &st);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
 		t = nv_now();
 		for (size_t p = 0; p < md->np && rc == 0; p++)
@@ -1231,10 +1334,60 @@ static uint64_t flip_parallel(flip_job *proto, size_t m, int threads)
 	return total;
 }
 
+/* whb −= A_o·bhb (A_o = hsl(o), m × r) c->row_block rows at a time */
+static int minus_path_times(const nv_bm *md, const nv_tctx *c, size_t o, const nv_mat *bhb,
+			    nv_mat *whb)
+{
+	const nv_path *q = &md->p[o];
+	size_t m = md->m, r = md->r, bs = row_block(c, m);
+	nv_mat a = {0};
+
+	if (nv_mat_zeros(&a, bs, r) < 0)
+		return -1;
+	for (size_t i0 = 0; i0 < m; i0 += bs) {
+		size_t rows = m - i0 < bs ? m - i0 : bs;
+		nv_sgn blk = {rows, r, q->su.d + i0 * r};
+		nv_mat av = rows_of(&a, 0, rows), wv = rows_of(whb, i0, rows);
+		nv_sgn_scaled_to(&blk, q->h + i0, q->l, a.d, r);
+		nv_gemm(-1.0, &av, 0, bhb, 0, 1.0, &wv);
+	}
+	nv_mat_free(&a);
+	return 0;
+}
+
+/* the flips of path pi's rows, c->row_block at a time: each block's S_U·Q made
+ * for it (rows are independent, so the blocks give the whole's flips) */
+static int flip_blocks(nv_bm *md, const nv_tctx *c, size_t pi, const nv_mat *q,
+		       const double *qd, const nv_mat *whb, uint64_t *flips)
+{
+	nv_path *p = &md->p[pi];
+	size_t m = md->m, r = md->r, bs = row_block(c, m);
+	nv_mat b = {0}, qs = {0};
+	int rc = -1;
+
+	*flips = 0;
+	if (nv_mat_zeros(&b, bs, r) < 0 || nv_mat_zeros(&qs, bs, r) < 0)
+		goto out;
+	for (size_t i0 = 0; i0 < m; i0 += bs) {
+		size_t rows = m - i0 < bs ? m - i0 : bs;
+		nv_sgn blk = {rows, r, p->su.d + i0 * r};
+		nv_mat bv = rows_of(&b, 0, rows), qv = rows_of(&qs, 0, rows);
+		flip_job proto = {0, 0, r, blk.d, qs.d, q->d, qd, whb->d + i0 * r, p->l, p->h + i0, 0};
+		nv_sgn_scaled_to(&blk, NULL, NULL, b.d, r);
+		nv_gemm(1.0, &bv, 0, q, 0, 0.0, &qv);
+		*flips += flip_parallel(&proto, rows, c->threads);
+	}
+	rc = 0;
+out:
+	nv_mat_free(&b);
+	nv_mat_free(&qs);
+	return rc;
+}
+
 static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
-	size_t m = md->m, r = md->r;
-	nv_mat b = {0}, hb = {0}, k = {0}, whb = {0}, q = {0}, qs = {0};
+	size_t r = md->r;
+	nv_mat b = {0}, hb = {0}, k = {0}, whb = {0}, q = {0};
 	double *qd = nv_malloc(r, sizeof(double));
 	const double *l = md->p[pi].l;
 	int rc = -1;
@@ -1244,15 +1397,12 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 		goto out;
 	/* whb = (W H − Σ_{q≠pi} Ŵ_q H)·B = W H B − Σ A_q·(B_qᵀ·H B) */
 	for (size_t o = 0; o < md->np; o++) {
-		nv_mat aq = {0}, bq = {0}, bhb = {0};
+		nv_mat bq = {0}, bhb = {0};
 		int bad;
 		if (o == pi)
 			continue;
-		bad = nv_path_hsl(md, o, &aq) < 0 || nv_path_gs(md, o, &bq) < 0 ||
-		      nv_gemm_new(&bq, 1, &hb, 0, &bhb) < 0;
-		if (!bad)
-			nv_gemm(-1.0, &aq, 0, &bhb, 0, 1.0, &whb);
-		nv_mat_free(&aq);
+		bad = nv_path_gs(md, o, &bq) < 0 || nv_gemm_new(&bq, 1, &hb, 0, &bhb) < 0 ||
+		      minus_path_times(md, c, o, &bhb, &whb) < 0;
 		nv_mat_free(&bq);
 		nv_mat_free(&bhb);
 		if (bad)
@@ -1265,15 +1415,9 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 			q.d[x * r + y] = l[x] * k.d[x * r + y] * l[y];
 		qd[x] = q.d[x * r + x];
 	}
-	nv_mat_free(&b); /* B done with: S_U as doubles for S_U·Q in its place */
-	if (nv_sgn_scaled(&md->p[pi].su, NULL, NULL, &b) < 0 || nv_gemm_new(&b, 0, &q, 0, &qs) < 0)
-		goto out;
 	nv_mat_free(&b);
-	{
-		flip_job proto = {0, 0, r, md->p[pi].su.d, qs.d, q.d, qd, whb.d, l, md->p[pi].h, 0};
-		*flips = flip_parallel(&proto, m, c->threads);
-	}
-	rc = 0;
+	nv_mat_free(&hb);
+	rc = flip_blocks(md, c, pi, &q, qd, &whb, flips);
 out:
 	free(qd);
 	nv_mat_free(&b);
@@ -1281,7 +1425,6 @@ out:
 	nv_mat_free(&k);
 	nv_mat_free(&whb);
 	nv_mat_free(&q);
-	nv_mat_free(&qs);
 	return rc;
 }
 

@@ -62,6 +62,8 @@ static inline int8_t *nv_sgn_row(const nv_sgn *s, size_t i)
 }
 /* o = diag(rs)·S·diag(cs) in f64 (a fresh matrix); rs or cs may be NULL */
 int nv_sgn_scaled(const nv_sgn *s, const double *rs, const double *cs, nv_mat *o);
+/* the same values written in place: row i at o + i·ld (ld ≥ S's columns) */
+void nv_sgn_scaled_to(const nv_sgn *s, const double *rs, const double *cs, double *o, size_t ld);
 
 typedef struct {
 	double *h; /* (m) row scales */
@@ -161,6 +163,9 @@ typedef struct {
 	double itq_tol;      /* nv_itq_weighted's stop: the fraction of signs a step may change */
 	int try_sweeps;      /* ALS sweeps after each refinement try's sign moves (nv_refine) */
 	double als_tol;      /* nv_als's stop: a sweep's gain in fit error below this fraction */
+	size_t row_block;    /* W's rows per block where a step's f64 pieces would be m × r
+			      * (NV_ROW_BLOCK_DEFAULT; the result does not depend on it
+			      * beyond the order of f64 sums) */
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
@@ -238,6 +243,13 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps);
 int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2]);
 /* whitened topology + ITQ + ALS; the second path on the residual */
 int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);
+/* the same in two halves, which give its bytes: the start makes path 0 from
+ * W (the one step that needs W's whitened basis, c->wlat), the finish its
+ * ALS and, for np = 2, the second path.  Every candidate's start can run
+ * before any finish, so that the basis is let go before the ALS runs.  On
+ * failure either frees *md */
+int nv_build_nvg_start(const nv_tctx *c, size_t r, nv_bm *md);
+int nv_build_nvg_finish(const nv_tctx *c, size_t np, nv_bm *md);
 
 /* rebalance by the RMS of h and g, round the scales to f16, zero dead ℓ,
  * pack (pack.c, the packer the device encoder shares: pack.h).  0: *bytes
@@ -281,6 +293,8 @@ typedef struct {
 #define NV_ITQ_TOL_DEFAULT 0.0
 /* ALS's early stop: 0, every sweep of the fixed counts (the bytes of before) */
 #define NV_ALS_TOL_DEFAULT 0.0
+/* nv_tctx.row_block: a tall W's m × r pieces held 1024 rows at a time */
+#define NV_ROW_BLOCK_DEFAULT 1024
 
 void nv_enc_opts_default(nv_enc_opts *o);
 

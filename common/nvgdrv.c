@@ -82,21 +82,34 @@ static void note(cands *cs, const char *name, double e)
 	snprintf(cs->notes + off, sizeof(cs->notes) - off, "%s%s %.4f", off ? " " : "", name, e);
 }
 
-/* build the candidate with np paths (not yet refined) */
-static int add_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o,
-		    size_t np)
+/* start the candidate with np paths: its rank and its first path from W */
+static int start_cand(cands *cs, const nv_tctx *c, const nv_enc_opts *o, size_t np)
 {
-	nv_bm *md = &cs->md[cs->k];
 	size_t r;
 	blr_clip clip;
 
 	if (rank_for(o, c->w->r, c->w->c, np, &r, &clip) < 0 ||
-	    nv_build_nvg_init(c, r, np, md) < 0)
+	    nv_build_nvg_start(c, r, &cs->md[cs->k]) < 0)
 		return -1;
 	cs->np[cs->k] = np;
 	cs->clip[cs->k] = clip;
 	cs->k++;
-	if (np == 2) {
+	return 0;
+}
+
+/* finish candidate i's init (not yet refined); a failed one is freed and
+ * dropped, so that cands_free frees the rest */
+static int finish_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, size_t i)
+{
+	nv_bm *md = &cs->md[i];
+
+	if (nv_build_nvg_finish(c, cs->np[i], md) < 0) {
+		for (size_t j = i + 1; j < cs->k; j++)
+			nv_bm_free(&cs->md[j]);
+		cs->k = i;
+		return -1;
+	}
+	if (cs->np[i] == 2) {
 		double e, t = nv_now();
 		if (nv_rel(sel, md, &e) < 0)
 			return -1;
@@ -104,6 +117,22 @@ static int add_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_
 		nv_prof_add(c->prof, "select", nv_now() - t, 0);
 		note(cs, "init", e);
 	}
+	return 0;
+}
+
+/* the candidates' inits: every first path while W's whitened basis is held
+ * (an m × n and an n × n matrix when W is tall), then the basis let go and
+ * the ALS and second paths run without it (the bytes of one init after the
+ * other) */
+static int init_cands(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o)
+{
+	if ((o->paths != 1 && start_cand(cs, c, o, 2) < 0) ||
+	    (o->paths != 2 && start_cand(cs, c, o, 1) < 0))
+		return -1;
+	nv_lat_basis_free(c->wlat);
+	for (size_t i = 0; i < cs->k; i++)
+		if (finish_cand(cs, c, sel, i) < 0)
+			return -1;
 	return 0;
 }
 
@@ -237,13 +266,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 	if (sel_metric(&sel, w, hsel, o) < 0)
 		goto out;
 	nv_prof_add(o->prof, "select", nv_now() - t, 0);
-	if ((o->paths != 1 && add_cand(&cs, &c, &sel, o, 2) < 0) ||
-	    (o->paths != 2 && add_cand(&cs, &c, &sel, o, 1) < 0))
-		goto out;
-	/* W's whitened basis served the inits only (an m × n and an n × n
-	 * matrix when W is tall): not held through the refinement */
-	nv_lat_basis_free(c.wlat);
-	if (refine_pick(&cs, &c, &sel, o, &bi) < 0)
+	if (init_cands(&cs, &c, &sel, o) < 0 || refine_pick(&cs, &c, &sel, o, &bi) < 0)
 		goto out;
 	rc = nv_pack(&cs.md[bi], &res->bytes, &res->len, &st);
 	if (rc == 0 && finish(&c, &sel, &st, &cs, bi, res) < 0) {

@@ -408,11 +408,8 @@ out:
 	return rc;
 }
 
-int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md)
+int nv_build_nvg_start(const nv_tctx *c, size_t r, nv_bm *md)
 {
-	nv_mat res = {0};
-	double t;
-
 	memset(md, 0, sizeof(*md));
 	md->m = c->w->r;
 	md->n = c->w->c;
@@ -420,6 +417,14 @@ int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md)
 	if (nvg_path(c, c->w, r, &md->p[0]) < 0)
 		return -1;
 	md->np = 1;
+	return 0;
+}
+
+int nv_build_nvg_finish(const nv_tctx *c, size_t np, nv_bm *md)
+{
+	nv_mat res = {0};
+	double t;
+
 	if (nv_als(md, c, 3) < 0)
 		goto fail;
 	if (np == 2) {
@@ -429,7 +434,7 @@ int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md)
 		for (size_t i = 0; i < res.r * res.c; i++)
 			res.d[i] = c->w->d[i] - res.d[i];
 		nv_prof_add(c->prof, "recon", nv_now() - t, 0);
-		if (nvg_path(c, &res, r, &md->p[1]) < 0)
+		if (nvg_path(c, &res, md->r, &md->p[1]) < 0)
 			goto fail;
 		md->np = 2;
 		nv_mat_free(&res);
@@ -441,4 +446,11 @@ fail:
 	nv_mat_free(&res);
 	nv_bm_free(md);
 	return -1;
+}
+
+int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md)
+{
+	if (nv_build_nvg_start(c, r, md) < 0)
+		return -1;
+	return nv_build_nvg_finish(c, np, md);
 }

@@ -61,6 +61,33 @@ static void test_gemm(void)
 		}
 }
 
+/*
+ * nv_syrk_t_lower over row blocks of A (3 of 4, 4 and 3 rows), beta 0 then
+ * 1, mirrored by nv_sym_mirror: Aᵀ·A to 1e-12 (a sum of 11 products in a
+ * different order), the upper triangle untouched before the mirror
+ */
+static void test_syrk_blocks(void)
+{
+	nv_mat a, c;
+	int untouched = 1;
+
+	fill(&a, 11, 5);
+	nv_mat_zeros(&c, 5, 5);
+	for (size_t i = 0; i < 25; i++)
+		c.d[i] = 99.0;
+	for (size_t i0 = 0, k = 0; i0 < 11; i0 += 4, k++) {
+		nv_mat v = {i0 + 4 <= 11 ? 4 : 11 - i0, 5, a.d + i0 * 5};
+		nv_syrk_t_lower(&v, k ? 1.0 : 0.0, &c);
+	}
+	for (size_t i = 0; i < 5; i++)
+		for (size_t j = i + 1; j < 5; j++)
+			untouched &= c.d[i * 5 + j] == 99.0;
+	ok(untouched, "syrk by blocks: the upper triangle untouched");
+	nv_sym_mirror(&c);
+	ok(gemm_gap(&a, 1, &a, 0, &c) < 1e-12, "syrk by blocks, mirrored: Aᵀ·A");
+	nv_mat_free(&a), nv_mat_free(&c);
+}
+
 static void test_syrk(void)
 {
 	nv_mat a, c, ref;
@@ -73,6 +100,7 @@ static void test_syrk(void)
 	nv_syrk_new(1.0, &a, 1, &c);
 	ok(c.r == 9 && gemm_gap(&a, 1, &a, 0, &c) < 1e-12, "syrk Aᵀ·A (9 × 9)");
 	nv_mat_free(&a), nv_mat_free(&c);
+	test_syrk_blocks();
 }
 
 /* a well-conditioned SPD matrix: X·Xᵀ/k + I */
@@ -623,6 +651,25 @@ static double qr_gap(const nv_mat *a, const nv_mat *r)
 	return gap / big;
 }
 
+/* nv_qr_r_cm on A written column-major by the caller: nv_qr_r's R, bit for
+ * bit (nv_qr_r is that copy and this call) */
+static void test_qr_cm(const nv_mat *a)
+{
+	size_t m = a->r, k = a->c;
+	double *q = malloc(m * k * sizeof(double));
+	nv_mat r1, r2;
+
+	for (size_t i = 0; i < m; i++)
+		for (size_t j = 0; j < k; j++)
+			q[i + j * m] = a->d[i * k + j];
+	nv_qr_r(a, &r1);
+	is_int(nv_qr_r_cm(q, m, k, &r2), 0, "qr from column-major");
+	ok(!memcmp(r1.d, r2.d, k * k * sizeof(double)), "qr from column-major: nv_qr_r's R, bit for bit");
+	free(q);
+	nv_mat_free(&r1);
+	nv_mat_free(&r2);
+}
+
 /*
  * nv_qr_r: R upper triangular with RᵀR = AᵀA, to 1e-13 of AᵀA's largest
  * entry (Householder QR is backward stable: the error is a small multiple of
@@ -655,9 +702,18 @@ static void test_qr(void)
 	is_int(nv_qr_r(&a, &r), 0, "qr: square");
 	ok(qr_gap(&a, &r) <= 1e-13, "qr square: RᵀR = AᵀA (%.2g)", qr_gap(&a, &r));
 	nv_mat_free(&r);
+	test_qr_cm(&a);
 	a.d[5 * 24 + 2] = NAN;
 	ok(nv_qr_r(&a, &r) < 0 && strstr(nv_err(), "(5,2)") && r.d == NULL,
 	   "qr: a NaN is refused: %s", nv_err());
+	{
+		double q[24 * 24];
+		for (size_t i = 0; i < 24; i++)
+			for (size_t j = 0; j < 24; j++)
+				q[i + j * 24] = a.d[i * 24 + j];
+		ok(nv_qr_r_cm(q, 24, 24, &r) < 0 && strstr(nv_err(), "(5,2)") && r.d == NULL,
+		   "qr from column-major: a NaN is refused with A's own indices: %s", nv_err());
+	}
 	nv_mat_free(&a);
 }
 

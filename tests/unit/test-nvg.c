@@ -901,6 +901,120 @@ static void test_wh_dropped(const nv_tctx *c)
 	nv_mat_free(&keep.fit.wh);
 }
 
+/* the largest relative difference of two models' scales, and whether their
+ * signs agree exactly */
+static double scales_apart(const nv_bm *a, const nv_bm *b, int *signs)
+{
+	double worst = 0.0;
+
+	*signs = a->np == b->np;
+	for (size_t p = 0; p < a->np && *signs; p++) {
+		*signs &= !memcmp(a->p[p].su.d, b->p[p].su.d, a->m * a->r) &&
+			  !memcmp(a->p[p].sv.d, b->p[p].sv.d, a->n * a->r);
+		for (size_t i = 0; i < a->m; i++)
+			worst = fmax(worst, fabs(a->p[p].h[i] - b->p[p].h[i]) / fabs(b->p[p].h[i]));
+		for (size_t j = 0; j < a->n; j++)
+			worst = fmax(worst, fabs(a->p[p].g[j] - b->p[p].g[j]) / fabs(b->p[p].g[j]));
+		for (size_t k = 0; k < a->r; k++)
+			worst = fmax(worst, fabs(a->p[p].l[k] - b->p[p].l[k]) /
+						    fmax(fabs(b->p[p].l[k]), 1e-300));
+	}
+	return worst;
+}
+
+/*
+ * The steps whose m × r pieces are taken c->row_block rows at a time (the
+ * h step, flip_u, the ℓ and g steps) against the whole rows at once: blocks
+ * of 5 rows (not dividing 64, so the last block is short) and of 1.  Only
+ * the order of f64 sums over rows may differ, so the signs agree and the
+ * scales within 1e-10 of their size through an init, a flip_u pass and two
+ * refinement sweeps (the small systems here are well conditioned)
+ */
+static void test_row_blocks(const nv_tctx *c)
+{
+	static const size_t sizes[] = {5, 1};
+
+	for (size_t t = 0; t < 2; t++) {
+		nv_tctx whole = *c, blocked = *c;
+		nv_bm a, b;
+		double worst;
+		int signs, rc;
+		whole.row_block = (size_t)1 << 30;
+		blocked.row_block = sizes[t];
+		rc = nv_build_nvg_init(&whole, 16, 2, &a);
+		rc |= nv_build_nvg_init(&blocked, 16, 2, &b);
+		if (rc < 0) {
+			ok(0, "row blocks of %zu: %s", sizes[t], nv_err());
+			return;
+		}
+		worst = scales_apart(&b, &a, &signs);
+		ok(signs && worst <= 1e-10, "init in row blocks of %zu: the same signs, scales within %.2g",
+		   sizes[t], worst);
+		nv_flip_u(&a, &whole, 0, NULL);
+		nv_flip_u(&b, &blocked, 0, NULL);
+		nv_flip_u(&a, &whole, 1, NULL);
+		nv_flip_u(&b, &blocked, 1, NULL);
+		nv_refine(&a, &whole, 2);
+		nv_refine(&b, &blocked, 2);
+		worst = scales_apart(&b, &a, &signs);
+		ok(signs && worst <= 1e-10,
+		   "flip_u and refine in row blocks of %zu: the same signs, scales within %.2g", sizes[t],
+		   worst);
+		nv_bm_free(&a);
+		nv_bm_free(&b);
+	}
+}
+
+/* the init in two halves gives its bytes; nv_sgn_scaled_to writes what
+ * nv_sgn_scaled makes, at any row stride */
+static void test_init_halves(const nv_tctx *c)
+{
+	nv_bm a, b;
+	nv_mat o;
+	double buf[7 * 5];
+	int same;
+
+	nv_build_nvg_init(c, 16, 2, &a);
+	if (nv_build_nvg_start(c, 16, &b) < 0 || nv_build_nvg_finish(c, 2, &b) < 0) {
+		ok(0, "init halves: %s", nv_err());
+		nv_bm_free(&a);
+		return;
+	}
+	same = a.np == b.np;
+	for (size_t p = 0; p < a.np && same; p++)
+		same = !memcmp(a.p[p].h, b.p[p].h, a.m * sizeof(double)) &&
+		       !memcmp(a.p[p].g, b.p[p].g, a.n * sizeof(double)) &&
+		       !memcmp(a.p[p].l, b.p[p].l, a.r * sizeof(double)) &&
+		       !memcmp(a.p[p].su.d, b.p[p].su.d, a.m * a.r) &&
+		       !memcmp(a.p[p].sv.d, b.p[p].sv.d, a.n * a.r);
+	ok(same, "nv_build_nvg_start then _finish: the bytes of nv_build_nvg_init");
+	nv_sgn_scaled(&a.p[0].su, a.p[0].h, a.p[0].l, &o);
+	{
+		int8_t sg[7 * 3];
+		nv_sgn top = {7, 3, sg};
+		/* three of each row's 16 signs, as a 7 × 3 matrix of their own */
+		for (size_t i = 0; i < 7; i++)
+			memcpy(top.d + i * 3, a.p[0].su.d + i * a.r, 3);
+		for (size_t i = 0; i < 7 * 5; i++)
+			buf[i] = -7.0;
+		nv_sgn_scaled_to(&top, a.p[0].h, a.p[0].l, buf, 5);
+		same = 1;
+		for (size_t i = 0; i < 7; i++)
+			for (size_t k = 0; k < 5; k++)
+				same &= k < 3 ? buf[i * 5 + k] == (double)top.d[i * 3 + k] *
+								   (a.p[0].h[i] * a.p[0].l[k])
+					      : buf[i * 5 + k] == -7.0;
+		ok(same, "nv_sgn_scaled_to at stride 5: each value h_i·s_ik·l_k, the stride's rest untouched");
+	}
+	same = 1;
+	for (size_t i = 0; i < 16; i++)
+		same &= o.d[i] == (double)a.p[0].su.d[i] * (a.p[0].h[0] * a.p[0].l[i]);
+	ok(same, "nv_sgn_scaled: row 0 is h_0·s_0k·l_k");
+	nv_mat_free(&o);
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+}
+
 int main(void)
 {
 	nv_hctx hc, hc3;
@@ -917,6 +1031,8 @@ int main(void)
 	test_als_tol(&c);
 	test_als_kept_hb(&c);
 	test_wh_dropped(&c);
+	test_row_blocks(&c);
+	test_init_halves(&c);
 	test_stages(&c, &hc);
 	test_drivers(&hc3);
 	test_sel_load(&hc3);

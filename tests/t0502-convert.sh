@@ -115,8 +115,15 @@ done
 
 test_expect_success 'the report names the encoder, budget and rank of each tensor' '
 	report_lines nvg/model.cmf.blr.txt >lines &&
-	grep -c "^model.layers.[0-4]\.[a-z_]*\.[a-z_]*_proj.weight [0-4] [0-9]*x[0-9]* 2.5 [0-9.]* [0-9]* [12] - 0\.[0-9]* | pick P[12] r[0-9]* | sel: .* stored fit [0-9.]* sel [0-9.]*$" lines >n &&
+	grep -Ec "^model.layers.[0-4]\.[a-z_]*\.[a-z_]*_proj.weight [0-4] [0-9]*x[0-9]* 2.5 [0-9.]* [0-9]* [12] (-|cap|floor) 0\.[0-9]* \| pick P[12] r[0-9]* \| sel: .* stored fit [0-9.]* sel [0-9.]*$" lines >n &&
 	test "$(cat n)" -eq 35 &&
+	# which tensors are clipped depends on the picks (a P1 pick of a wide
+	# tensor at 2.5 bpw meets the shape cap): the count, the clip column
+	# and the comment list must agree, whatever the count is
+	awk "\$8 != \"-\" { print \$1 \" \" \$8 }" lines >clip-col &&
+	sed -n "s/^#   \([^ ]*\) (2.5 bpw → [0-9.]* bpw, \([a-z]*\))$/\1 \2/p" nvg/model.cmf.blr.txt >clip-list &&
+	test_cmp clip-col clip-list &&
+	awk "\$8 == \"cap\" { split(\$3, d, \"x\"); c = d[1] < d[2] ? d[1] : d[2]; if (\$6 != c - c % 8) exit 1 }" lines &&
 	test "$(prov_value nvg/model.cmf method)" = nvg &&
 	test "$(prov_value svid/model.cmf method)" = dual-svid &&
 	test "$(prov_value nvg/model.cmf refine_sweeps)" = 2 &&
@@ -125,7 +132,7 @@ test_expect_success 'the report names the encoder, budget and rank of each tenso
 	test "$(prov_value svid/model.cmf g_solve)" = null &&
 	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto, refinement sweeps 2, ALS sweeps a try 3, ITQ stop 0, ALS stop 0, g steps by PCG, kv factor 1$" \
 		nvg/model.cmf.blr.txt &&
-	test "$(prov_value nvg/model.cmf clipped_tensors)" = 0
+	test "$(prov_value nvg/model.cmf clipped_tensors)" = "$(wc -l <clip-col)"
 '
 
 test_expect_success 'every rank is the one the rule gives for its request and paths' '

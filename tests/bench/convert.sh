@@ -2,8 +2,9 @@
 # convert.sh - make bench-convert: the whole conversion measured (not a test).
 #
 # For each budget of BENCH_BPW (0.55 0.8 1.0): nvg with the steps of
-# BENCH_STEPS (all: transport and block reconstruction, convert.mk's
-# defaults; plain: neither; transport; tune: any of them, in that order;
+# BENCH_STEPS (all: transport and block reconstruction; plain: neither;
+# transport; tune: block reconstruction alone, convert.mk's default; any of
+# them, in that order;
 # ahead: both, the block loss measured after the next block, TUNE_AHEAD=1;
 # each with the end-to-end step after the calibration, as convert.mk's
 # default is) and
@@ -16,7 +17,9 @@
 # held-out TinyStories text, of the model before the calibration (row
 # LABEL), after it (row LABEL+cal) and after the end-to-end step (row
 # LABEL+cal+e2e, its time the whole conversion's).  Then, per budget,
-# convert.mk's best on the nvg conversion: the sweep's curves (every tensor
+# convert.mk's best on the nvg conversion of BENCH_PLAN_STEPS (one variant
+# of BENCH_STEPS' names; tune, convert.mk's defaults, unless set), made
+# first if missing: the sweep's curves (every tensor
 # encoded at each budget of BENCH_SWEEP on the conversion's Grams; its own
 # budget reused, not encoded again; SWEEP_ERROR from the environment), a
 # plan from plan-alloc at the same budget, converted with every step and
@@ -32,7 +35,8 @@
 # BENCH_SWEEP (auto: b/1.5, b and 1.5 b for budget b: convert.mk's bracket,
 # so that the sweep adds no budget of its own), JOBS, FIT_TOKENS
 # (8192), SEL_TOKENS (2048), WINDOW (512), EVAL_TOKENS (8192), BENCH_OUT
-# (build/bench-convert), BENCH_PLAN (1: also the plans), BENCH_DUAL (1: also
+# (build/bench-convert), BENCH_PLAN (1: also the plans), BENCH_PLAN_STEPS
+# (tune), BENCH_DUAL (1: also
 # dual-svid), BENCH_E2E (1: the nvg conversions end with the end-to-end step;
 # 0: they stop after the calibration, which saves the step's 20-40 minutes
 # on SmolLM2), CALIBRATE.
@@ -58,7 +62,7 @@ variant() {
 	esac
 }
 
-for v in $steps; do variant "$v" >/dev/null; done
+for v in $steps ${BENCH_PLAN_STEPS:-tune}; do variant "$v" >/dev/null; done
 sweep=${BENCH_SWEEP:-auto}
 jobs=${JOBS:-$(nproc)}
 fit=${FIT_TOKENS:-8192}
@@ -94,7 +98,7 @@ done
 
 echo "OpenBLAS core: $(OPENBLAS_VERBOSE=2 "$bin/cmf-patch" info "$src" 2>&1 >/dev/null | sed -n 's/.*Core: *//p' | head -n 1)"
 echo "model $src, $jobs jobs, FIT $fit SEL $sel window $window, eval $eval_tokens tokens"
-printf '%-20s %5s %8s %8s %8s %7s %8s %7s %7s %8s %8s %9s %10s %8s %7s\n' method bpw capture \
+printf '%-22s %5s %8s %8s %8s %7s %8s %7s %7s %8s %8s %9s %10s %8s %7s\n' method bpw capture \
 	contexts encode tune advance calib e2e total rss_MiB body_bpw perplexity KL top1
 
 # row LABEL BPW M EVAL DROP [DIR]: one table row from the kept measurements
@@ -118,7 +122,7 @@ row() {
 	END {
 		n = split(drop, d, " ")
 		for (i = 1; i <= n; i++) { total -= t[d[i]]; t[d[i]] = 0 }
-		printf "%-20s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %7.1f %8.1f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
+		printf "%-22s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %7.1f %8.1f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
 			m, b, t["capture"], t["contexts"], t["encode"], t["tune"], t["advance"], t["calib"],
 			t["e2e"], total, rss / 1024, body, v["ppl"], v["kl"], v["top1"]
 	}' "$3.times" "$3.total" "$4" "${6:-$3}/model.cmf.blr.txt"
@@ -185,19 +189,21 @@ evaluate() {
 	mv "$2.tmp" "$2"
 }
 
-# plan_rows BPW: convert.mk's best on the nvg conversion at BPW (made first
-# if missing): its sweep (timed alone), a plan at BPW, the plan's
-# conversion (its rows, measured like every conversion) and the judge's
-# choice between the two on the SEL tokens
+# plan_rows BPW NAME LABEL VAR=VALUE...: convert.mk's best on the nvg
+# conversion NAME-BPW of those settings (made first if missing): its sweep
+# (timed alone), a plan at BPW, the plan's conversion (its rows, measured
+# like every conversion) and the judge's choice between the two on the SEL
+# tokens
 plan_rows() {
-	local b=$1 u=$out/nvg-$1 p=$out/nvg-plan-$1 pts=$sweep t0 key
+	local b=$1 u=$out/$2-$1 p=$out/$2-plan-$1 label=$3 pts=$sweep t0 key
+	shift 3
 	[ "$pts" = auto ] && pts=$(awk -v b="$b" 'BEGIN { printf "%g %g %g", b / 1.5, b, 1.5 * b }')
-	[ -f "$u/model.cmf" ] || convert "$u" nvg+tr+tune nvg "$b" "" $all >/dev/null
+	[ -f "$u/model.cmf" ] || convert "$u" "$label" nvg "$b" "" "$@" >/dev/null
 	t0=$(date +%s.%N)
 	make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$u" BPW="$b" \
 		FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$bin" SWEEP_BPW="$pts" \
-		$all -j "$jobs" sweep 2>"$out/sweep-$b.log"
-	echo "# sweep on nvg-$b at $pts bpw ($(cat "$u/sweep.set") errors): $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+		"$@" -j "$jobs" sweep 2>"$out/sweep-${u##*/}.log"
+	echo "# sweep on ${u##*/} at $pts bpw ($(cat "$u/sweep.set") errors): $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 	key="$(cat "$u.key") curves=$(cksum <"$u/curves.txt")"
 	if ! [ -s "$u/best.txt" ] || ! [ -s "$p.eval" ] || [ "$(cat "$p.key" 2>/dev/null)" != "$key" ]; then
 		rm -f "$p.total" "$p.key" "$p.eval" "$p.eval-applied" "$p.eval-calibrated"
@@ -206,13 +212,13 @@ plan_rows() {
 		t0=$(date +%s.%N)
 		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$u" BPW="$b" \
 			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$wrap" SWEEP_BPW="$pts" \
-			$all -j "$jobs" best 2>"$p.log"
+			"$@" -j "$jobs" best 2>"$p.log"
 		awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }' >"$p.total"
 		measure "$u/plan" "$p"
 		echo "$key" >"$p.key"
 	fi
 	sed -n 's/^# plan-alloc: target/# plan-alloc: target/p' "$u/plan.txt"
-	rows nvg+tr+tune+plan "$b" "$p" "$u/plan"
+	rows "$label+plan" "$b" "$p" "$u/plan"
 	echo "# best on the SEL tokens: $(awk '$1 != "kept" { printf "%s KL %s, ", $1, $3 } $1 == "kept" { print $0 }' "$u/best.txt")"
 }
 
@@ -223,6 +229,7 @@ for b in $budgets; do
 	done
 	[ "${BENCH_DUAL:-1}" = 0 ] || convert "$out/dual-svid-$b" dual-svid dual-svid "$b" ""
 	if [ "${BENCH_PLAN:-1}" = 1 ]; then
-		plan_rows "$b"
+		set -- $(variant "${BENCH_PLAN_STEPS:-tune}")
+		plan_rows "$b" "$@"
 	fi
 done

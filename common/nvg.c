@@ -747,6 +747,15 @@ static nv_mat rows_of(const nv_mat *a, size_t i0, size_t rows)
 	return v;
 }
 
+/* rows i0.. of path q's diag(h)·S_U·diag(ℓ) (without h: S_U·diag(ℓ)) written
+ * to o, r wide: the rows of nv_path_hsl's matrix, one block of them */
+static void hsl_rows(const nv_path *q, size_t r, size_t i0, size_t rows, int with_h, double *o)
+{
+	nv_sgn blk = {rows, r, q->su.d + i0 * r};
+
+	nv_sgn_scaled_to(&blk, with_h ? q->h + i0 : NULL, q->l, o, r);
+}
+
 /* rows i0.. of [X_0 | X_1] (the paths' matrices side by side, np·r wide)
  * written to o: X_p = diag(h_p)·S_p (side 'u') or diag(g_p)·T_p (side 'v'),
  * the values that nv_path_hs and nv_path_gs give */
@@ -910,11 +919,8 @@ static void als_h_rows(const nv_bm *md, const als_state *st, size_t i0, nv_mat m
 {
 	size_t r = md->r, np = md->np, pr = np * r, rows = ms[0].r;
 
-	for (size_t a = 0; a < np; a++) {
-		const nv_path *q = &md->p[a];
-		nv_sgn blk = {rows, r, q->su.d + i0 * r};
-		nv_sgn_scaled_to(&blk, NULL, q->l, ms[a].d, r);
-	}
+	for (size_t a = 0; a < np; a++)
+		hsl_rows(&md->p[a], r, i0, rows, 0, ms[a].d);
 	for (size_t a = 0, ac = 0; a < np; a++) {
 		for (size_t i = 0; i < rows; i++)
 			rh[(i0 + i) * 2 + a] = cblas_ddot((int)r, st->whb.d + (i0 + i) * pr + a * r,
@@ -1009,14 +1015,11 @@ static void target_block(const nv_bm *md, size_t p, const nv_mat *wt, size_t i0,
 	nv_mat mv = rows_of(mb, 0, rows), av = rows_of(ab, 0, rows), wv = rows_of(wt, i0, rows);
 	double beta = i0 ? 1.0 : 0.0;
 
-	nv_sgn own = {rows, r, md->p[p].su.d + i0 * r};
-
-	nv_sgn_scaled_to(&own, md->p[p].h + i0, md->p[p].l, mb->d, r);
+	hsl_rows(&md->p[p], r, i0, rows, 1, mb->d);
 	nv_gemm(1.0, &wv, 1, &mv, 0, beta, y);
 	for (size_t q = 0; q < md->np; q++)
 		if (q != p) {
-			nv_sgn blk = {rows, r, md->p[q].su.d + i0 * r};
-			nv_sgn_scaled_to(&blk, md->p[q].h + i0, md->p[q].l, ab->d, r);
+			hsl_rows(&md->p[q], r, i0, rows, 1, ab->d);
 			nv_gemm(1.0, &av, 1, &mv, 0, beta, &aqm[q]);
 		}
 }
@@ -1346,9 +1349,8 @@ static int minus_path_times(const nv_bm *md, const nv_tctx *c, size_t o, const n
 		return -1;
 	for (size_t i0 = 0; i0 < m; i0 += bs) {
 		size_t rows = m - i0 < bs ? m - i0 : bs;
-		nv_sgn blk = {rows, r, q->su.d + i0 * r};
 		nv_mat av = rows_of(&a, 0, rows), wv = rows_of(whb, i0, rows);
-		nv_sgn_scaled_to(&blk, q->h + i0, q->l, a.d, r);
+		hsl_rows(q, r, i0, rows, 1, a.d);
 		nv_gemm(-1.0, &av, 0, bhb, 0, 1.0, &wv);
 	}
 	nv_mat_free(&a);

@@ -427,26 +427,43 @@ static int row_gram(const nv_mat *t, const nv_mat *th, nv_mat *g)
 	return 0;
 }
 
-/* t·L (t itself when l is NULL: the same bits as a copy's products) */
-static int lat_tl(const nv_mat *t, const nv_mat *l, nv_prof *prof, nv_mat *tl, const nv_mat **use)
+/* rows i0.. of a row-major matrix, as a matrix of its own (no copy) */
+static nv_mat rows_of(const nv_mat *a, size_t i0, size_t rows)
 {
-	int rc = 0;
+	nv_mat v = {rows, a->c, a->d + i0 * a->c};
+	return v;
+}
 
-	*use = t;
-	if (l) {
-		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, l, 0, tl));
-		*use = tl;
-	}
-	return rc;
+/* rows i0.. of t·L into buf (rows × n), or those rows of t itself when l is
+ * NULL (no product: the same bits as a copy's) */
+static nv_mat tl_rows(const nv_mat *t, const nv_mat *l, size_t i0, size_t rows, nv_mat *buf)
+{
+	nv_mat tb = {rows, t->c, t->d + i0 * t->c}, out = {rows, t->c, buf->d};
+
+	if (!l)
+		return tb;
+	nv_gemm(1.0, &tb, 0, l, 0, 0.0, &out);
+	return out;
+}
+
+/* the rows per block of t·L, and a buffer of that many rows (none without l) */
+static int tl_buffer(const nv_mat *t, const nv_mat *l, size_t block, nv_mat *buf, size_t *bs)
+{
+	*bs = block ? block : NV_ROW_BLOCK_DEFAULT;
+	if (*bs > t->r)
+		*bs = t->r ? t->r : 1;
+	*buf = (nv_mat){0};
+	return l ? nv_mat_zeros(buf, *bs, t->c) : 0;
 }
 
 /* the Gram whose eigenvectors are the basis: t·H·tᵀ (rows, from H), or
- * from t·L: its rows' Gram, or its columns' (b->l kept to make t·L again) */
+ * (t·L)ᵀ·(t·L) (columns: t taller than wide), b->block rows of t·L at a
+ * time, b->l kept to make t·L again */
 static int basis_gram(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
 		      nv_lat_basis *b, nv_mat *g)
 {
-	nv_mat th = {0}, tl = {0};
-	const nv_mat *use;
+	nv_mat th = {0}, buf;
+	size_t bs;
 	int rc = 0;
 
 	if (b->byrows && mt && mt->hf) {
@@ -463,11 +480,31 @@ static int basis_gram(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
 		return -1;
 	}
 	b->l = mt ? mt->l : NULL;
-	rc = lat_tl(t, b->l, prof, &tl, &use);
-	if (rc == 0)
-		PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, use, !b->byrows, g));
-	nv_mat_free(&tl);
-	return rc;
+	if (b->byrows) { /* m ≤ n without hf: (t·L)·(t·L)ᵀ, or t·tᵀ */
+		nv_mat tl = {0};
+		if (b->l)
+			PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, b->l, 0, &tl));
+		if (rc == 0)
+			PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, b->l ? &tl : t, 0, g));
+		nv_mat_free(&tl);
+		return rc;
+	}
+	if (tl_buffer(t, b->l, b->block, &buf, &bs) < 0 || nv_mat_zeros(g, t->c, t->c) < 0) {
+		nv_mat_free(&buf);
+		return -1;
+	}
+	{
+		double t0 = nv_now();
+		for (size_t i0 = 0, rows; i0 < t->r; i0 += rows) {
+			rows = t->r - i0 < bs ? t->r - i0 : bs;
+			nv_mat tl = tl_rows(t, b->l, i0, rows, &buf);
+			nv_syrk_t_lower(&tl, i0 ? 1.0 : 0.0, g);
+		}
+		nv_sym_mirror(g);
+		nv_prof_add(prof, "lat.gemm", nv_now() - t0, 0);
+	}
+	nv_mat_free(&buf);
+	return 0;
 }
 
 /* the eigendecomposition of the Gram of t·L: rows (m × m) when m ≤ n, else
@@ -481,6 +518,7 @@ int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
 
 	memset(b, 0, sizeof(*b));
 	b->byrows = t->r <= t->c;
+	b->block = mt ? mt->block : 0;
 	if (basis_gram(t, mt, prof, b, &g) < 0 || !(lam = nv_malloc(g.r, sizeof(double))) ||
 	    !(b->sig = nv_malloc(g.r, sizeof(double))))
 		goto fail;
@@ -503,9 +541,8 @@ fail:
 static int lat_ur(const nv_lat_basis *b, const nv_mat *t, size_t r, double floor, nv_prof *prof,
 		  nv_mat *ur)
 {
-	nv_mat top, tl = {0};
-	const nv_mat *use;
-	int rc;
+	nv_mat top, buf;
+	size_t bs;
 
 	if (nv_mat_zeros(&top, b->vec.r, r) < 0)
 		return -1;
@@ -515,14 +552,23 @@ static int lat_ur(const nv_lat_basis *b, const nv_mat *t, size_t r, double floor
 		*ur = top;
 		return 0;
 	}
-	/* U_r = t·L·V_r·Σ_r⁻¹ */
-	rc = lat_tl(t, b->l, prof, &tl, &use);
-	if (rc == 0)
-		PT(prof, "lat.gemm", rc = nv_gemm_new(use, 0, &top, 0, ur));
-	nv_mat_free(&tl);
-	nv_mat_free(&top);
-	if (rc < 0)
+	/* U_r = t·L·V_r·Σ_r⁻¹, b->block rows of t·L at a time */
+	if (tl_buffer(t, b->l, b->block, &buf, &bs) < 0 || nv_mat_zeros(ur, t->r, r) < 0) {
+		nv_mat_free(&buf);
+		nv_mat_free(&top);
 		return -1;
+	}
+	{
+		double t0 = nv_now();
+		for (size_t i0 = 0, rows; i0 < t->r; i0 += rows) {
+			rows = t->r - i0 < bs ? t->r - i0 : bs;
+			nv_mat tl = tl_rows(t, b->l, i0, rows, &buf), ub = rows_of(ur, i0, rows);
+			nv_gemm(1.0, &tl, 0, &top, 0, 0.0, &ub);
+		}
+		nv_prof_add(prof, "lat.gemm", nv_now() - t0, 0);
+	}
+	nv_mat_free(&buf);
+	nv_mat_free(&top);
 	for (size_t i = 0; i < ur->r; i++)
 		for (size_t k = 0; k < r; k++)
 			ur->d[i * r + k] /= fmax(b->sig[k], floor);
@@ -540,14 +586,12 @@ int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *p
 	up->d = vp->d = NULL;
 	if (lat_ur(b, t, r, floor, prof, &ur) < 0)
 		return -1;
-	rc = nv_mat_copy(up, &ur);
-	if (rc == 0)
-		PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
-	nv_mat_free(&ur);
+	PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
 	if (rc < 0) {
-		nv_mat_free(up);
+		nv_mat_free(&ur);
 		return -1;
 	}
+	*up = ur; /* U_r becomes up in place: no m × r copy beside it */
 	/* up = U_r Σ^{1/2}, vp = tᵀ U_r Σ^{-1/2} */
 	for (size_t i = 0; i < m; i++)
 		for (size_t k = 0; k < r; k++)
@@ -579,63 +623,104 @@ static double sgn(double v)
 	return v >= 0.0 ? 1.0 : -1.0;
 }
 
-/* x = row-normalised [up; vp] ((m+n) × r), w2 = [wu²; wv²] / mean */
-static int itq_inputs(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		      nv_mat *x, double *w2)
+/*
+ * The ITQ's inputs: x = row-normalised [up; vp] ((m+n) × r), held as its two
+ * parts xs[0] (m × r) and xs[1] (n × r), never joined; w2 = [wu²; wv²] / mean
+ */
+typedef struct {
+	nv_mat xs[2];
+	double *w2;
+	size_t block; /* rows per product: x·R and xᵀ·B are never whole */
+} itq_in;
+
+static void itq_in_free(itq_in *in)
+{
+	nv_mat_free(&in->xs[0]);
+	nv_mat_free(&in->xs[1]);
+	free(in->w2);
+	in->w2 = NULL;
+}
+
+/* xs: up and vp taken (they are left empty), their rows normalized in place */
+static int itq_inputs(nv_mat *up, nv_mat *vp, const double *wu, const double *wv, size_t block,
+		      itq_in *in)
 {
 	size_t m = up->r, nn = up->r + vp->r, r = up->c;
 	double mean = 0.0;
 
-	if (nv_mat_zeros(x, nn, r) < 0)
+	*in = (itq_in){ .xs = {*up, *vp}, .block = block ? block : NV_ROW_BLOCK_DEFAULT };
+	*up = *vp = (nv_mat){0};
+	if (!(in->w2 = nv_malloc(nn ? nn : 1, sizeof(double))))
 		return -1;
-	memcpy(x->d, up->d, m * r * sizeof(double));
-	memcpy(x->d + m * r, vp->d, vp->r * r * sizeof(double));
 	for (size_t i = 0; i < nn; i++) {
-		double *row = nv_row(x, i), s = 0.0;
+		double *row = i < m ? nv_row(&in->xs[0], i) : nv_row(&in->xs[1], i - m), s = 0.0;
 		for (size_t k = 0; k < r; k++)
 			s += row[k] * row[k];
 		s = fmax(sqrt(s), 1e-300);
 		for (size_t k = 0; k < r; k++)
 			row[k] /= s;
-		w2[i] = i < m ? wu[i] * wu[i] : wv[i - m] * wv[i - m];
-		mean += w2[i];
+		in->w2[i] = i < m ? wu[i] * wu[i] : wv[i - m] * wv[i - m];
+		mean += in->w2[i];
 	}
 	mean = fmax(mean / (double)nn, 1e-300);
 	for (size_t i = 0; i < nn; i++)
-		w2[i] /= mean;
+		in->w2[i] /= mean;
 	return 0;
 }
 
-/*
- * one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)); *changed counts the
- * entries of sgn(x·rot) that differ from the last step's, kept in prev
- * (one byte per entry, 2 before the first step)
- */
-static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *rot,
-		    unsigned char *prev, size_t *changed)
+/* rows i0.. of x·rot into xr (its first rows), their signs weighted by w2 in
+ * place; the signs that differ from prev's counted, prev updated */
+static size_t itq_signs(const nv_mat *xb, const double *w2, const nv_mat *rot, nv_mat *xr,
+			unsigned char *prev)
 {
-	nv_mat xr, mm, nr;
 	size_t ch = 0;
-	int rc;
 
-	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 0, rot, 0, &xr));
-	if (rc < 0)
-		return -1;
-	for (size_t i = 0; i < xr.r; i++) {
-		double *row = nv_row(&xr, i);
-		unsigned char *pv = prev + i * xr.c;
-		for (size_t k = 0; k < xr.c; k++) {
+	nv_gemm(1.0, xb, 0, rot, 0, 0.0, xr);
+	for (size_t i = 0; i < xr->r; i++) {
+		double *row = nv_row(xr, i);
+		unsigned char *pv = prev + i * xr->c;
+		for (size_t k = 0; k < xr->c; k++) {
 			unsigned char b = row[k] >= 0.0;
 			ch += b != pv[k];
 			pv[k] = b;
 			row[k] = sgn(row[k]) * w2[i];
 		}
 	}
-	*changed = ch;
-	PT(prof, "itq.gemm", rc = nv_gemm_new(x, 1, &xr, 0, &mm));
-	nv_mat_free(&xr);
-	if (rc < 0)
+	return ch;
+}
+
+/*
+ * one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)), in->block rows of x at a
+ * time; *changed counts the entries of sgn(x·rot) that differ from the last
+ * step's, kept in prev (one byte per entry, 2 before the first step)
+ */
+static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, unsigned char *prev,
+		    size_t *changed)
+{
+	size_t r = rot->r, i = 0, ch = 0, bs = in->block;
+	size_t tallest = in->xs[0].r > in->xs[1].r ? in->xs[0].r : in->xs[1].r;
+	nv_mat buf = {0}, mm = {0}, nr;
+	int rc;
+
+	if (bs > tallest) /* no room beyond the taller part's rows */
+		bs = tallest ? tallest : 1;
+	if (nv_mat_zeros(&mm, r, r) < 0 || nv_mat_zeros(&buf, bs, r) < 0) {
+		nv_mat_free(&mm);
 		return -1;
+	}
+	{
+		double t0 = nv_now();
+		for (size_t h = 0; h < 2; h++)
+			for (size_t i0 = 0, rows; i0 < in->xs[h].r; i0 += rows, i += rows) {
+				rows = in->xs[h].r - i0 < bs ? in->xs[h].r - i0 : bs;
+				nv_mat xb = rows_of(&in->xs[h], i0, rows), xr = rows_of(&buf, 0, rows);
+				ch += itq_signs(&xb, in->w2 + i, rot, &xr, prev + i * r);
+				nv_gemm(1.0, &xb, 1, &xr, 0, i ? 1.0 : 0.0, &mm);
+			}
+		nv_prof_add(prof, "itq.gemm", nv_now() - t0, 0);
+	}
+	nv_mat_free(&buf);
+	*changed = ch;
 	PT(prof, "itq.polar", rc = nv_polar(&mm, &nr));
 	nv_mat_free(&mm);
 	if (rc < 0)
@@ -646,10 +731,10 @@ static int itq_step(const nv_mat *x, const double *w2, nv_prof *prof, nv_mat *ro
 }
 
 /* the ITQ steps on x (its rows normalized, w2 their weights) from R = I */
-static int itq_run(const nv_mat *x, const double *w2, int iters, double tol, nv_prof *prof,
-		   nv_mat *rot, int *used)
+static int itq_run(const itq_in *in, int iters, double tol, nv_prof *prof, nv_mat *rot,
+		   int *used)
 {
-	size_t nn = x->r, r = x->c, changed = 0;
+	size_t nn = in->xs[0].r + in->xs[1].r, r = in->xs[0].c, changed = 0;
 	unsigned char *prev = nv_malloc(nn ? nn : 1, r ? r : 1);
 	int it = 0;
 
@@ -660,7 +745,7 @@ static int itq_run(const nv_mat *x, const double *w2, int iters, double tol, nv_
 	/* a step whose signs are the last step's gives the last rotation again:
 	 * stopping there (tol 0) changes nothing; tol > 0 stops near that point */
 	while (it < iters) {
-		if (itq_step(x, w2, prof, rot, prev, &changed) < 0)
+		if (itq_step(in, prof, rot, prev, &changed) < 0)
 			goto fail;
 		if (++it > 1 && (double)changed <= tol * (double)(nn * r))
 			break;
@@ -677,56 +762,69 @@ fail:
 }
 
 int nv_itq_rotation_spend(nv_mat *up, nv_mat *vp, const double *wu, const double *wv, int iters,
-			  double tol, nv_prof *prof, nv_mat *rot, int *used)
+			  double tol, size_t block, nv_prof *prof, nv_mat *rot, int *used)
 {
-	nv_mat x = {0};
-	double *w2 = nv_malloc(up->r + vp->r, sizeof(double));
+	itq_in in;
 	int rc = -1;
 
 	*rot = (nv_mat){ 0 };
-	if (w2 && itq_inputs(up, vp, wu, wv, &x, w2) == 0) {
-		nv_mat_free(up);
-		nv_mat_free(vp);
-		rc = itq_run(&x, w2, iters, tol, prof, rot, used);
-	}
-	free(w2);
-	nv_mat_free(&x);
+	if (itq_inputs(up, vp, wu, wv, block, &in) == 0)
+		rc = itq_run(&in, iters, tol, prof, rot, used);
+	itq_in_free(&in);
 	return rc;
 }
 
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		    int iters, double tol, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used)
+		    int iters, double tol, size_t block, nv_prof *prof, nv_mat *uo, nv_mat *vo,
+		    int *used)
 {
-	nv_mat x = {0}, rot = {0};
-	double *w2 = nv_malloc(up->r + vp->r, sizeof(double));
+	nv_mat rot = {0}, cu = {0}, cv = {0};
+	itq_in in = {0};
 	int rc = -1;
 
 	uo->d = vo->d = NULL;
-	if (!w2 || itq_inputs(up, vp, wu, wv, &x, w2) < 0)
-		goto out;
-	rc = itq_run(&x, w2, iters, tol, prof, &rot, used);
-	nv_mat_free(&x); /* done with: not held beside the rotated latents */
-	if (rc == 0)
-		rc = nv_itq_apply(up, vp, &rot, prof, uo, vo);
-out:
-	free(w2);
-	nv_mat_free(&x);
+	if (nv_mat_copy(&cu, up) == 0 && nv_mat_copy(&cv, vp) == 0 &&
+	    itq_inputs(&cu, &cv, wu, wv, block, &in) == 0)
+		rc = itq_run(&in, iters, tol, prof, &rot, used);
+	nv_mat_free(&cu);
+	nv_mat_free(&cv);
+	itq_in_free(&in); /* done with: not held beside the rotated latents */
+	if (rc == 0 && (nv_mat_copy(uo, up) < 0 || nv_mat_copy(vo, vp) < 0 ||
+			nv_itq_apply_in(uo, vo, &rot, block, prof) < 0)) {
+		nv_mat_free(uo);
+		nv_mat_free(vo);
+		rc = -1;
+	}
 	nv_mat_free(&rot);
 	return rc;
 }
 
-int nv_itq_apply(const nv_mat *up, const nv_mat *vp, const nv_mat *rot, nv_prof *prof, nv_mat *uo,
-		 nv_mat *vo)
+/* a ← a·rot in place, block rows at a time (one block's product beside a) */
+static int rotate_rows(nv_mat *a, const nv_mat *rot, size_t block)
+{
+	size_t r = a->c, bs = block ? block : NV_ROW_BLOCK_DEFAULT;
+	nv_mat buf = {0};
+
+	if (bs > a->r)
+		bs = a->r ? a->r : 1;
+	if (nv_mat_zeros(&buf, bs, r) < 0)
+		return -1;
+	for (size_t i0 = 0, rows; i0 < a->r; i0 += rows) {
+		rows = a->r - i0 < bs ? a->r - i0 : bs;
+		nv_mat ab = rows_of(a, i0, rows), bb = rows_of(&buf, 0, rows);
+		nv_gemm(1.0, &ab, 0, rot, 0, 0.0, &bb);
+		memcpy(ab.d, bb.d, rows * r * sizeof(double));
+	}
+	nv_mat_free(&buf);
+	return 0;
+}
+
+int nv_itq_apply_in(nv_mat *up, nv_mat *vp, const nv_mat *rot, size_t block, nv_prof *prof)
 {
 	int rc;
 
-	uo->d = vo->d = NULL;
-	PT(prof, "itq.gemm", rc = nv_gemm_new(up, 0, rot, 0, uo);
-	   if (rc == 0) rc = nv_gemm_new(vp, 0, rot, 0, vo));
-	if (rc < 0) {
-		nv_mat_free(uo);
-		nv_mat_free(vo);
-	}
+	PT(prof, "itq.gemm", rc = rotate_rows(up, rot, block);
+	   if (rc == 0) rc = rotate_rows(vp, rot, block));
 	return rc;
 }
 
@@ -738,13 +836,6 @@ static size_t row_block(const nv_tctx *c, size_t m)
 	size_t b = c->row_block ? c->row_block : 1;
 
 	return m < b ? (m ? m : 1) : b;
-}
-
-/* rows i0.. of a row-major matrix, as a matrix of its own (no copy) */
-static nv_mat rows_of(const nv_mat *a, size_t i0, size_t rows)
-{
-	nv_mat v = {rows, a->c, a->d + i0 * a->c};
-	return v;
 }
 
 /* rows i0.. of path q's diag(h)·S_U·diag(ℓ) (without h: S_U·diag(ℓ)) written

@@ -150,6 +150,7 @@ typedef struct {
 			  * made from t again for each rank, not from an m × n t·L held */
 	nv_mat vec;     /* eigenvectors, columns in descending order */
 	double *sig;    /* singular values of t·L, descending */
+	size_t block;   /* t's rows per block of t·L when !byrows (the metric's) */
 } nv_lat_basis;
 
 typedef struct {
@@ -178,6 +179,9 @@ typedef struct {
 	const nv_mat32 *hf; /* (n × n) H; NULL (and l NULL): the identity */
 	const nv_mat *l;  /* (n × n) chol(H), lower: what t taller than wide needs */
 	const nv_mat *th; /* (m × n) t·H when the caller has it, else computed */
+	size_t block;     /* t taller than wide: t·L made this many rows at a time, never
+			   * whole (0: NV_ROW_BLOCK_DEFAULT; the result depends on it only
+			   * through the order of f64 sums) */
 } nv_lat_metric;
 
 /* rank-r latents up (m × r), vp (n × r): up·vpᵀ is the best rank-r
@@ -200,17 +204,20 @@ void nv_lat_basis_free(nv_lat_basis *b);
  * steps; from the second on, it stops after a step in which at most
  * tol × (m+n)·r signs of [up; vp]·R changed (tol 0: only where the next step
  * would give the same R, so the result is the one of iters steps).  *used
- * (when not NULL) gets the steps taken. */
+ * (when not NULL) gets the steps taken.  x·R and xᵀ·sgn(x·R) are made
+ * block rows of x at a time (0: NV_ROW_BLOCK_DEFAULT), never whole; the
+ * result depends on block only through the order of f64 sums. */
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		    int iters, double tol, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used);
+		    int iters, double tol, size_t block, nv_prof *prof, nv_mat *uo, nv_mat *vo,
+		    int *used);
 /* nv_itq_weighted in two halves, for latents that can be made again: the
  * rotation R (r × r), up and vp freed once its inputs are formed from them
- * (so that they are not held through the steps); then uo = up·R, vo = vp·R
- * on latents made again, the same bits as nv_itq_weighted's */
+ * (so that they are not held through the steps); then nv_itq_apply_in on
+ * latents made again gives nv_itq_weighted's latents, the same bits */
 int nv_itq_rotation_spend(nv_mat *up, nv_mat *vp, const double *wu, const double *wv, int iters,
-			  double tol, nv_prof *prof, nv_mat *rot, int *used);
-int nv_itq_apply(const nv_mat *up, const nv_mat *vp, const nv_mat *rot, nv_prof *prof, nv_mat *uo,
-		 nv_mat *vo);
+			  double tol, size_t block, nv_prof *prof, nv_mat *rot, int *used);
+/* up ← up·R and vp ← vp·R in place, block rows at a time (0: the default) */
+int nv_itq_apply_in(nv_mat *up, nv_mat *vp, const nv_mat *rot, size_t block, nv_prof *prof);
 /* exact block least squares: ℓ (joint over paths), h (per row, joint over
  * paths), g (per path), `sweeps` times; never raises the fit error.  With
  * c->als_tol above 0 it stops early, at the ℓ step of the first sweep whose

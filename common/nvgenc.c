@@ -350,7 +350,7 @@ static int w_rotated(const nv_tctx *c, size_t r, double *wu, double *wv, nv_mat 
 {
 	const nv_mat *t = c->w;
 	nv_lat_metric mw = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL,
-			     c->fit.wh.d ? &c->fit.wh : NULL };
+			     c->fit.wh.d ? &c->fit.wh : NULL, c->row_block };
 	nv_mat up = {0}, vp = {0}, rot = {0};
 	int rc = -1;
 
@@ -359,10 +359,15 @@ static int w_rotated(const nv_tctx *c, size_t r, double *wu, double *wv, nv_mat 
 	if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
 		return -1;
 	itq_weights(c, &up, &vp, wu, wv);
-	if (nv_itq_rotation_spend(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->prof, &rot,
+	if (nv_itq_rotation_spend(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->row_block, c->prof, &rot,
 				  NULL) == 0 &&
-	    nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) == 0)
-		rc = nv_itq_apply(&up, &vp, &rot, c->prof, uo, vo);
+	    nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) == 0 &&
+	    nv_itq_apply_in(&up, &vp, &rot, c->row_block, c->prof) == 0) {
+		*uo = up; /* rotated in place: the latents are the path's */
+		*vo = vp;
+		up = vp = (nv_mat){0};
+		rc = 0;
+	}
 	nv_mat_free(&up);
 	nv_mat_free(&vp);
 	nv_mat_free(&rot);
@@ -383,11 +388,12 @@ static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
 		if (w_rotated(c, r, wu, wv, &uo, &vo) < 0)
 			goto out;
 	} else {
-		nv_lat_metric mt = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL, NULL };
+		nv_lat_metric mt = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL, NULL,
+				     c->row_block };
 		if (nv_latents(t, r, &mt, c->prof, &up, &vp) < 0)
 			goto out;
 		itq_weights(c, &up, &vp, wu, wv);
-		if (nv_itq_weighted(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->prof, &uo, &vo,
+		if (nv_itq_weighted(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->row_block, c->prof, &uo, &vo,
 				    NULL) < 0)
 			goto out;
 		nv_mat_free(&up); /* the rotated latents are what the path is made of */

@@ -69,7 +69,7 @@ static void test_wide_metric(const nv_mat *w, const nv_mat *h, const nv_mat *l,
 {
 	nv_mat a = { 40, 64, w->d }, al, ah, up, vp, up2, vp2, hr;
 	nv_mat32 h32;
-	nv_lat_metric mh = { &h32, NULL, NULL }, mth = { &h32, NULL, NULL };
+	nv_lat_metric mh = { &h32, NULL, NULL, 0 }, mth = { &h32, NULL, NULL, 0 };
 	double e, want;
 
 	nv_mat_copy(&hr, h); /* h is f32-exact (main): h32 holds the same numbers */
@@ -92,6 +92,38 @@ static void test_wide_metric(const nv_mat *w, const nv_mat *h, const nv_mat *l,
 	ok(strstr(nv_err(), "taller than wide") != NULL, "saying why: %s", nv_err());
 	nv_mat_free(&al), nv_mat_free(&ah), nv_mat_free(&hr);
 	nv_mat32_free(&h32);
+}
+
+/*
+ * W taller than wide: t·L made a block of rows at a time (blocks of 1, 7 and
+ * 50 of W's 96 rows) gives latents as good in the metric (Eckart-Young, 1e-8
+ * as above) whose product up·vpᵀ is the whole computation's (up, vp) to
+ * 1e-10 of its largest entry: only the order of the Gram's f64 sums differs
+ */
+static void test_tl_blocks(const nv_mat *w, const nv_mat *l, const nv_mat *llt,
+			   const nv_mat *up, const nv_mat *vp, double want)
+{
+	size_t blocks[] = {1, 7, 50};
+	nv_mat whole;
+
+	nv_gemm_new(up, 0, vp, 1, &whole);
+	for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+		nv_lat_metric ml = { NULL, l, NULL, blocks[b] };
+		nv_mat u2, v2, prod;
+		double e, gap = 0, big = 0;
+		nv_latents(w, 16, &ml, NULL, &u2, &v2);
+		e = lat_err(w, &u2, &v2, llt);
+		nv_gemm_new(&u2, 0, &v2, 1, &prod);
+		for (size_t i = 0; i < prod.r * prod.c; i++) {
+			gap = fmax(gap, fabs(prod.d[i] - whole.d[i]));
+			big = fmax(big, fabs(whole.d[i]));
+		}
+		ok(fabs(e - want) <= 1e-8 * want && gap <= 1e-10 * big,
+		   "t·L in blocks of %zu rows: best in the metric (%.8g), the whole's product (%.1e)",
+		   blocks[b], e, gap / big);
+		nv_mat_free(&u2), nv_mat_free(&v2), nv_mat_free(&prod);
+	}
+	nv_mat_free(&whole);
 }
 
 static void test_latents(const nv_mat *w, const nv_mat *h)
@@ -118,7 +150,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 	nv_mat_copy(&l, h);
 	nv_potrf_lower(&l);
 	{
-		nv_lat_metric ml = { NULL, &l, NULL };
+		nv_lat_metric ml = { NULL, &l, NULL, 0 };
 		nv_latents(w, 16, &ml, NULL, &up, &vp);
 	}
 	nv_gemm_new(w, 0, &l, 0, &wl);
@@ -129,6 +161,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 		want = tail(&wl, 16);
 		ok(fabs(e - want) <= 1e-8 * want, "whitened latents are best in the metric (%.8g = %.8g)",
 		   e, want);
+		test_tl_blocks(w, &l, &llt, &up, &vp, want);
 		test_wide_metric(w, h, &l, &llt);
 		nv_mat_free(&llt);
 	}
@@ -140,7 +173,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 			wu[i] = 1 + rng_unif(&rng);
 		for (int j = 0; j < 64; j++)
 			wv[j] = 1 + rng_unif(&rng);
-		is_int(nv_itq_weighted(&up, &vp, wu, wv, 50, 0.0, NULL, &uo, &vo, NULL), 0, "weighted ITQ");
+		is_int(nv_itq_weighted(&up, &vp, wu, wv, 50, 0.0, 0, NULL, &uo, &vo, NULL), 0, "weighted ITQ");
 		nv_gemm_new(&up, 0, &vp, 1, &a);
 		nv_gemm_new(&uo, 0, &vo, 1, &b);
 		for (size_t i = 0; i < a.r * a.c; i++)
@@ -302,6 +335,21 @@ static int same_bits(const nv_mat *a, const nv_mat *b)
 	return a->r == b->r && a->c == b->c && !memcmp(a->d, b->d, a->r * a->c * sizeof(double));
 }
 
+/* the ITQ tests' inputs: latents 40 × 12 and 30 × 12, row weights in [1, 2) */
+static void itq_case(nv_mat *up, nv_mat *vp, double wu[40], double wv[30])
+{
+	nv_mat_zeros(up, 40, 12);
+	nv_mat_zeros(vp, 30, 12);
+	for (size_t i = 0; i < 40 * 12; i++)
+		up->d[i] = rng_normal(&rng);
+	for (size_t i = 0; i < 30 * 12; i++)
+		vp->d[i] = rng_normal(&rng);
+	for (int i = 0; i < 40; i++)
+		wu[i] = 1 + rng_unif(&rng);
+	for (int j = 0; j < 30; j++)
+		wv[j] = 1 + rng_unif(&rng);
+}
+
 /*
  * the ITQ stop: its objective never falls from step to step (each half-step
  * maximises it), tol 0 stops only at a fixed point (the bits of every step
@@ -314,48 +362,41 @@ static void test_itq_stop(void)
 	double wu[40], wv[30], prev = 0;
 	int used0 = 0, used = 0, rise = 1;
 
-	nv_mat_zeros(&up, 40, 12);
-	nv_mat_zeros(&vp, 30, 12);
-	for (size_t i = 0; i < 40 * 12; i++)
-		up.d[i] = rng_normal(&rng);
-	for (size_t i = 0; i < 30 * 12; i++)
-		vp.d[i] = rng_normal(&rng);
-	for (int i = 0; i < 40; i++)
-		wu[i] = 1 + rng_unif(&rng);
-	for (int j = 0; j < 30; j++)
-		wv[j] = 1 + rng_unif(&rng);
+	itq_case(&up, &vp, wu, wv);
 	for (int k = 1; k <= 12; k++) {
 		double jk;
-		nv_itq_weighted(&up, &vp, wu, wv, k, -1.0, NULL, &uo, &vo, &used);
+		nv_itq_weighted(&up, &vp, wu, wv, k, -1.0, 0, NULL, &uo, &vo, &used);
 		jk = itq_objective(&up, &vp, &uo, &vo, wu, wv);
 		rise &= used == k && jk >= prev * (1 - 1e-12);
 		prev = jk;
 		nv_mat_free(&uo), nv_mat_free(&vo);
 	}
 	ok(rise, "the ITQ objective never falls over 12 steps (%.6g at the last)", prev);
-	nv_itq_weighted(&up, &vp, wu, wv, 50, -1.0, NULL, &uo, &vo, &used);
-	nv_itq_weighted(&up, &vp, wu, wv, 50, 0.0, NULL, &u2, &v2, &used0);
+	nv_itq_weighted(&up, &vp, wu, wv, 50, -1.0, 0, NULL, &uo, &vo, &used);
+	nv_itq_weighted(&up, &vp, wu, wv, 50, 0.0, 0, NULL, &u2, &v2, &used0);
 	ok(used == 50 && used0 < 50, "tol < 0 runs all 50 steps, tol 0 stopped at a fixed point (%d)",
 	   used0);
 	ok(same_bits(&uo, &u2) && same_bits(&vo, &v2), "and they give the same bits");
 	nv_mat_free(&u2), nv_mat_free(&v2);
-	nv_itq_weighted(&up, &vp, wu, wv, 50, 0.005, NULL, &u2, &v2, &used);
+	nv_itq_weighted(&up, &vp, wu, wv, 50, 0.005, 0, NULL, &u2, &v2, &used);
 	ok(used >= 2 && used <= used0, "tol 0.005 stops no later (%d steps)", used);
 	nv_mat_free(&uo), nv_mat_free(&vo);
-	nv_itq_weighted(&up, &vp, wu, wv, used, -1.0, NULL, &uo, &vo, NULL);
+	nv_itq_weighted(&up, &vp, wu, wv, used, -1.0, 0, NULL, &uo, &vo, NULL);
 	ok(same_bits(&uo, &u2) && same_bits(&vo, &v2), "and gives the bits of %d steps run", used);
 	nv_mat_free(&uo), nv_mat_free(&vo), nv_mat_free(&u2), nv_mat_free(&v2);
 	{
 		/* the two halves: the rotation from spent latents, then applied */
 		nv_mat us = {0}, vs = {0}, rot = {0};
 		int spent, used2 = 0;
-		nv_itq_weighted(&up, &vp, wu, wv, 50, 0.005, NULL, &u2, &v2, &used);
+		nv_itq_weighted(&up, &vp, wu, wv, 50, 0.005, 0, NULL, &u2, &v2, &used);
 		nv_mat_copy(&us, &up);
 		nv_mat_copy(&vs, &vp);
-		is_int(nv_itq_rotation_spend(&us, &vs, wu, wv, 50, 0.005, NULL, &rot, &used2), 0,
+		is_int(nv_itq_rotation_spend(&us, &vs, wu, wv, 50, 0.005, 0, NULL, &rot, &used2), 0,
 		       "ITQ rotation from spent latents");
 		spent = us.d == NULL && vs.d == NULL;
-		nv_itq_apply(&up, &vp, &rot, NULL, &uo, &vo);
+		nv_mat_copy(&uo, &up);
+		nv_mat_copy(&vo, &vp);
+		nv_itq_apply_in(&uo, &vo, &rot, 0, NULL);
 		ok(spent && used2 == used && same_bits(&uo, &u2) && same_bits(&vo, &v2),
 		   "its latents freed, its %d steps and rotated latents nv_itq_weighted's, bit for bit",
 		   used2);
@@ -363,6 +404,86 @@ static void test_itq_stop(void)
 		nv_mat_free(&uo), nv_mat_free(&vo), nv_mat_free(&u2), nv_mat_free(&v2);
 	}
 	nv_mat_free(&up), nv_mat_free(&vp);
+}
+
+/* the ITQ of before, whole: x = row-normalised [up; vp], R ← polar(xᵀ·(sgn(x·R)∘w2))
+ * for steps steps from R = I; returns up·R, vp·R (the reference for the blocks) */
+static void itq_whole(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
+		      int steps, nv_mat *uo, nv_mat *vo)
+{
+	size_t m = up->r, nn = up->r + vp->r, r = up->c;
+	nv_mat x, rot, xr, mm, nr;
+	double w2[256], mean = 0;
+
+	nv_mat_zeros(&x, nn, r);
+	memcpy(x.d, up->d, m * r * sizeof(double));
+	memcpy(x.d + m * r, vp->d, vp->r * r * sizeof(double));
+	for (size_t i = 0; i < nn; i++) {
+		double n2 = 0;
+		for (size_t k = 0; k < r; k++)
+			n2 += x.d[i * r + k] * x.d[i * r + k];
+		for (size_t k = 0; k < r; k++)
+			x.d[i * r + k] /= sqrt(n2);
+		w2[i] = i < m ? wu[i] * wu[i] : wv[i - m] * wv[i - m];
+		mean += w2[i] / (double)nn;
+	}
+	nv_mat_eye(&rot, r);
+	for (int t = 0; t < steps; t++) {
+		nv_gemm_new(&x, 0, &rot, 0, &xr);
+		for (size_t i = 0; i < nn; i++)
+			for (size_t k = 0; k < r; k++)
+				xr.d[i * r + k] = (xr.d[i * r + k] >= 0 ? 1.0 : -1.0) * (w2[i] / mean);
+		nv_gemm_new(&x, 1, &xr, 0, &mm);
+		nv_polar(&mm, &nr);
+		nv_mat_free(&rot), nv_mat_free(&xr), nv_mat_free(&mm);
+		rot = nr;
+	}
+	nv_gemm_new(up, 0, &rot, 0, uo);
+	nv_gemm_new(vp, 0, &rot, 0, vo);
+	nv_mat_free(&x), nv_mat_free(&rot);
+}
+
+/* the largest |a − b| over the largest |b|, and whether a and b have the same signs */
+static double rel_diff(const nv_mat *a, const nv_mat *b, int *same_signs)
+{
+	double d = 0, s = 0;
+
+	for (size_t i = 0; i < a->r * a->c; i++) {
+		d = fmax(d, fabs(a->d[i] - b->d[i]));
+		s = fmax(s, fabs(b->d[i]));
+		*same_signs &= (a->d[i] >= 0) == (b->d[i] >= 0);
+	}
+	return d / s;
+}
+
+/*
+ * ITQ's products a block of rows at a time (x·R and xᵀ·B never whole): for
+ * blocks of 1, 7, 40 (up's rows: the blocks meet the seam of up and vp), 64
+ * and more than all rows, 12 steps give the rotated latents of the whole
+ * computation above, to 1e-12 of their largest entry (only the order of the
+ * f64 sums differs: ~1e-16 a step, grown by 12 polar factors), with every
+ * sign the same
+ */
+static void test_itq_blocks(void)
+{
+	nv_mat up, vp, uo, vo, ur, vr;
+	double wu[40], wv[30];
+	size_t blocks[] = {1, 7, 40, 64, 1000};
+
+	itq_case(&up, &vp, wu, wv);
+	itq_whole(&up, &vp, wu, wv, 12, &ur, &vr);
+	for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+		int same = 1, used = 0;
+		double du, dv;
+		nv_itq_weighted(&up, &vp, wu, wv, 12, -1.0, blocks[b], NULL, &uo, &vo, &used);
+		du = rel_diff(&uo, &ur, &same);
+		dv = rel_diff(&vo, &vr, &same);
+		ok(used == 12 && du < 1e-12 && dv < 1e-12 && same,
+		   "ITQ in blocks of %zu rows: the whole run's latents (%.1e, %.1e), the same signs",
+		   blocks[b], du, dv);
+		nv_mat_free(&uo), nv_mat_free(&vo);
+	}
+	nv_mat_free(&ur), nv_mat_free(&vr), nv_mat_free(&up), nv_mat_free(&vp);
 }
 
 int main(void)
@@ -378,6 +499,7 @@ int main(void)
 	test_latents(&w, &h);
 	test_path();
 	test_itq_stop();
+	test_itq_blocks();
 	test_dual(&w, &h);
 	nv_mat_free(&w);
 	nv_mat_free(&h);

@@ -438,24 +438,19 @@ static void transpose_sq(double *x, size_t n)
 /*
  * dgesdd on column-major buffers of our own, the call LAPACKE's row-major
  * dgesdd makes after transposing (the same workspace size, so the same
- * bits), without its three transposed copies: A's column-major copy, U, Vᵀ
- * and the workspace, then U and Vᵀ transposed in place to row-major
+ * bits), without its three transposed copies: A column-major in ac (n × n,
+ * destroyed), U, Vᵀ and the workspace, then U and Vᵀ transposed in place to
+ * row-major
  */
-static int svd_sq(const nv_mat *a, nv_mat *u, nv_mat *vt, double *s)
+static int svd_sq(double *ac, size_t n, nv_mat *u, nv_mat *vt, double *s)
 {
-	size_t n = a->r;
-	nv_mat ac = {0};
 	double wq = 0.0, *work = NULL;
 	lapack_int *iwork = nv_malloc(8 * ld(n), sizeof(lapack_int)), lw, info;
 	int rc = -1;
 
-	if (!iwork || nv_mat_zeros(&ac, n, n) < 0 || nv_mat_zeros(u, n, n) < 0 ||
-	    nv_mat_zeros(vt, n, n) < 0)
+	if (!iwork || nv_mat_zeros(u, n, n) < 0 || nv_mat_zeros(vt, n, n) < 0)
 		goto out;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < n; j++)
-			ac.d[j * n + i] = a->d[i * n + j];
-	info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'A', (lapack_int)n, (lapack_int)n, ac.d,
+	info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'A', (lapack_int)n, (lapack_int)n, ac,
 				   (lapack_int)ld(n), s, u->d, (lapack_int)ld(n), vt->d,
 				   (lapack_int)ld(n), &wq, -1, iwork);
 	lw = (lapack_int)wq;
@@ -466,7 +461,7 @@ static int svd_sq(const nv_mat *a, nv_mat *u, nv_mat *vt, double *s)
 	if (!(work = nv_malloc(lw > 0 ? (size_t)lw : 1, sizeof(double))))
 		goto out;
 	info = nv_lapack_info(LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'A', (lapack_int)n, (lapack_int)n,
-						  ac.d, (lapack_int)ld(n), s, u->d, (lapack_int)ld(n),
+						  ac, (lapack_int)ld(n), s, u->d, (lapack_int)ld(n),
 						  vt->d, (lapack_int)ld(n), work, lw, iwork));
 	if (info > 0)
 		nv_seterr("singular value decomposition did not converge (%d)", (int)info);
@@ -478,7 +473,6 @@ static int svd_sq(const nv_mat *a, nv_mat *u, nv_mat *vt, double *s)
 out:
 	free(iwork);
 	free(work);
-	nv_mat_free(&ac);
 	if (rc < 0) {
 		nv_mat_free(u);
 		nv_mat_free(vt);
@@ -486,23 +480,18 @@ out:
 	return rc;
 }
 
-int nv_polar(const nv_mat *a, nv_mat *q)
+/* Q = U·Vᵀ from A column-major in ac (n × n, destroyed) */
+static int polar_cm(double *ac, size_t n, nv_mat *q)
 {
-	size_t n = a->r;
 	nv_mat u = {0}, vt = {0};
-	double *s = NULL;
+	double *s = nv_malloc(n ? n : 1, sizeof(double));
 	int rc = -1;
 
-	assert(a->c == n);
-	*q = (nv_mat){ 0 };
-	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 0, "matrix entry") < 0)
-		return -1;
-	s = nv_malloc(n ? n : 1, sizeof(double));
 	if (!s)
-		goto out;
+		return -1;
 	nv_flops_add(21ull * n * n * n);
 	nv_serial();
-	rc = svd_sq(a, &u, &vt, s);
+	rc = svd_sq(ac, n, &u, &vt, s);
 	nv_unserial();
 	if (rc < 0 || nv_gemm_new(&u, 0, &vt, 0, q) < 0) {
 		rc = -1;
@@ -515,6 +504,40 @@ out:
 	free(s);
 	nv_mat_free(&u);
 	nv_mat_free(&vt);
+	return rc;
+}
+
+int nv_polar(const nv_mat *a, nv_mat *q)
+{
+	size_t n = a->r;
+	nv_mat ac = {0};
+	int rc;
+
+	assert(a->c == n);
+	*q = (nv_mat){ 0 };
+	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 0, "matrix entry") < 0 ||
+	    nv_mat_zeros(&ac, n, n) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			ac.d[j * n + i] = a->d[i * n + j];
+	rc = polar_cm(ac.d, n, q);
+	nv_mat_free(&ac);
+	return rc;
+}
+
+int nv_polar_take(nv_mat *a, nv_mat *q)
+{
+	size_t n = a->r;
+	int rc = -1;
+
+	assert(a->c == n);
+	*q = (nv_mat){ 0 };
+	if (lapack_dims(n, n) == 0 && nv_check_finite(a->d, n, n, 0, "matrix entry") == 0) {
+		transpose_sq(a->d, n); /* a's buffer is now A column-major */
+		rc = polar_cm(a->d, n, q);
+	}
+	nv_mat_free(a);
 	return rc;
 }
 

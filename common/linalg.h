@@ -102,6 +102,9 @@ int nv_sym_eig(nv_mat *a, double *lam, nv_mat *e);
 
 /* the orthogonal polar factor Q = U·Vᵀ of A = U·Σ·Vᵀ (square), through dgesdd */
 int nv_polar(const nv_mat *a, nv_mat *q);
+/* the same bits, A taken: its buffer becomes dgesdd's column-major input (no
+ * copy of A beside U, Vᵀ and the workspace); a is freed either way */
+int nv_polar_take(nv_mat *a, nv_mat *q);
 
 /* x = (A + ridge·mean(diag A)·I)⁻¹·b for symmetric A (n × n, its lower
  * triangle read), through dposv; ridge 1e-10 in the encoders.  A is not

@@ -721,7 +721,7 @@ static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, unsigned char 
 	}
 	nv_mat_free(&buf);
 	*changed = ch;
-	PT(prof, "itq.polar", rc = nv_polar(&mm, &nr));
+	PT(prof, "itq.polar", rc = nv_polar_take(&mm, &nr)); /* mm is the SVD's input */
 	nv_mat_free(&mm);
 	if (rc < 0)
 		return -1;

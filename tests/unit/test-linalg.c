@@ -230,6 +230,16 @@ static void polar_as_lapacke(size_t n)
 	is_int(nv_polar(&a, &q), 0, "polar of a Gaussian %zu × %zu", n, n);
 	ok(!memcmp(q.d, ref.d, n * n * sizeof(double)),
 	   "the bits of LAPACKE's row-major dgesdd's U·Vᵀ (%zu × %zu)", n, n);
+	{
+		/* A taken: its buffer the SVD's input, the same bits, A freed */
+		nv_mat q2;
+		nv_mat_free(&w); /* the row-major call destroyed it */
+		nv_mat_copy(&w, &a);
+		is_int(nv_polar_take(&w, &q2), 0, "polar of the same, A taken");
+		ok(w.d == NULL && !memcmp(q2.d, ref.d, n * n * sizeof(double)),
+		   "A freed, and the same bits (%zu × %zu)", n, n);
+		nv_mat_free(&q2);
+	}
 	free(s);
 	nv_mat_free(&a), nv_mat_free(&w), nv_mat_free(&u), nv_mat_free(&vt);
 	nv_mat_free(&ref), nv_mat_free(&q);
@@ -349,6 +359,12 @@ static void test_nonfinite(void)
 		else
 			ok(1, "polar with %g: %s", bad[k], nv_err());
 		nv_mat_free(&q);
+		nv_mat_free(&l);
+		nv_mat_copy(&l, &a);
+		if (k < 2)
+			ok(nv_polar_take(&l, &q) == -1 && q.d == NULL && l.d == NULL &&
+			   strstr(nv_err(), "not finite"), "polar of a taken A with %g: refused, A freed",
+			   bad[k]);
 		ok(nv_solve_spd(&a, b, y, 1e-10) != 0, "solve_spd with %g: %s", bad[k], nv_err());
 		nv_mat_zeros(&x, 6, 2);
 		ok(nv_posv_many(&a, 0.0, &x) < 0, "posv_many with %g: %s", bad[k], nv_err());

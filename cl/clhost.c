@@ -12,29 +12,16 @@
 
 int clh_eig_top(double *g, size_t s, size_t k, double *lam, double *vec)
 {
-	double *w;
-	int info;
-
-	if (nv_check_finite(g, s, s, 'U', "latent Gram entry") < 0 ||
-	    !(w = nv_malloc(s, sizeof(double))))
+	if (nv_check_finite(g, s, s, 'U', "latent Gram entry") < 0)
 		return -1;
-	/* ascending eigenvalues, eigenvectors as the columns of g (s × s) */
-	nv_serial();
-	info = nv_lapack_info(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)s, g,
-					     (lapack_int)s, w));
-	nv_unserial();
-	if (info > 0)
-		nv_seterr("the eigensolver did not converge on a %zu × %zu Gram", s, s);
-	if (info == 0 && (nv_check_finite(w, 1, s, 0, "eigenvalue") < 0 ||
-			  nv_check_finite(g, s, s, 0, "eigenvector entry") < 0))
-		info = -1;
-	for (size_t c = 0; c < k && info == 0; c++) {
-		lam[c] = w[s - 1 - c];
-		for (size_t i = 0; i < s; i++)
-			vec[i * k + c] = g[i * s + (s - 1 - c)];
+	for (size_t i = 0; i < s; i++) /* the upper triangle is the one read */
+		for (size_t j = 0; j < i; j++)
+			g[i * s + j] = g[j * s + i];
+	if (nv_sym_eig_top_in(g, s, k, lam, vec) < 0) {
+		nv_preerr("the top %zu eigenpairs of a %zu × %zu latent Gram", k, s, s);
+		return -1;
 	}
-	free(w);
-	return info == 0 ? 0 : -1;
+	return 0;
 }
 
 int clh_polar(double *m, size_t r, double *rot)

@@ -375,53 +375,151 @@ int nv_trtri_lower(nv_mat *a)
 	return nv_check_finite(a->d, n, n, 'L', "inverse factor entry");
 }
 
-/* lam (n) descending and E's columns in that order from dsyevd's ascending
- * ones, the eigenvectors in the columns of the column-major v */
-static void eig_descending(const double *asc, const double *v, size_t n, double *lam, nv_mat *e)
+/* lam (k) descending and vec (n × k, row-major) from dstemr's ascending
+ * pairs, the eigenvectors in the columns of the column-major z; each
+ * eigenvector's sign fixed so that its entry of largest modulus (the first
+ * such) is positive, a result of the matrix alone and not of the solver */
+static void eig_descending(const double *asc, const double *z, size_t n, size_t k, double *lam,
+			   double *vec)
 {
-	for (size_t k = 0; k < n; k++) {
-		const double *vk = v + (n - 1 - k) * n;
-		lam[k] = asc[n - 1 - k];
+	for (size_t c = 0; c < k; c++) {
+		const double *zc = z + (k - 1 - c) * n;
+		size_t big = 0;
+		for (size_t i = 1; i < n; i++)
+			if (fabs(zc[i]) > fabs(zc[big]))
+				big = i;
+		double s = zc[big] < 0 ? -1.0 : 1.0;
+		lam[c] = asc[k - 1 - c];
 		for (size_t i = 0; i < n; i++)
-			e->d[i * n + k] = vk[i];
+			vec[i * k + c] = s * zc[i];
 	}
+}
+
+/* a's lower triangle mirrored into its upper, so that the row-major buffer
+ * is the column-major matrix as well; the power of two that brings its
+ * largest entry near 1 when that entry is far out of range (LAPACK's
+ * drivers scale the same way), else 1 */
+static double eig_prepare(nv_mat *a)
+{
+	size_t n = a->r;
+	double big = 0, s = 1;
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++) {
+			a->d[j * n + i] = a->d[i * n + j];
+			big = fmax(big, fabs(a->d[i * n + j]));
+		}
+	if (big > 0 && (big > 0x1p500 || big < 0x1p-500))
+		s = ldexp(1.0, -ilogb(big));
+	if (s != 1)
+		for (size_t i = 0; i < n * n; i++)
+			a->d[i] *= s;
+	return s;
+}
+
+/* the top k eigenpairs of the column-major symmetric a (spent): dsytrd's
+ * tridiagonal form, dstemr's pairs il..n of it, dormtr's back-transform;
+ * asc (n: the first k the pairs' values, ascending), z (n × k, column-major) */
+static int eig_top_cm(double *a, size_t n, size_t k, double *asc, double *z)
+{
+	double *d = nv_malloc(n, sizeof(double)), *off = nv_malloc(n, sizeof(double)),
+	       *tau = nv_malloc(n, sizeof(double));
+	lapack_int *supp = nv_malloc(2 * k, sizeof(lapack_int)), found = 0;
+	lapack_logical tryrac = 1;
+	lapack_int nn = (lapack_int)n, kk = (lapack_int)k;
+	int info = -1;
+
+	if (d && off && tau && supp) {
+		info = nv_lapack_info(LAPACKE_dsytrd(LAPACK_COL_MAJOR, 'L', nn, a, nn, d, off, tau));
+		if (info == 0)
+			info = nv_lapack_info(LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', nn, d, off, 0,
+							     0, nn - kk + 1, nn, &found, asc, z, nn,
+							     kk, supp, &tryrac));
+		if (info > 0)
+			nv_seterr("symmetric eigensolver did not converge (%d)", info);
+		if (info == 0 && found != kk) {
+			nv_seterr("symmetric eigensolver found %d of %zu eigenpairs", (int)found, k);
+			info = -1;
+		}
+		if (info == 0)
+			info = nv_lapack_info(LAPACKE_dormtr(LAPACK_COL_MAJOR, 'L', 'L', 'N', nn, kk, a,
+							     nn, tau, z, nn));
+	}
+	free(d);
+	free(off);
+	free(tau);
+	free(supp);
+	return info == 0 ? 0 : -1;
+}
+
+/*
+ * the top k pairs of the row-major a (n × n, lower triangle read, spent);
+ * spend, when given, is freed once LAPACK is done with it (a's owner: so
+ * that E is not allocated beside it), and the eigenvectors go to E
+ * allocated then (e) or to the caller's vec (e NULL)
+ */
+static int eig_top(double *a, size_t n, size_t k, nv_mat *spend, double *lam, nv_mat *e,
+		   double *vec)
+{
+	double *asc = NULL, *z = NULL, s;
+	int rc = -1;
+
+	if (lapack_dims(n, n) < 0 || nv_check_finite(a, n, n, 'L', "matrix entry") < 0)
+		return -1;
+	/* dstemr writes its work into all n entries of its eigenvalue array */
+	if (k && (!(asc = nv_malloc(n, sizeof(double))) || !(z = nv_malloc(n * k, sizeof(double)))))
+		goto out;
+	rc = 0;
+	if (k) {
+		nv_mat tmp = { n, n, a };
+		s = eig_prepare(&tmp);
+		nv_flops_add(4ull * n * n * n / 3 + 2ull * n * n * k);
+		nv_serial();
+		rc = eig_top_cm(a, n, k, asc, z);
+		nv_unserial();
+		for (size_t i = 0; rc == 0 && i < k; i++)
+			asc[i] /= s;
+		if (rc == 0 && (nv_check_finite(asc, 1, k, 0, "eigenvalue") < 0 ||
+				nv_check_finite(z, n, k, 0, "eigenvector entry") < 0))
+			rc = -1;
+	}
+	if (spend)
+		nv_mat_free(spend);
+	if (rc == 0 && e && nv_mat_zeros(e, n, k) < 0)
+		rc = -1;
+	if (rc == 0 && k)
+		eig_descending(asc, z, n, k, lam, e ? e->d : vec);
+out:
+	if (spend)
+		nv_mat_free(spend);
+	free(asc);
+	free(z);
+	return rc;
+}
+
+int nv_sym_eig_top(nv_mat *a, size_t k, double *lam, nv_mat *e)
+{
+	size_t n = a->r, r = a->r;
+	int rc;
+
+	assert(a->c == n && k <= n);
+	*e = (nv_mat){ 0 };
+	rc = eig_top(a->d, n, k, a, lam, e, NULL);
+	a->r = a->c = r; /* the dims stay: a caller may still read them */
+	if (rc != 0)
+		nv_mat_free(e);
+	return rc;
+}
+
+int nv_sym_eig_top_in(double *a, size_t n, size_t k, double *lam, double *vec)
+{
+	assert(k <= n);
+	return eig_top(a, n, k, NULL, lam, NULL, vec);
 }
 
 int nv_sym_eig(nv_mat *a, double *lam, nv_mat *e)
 {
-	size_t n = a->r;
-	double *asc = NULL;
-	int info = -1;
-
-	assert(a->c == n);
-	*e = (nv_mat){ 0 };
-	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "matrix entry") < 0 ||
-	    !(asc = nv_malloc(n ? n : 1, sizeof(double))))
-		goto out;
-	/* the lower triangle mirrored, a's buffer is the column-major matrix as
-	 * well: dsyevd works on it in place, where LAPACKE's row-major call would
-	 * copy it and then its eigenvectors (the same numbers, twice the memory) */
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < i; j++)
-			a->d[j * n + i] = a->d[i * n + j];
-	nv_flops_add(9ull * n * n * n);
-	nv_serial();
-	info = nv_lapack_info(LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'L', (lapack_int)n, a->d,
-					  (lapack_int)ld(n), asc));
-	nv_unserial();
-	if (info > 0)
-		nv_seterr("symmetric eigensolver did not converge (%d)", info);
-	if (info == 0 && (nv_check_finite(asc, 1, n, 0, "eigenvalue") < 0 ||
-			  nv_check_finite(a->d, n, n, 0, "eigenvector entry") < 0 ||
-			  nv_mat_zeros(e, n, n) < 0))
-		info = -1;
-	if (info == 0)
-		eig_descending(asc, a->d, n, lam, e);
-out:
-	free(asc);
-	if (info != 0)
-		nv_mat_free(e);
-	return info == 0 ? 0 : -1;
+	return nv_sym_eig_top(a, a->r, lam, e);
 }
 
 /* an n × n matrix transposed in place */

@@ -95,9 +95,18 @@ int nv_potrf_lower(nv_mat *a);
 /* in place: a lower triangular A with nonzero diagonal becomes its inverse */
 int nv_trtri_lower(nv_mat *a);
 
-/* A = E·diag(lam)·Eᵀ for symmetric A (its lower triangle read) with lam
- * descending; lam has n entries, E (n × n) freshly allocated.  a is spent:
- * dsyevd works in it (its contents after are undefined) */
+/* the top k eigenpairs of symmetric A (its lower triangle read):
+ * A·E = E·diag(lam), lam (k entries) descending, E (n × k, orthonormal
+ * columns) freshly allocated, each column's entry of largest modulus
+ * positive.  a is spent: its buffer is LAPACK's workspace (dsytrd, dstemr's
+ * MRRR for the k pairs only, dormtr), and is freed (a->d NULL, its dims
+ * kept) whether or not the decomposition succeeds, unless a's entries are
+ * refused first (not finite) */
+int nv_sym_eig_top(nv_mat *a, size_t k, double *lam, nv_mat *e);
+/* the same on a caller's buffers: a (n × n, lower triangle read) spent but
+ * not freed, the eigenvectors into vec (n × k, row-major) */
+int nv_sym_eig_top_in(double *a, size_t n, size_t k, double *lam, double *vec);
+/* all n of them */
 int nv_sym_eig(nv_mat *a, double *lam, nv_mat *e);
 
 /* the orthogonal polar factor Q = U·Vᵀ of A = U·Σ·Vᵀ (square), through dgesdd */

@@ -509,23 +509,27 @@ static int basis_gram(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
 
 /* the eigendecomposition of the Gram of t·L: rows (m × m) when m ≤ n, else
  * columns (n × n); σ = √max(λ, 0), descending */
-int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
+int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, size_t rank, nv_prof *prof,
 		       nv_lat_basis *b)
 {
 	nv_mat g = {0};
 	double *lam = NULL;
+	size_t kk;
 	int rc;
 
 	memset(b, 0, sizeof(*b));
 	b->byrows = t->r <= t->c;
 	b->block = mt ? mt->block : 0;
-	if (basis_gram(t, mt, prof, b, &g) < 0 || !(lam = nv_malloc(g.r, sizeof(double))) ||
-	    !(b->sig = nv_malloc(g.r, sizeof(double))))
+	if (basis_gram(t, mt, prof, b, &g) < 0)
 		goto fail;
-	PT(prof, "lat.eig", rc = nv_sym_eig(&g, lam, &b->vec));
+	kk = rank && rank < g.r ? rank : g.r;
+	if (!(lam = nv_malloc(kk ? kk : 1, sizeof(double))) ||
+	    !(b->sig = nv_malloc(kk ? kk : 1, sizeof(double))))
+		goto fail;
+	PT(prof, "lat.eig", rc = nv_sym_eig_top(&g, kk, lam, &b->vec));
 	if (rc < 0)
 		goto fail;
-	for (size_t k = 0; k < g.r; k++)
+	for (size_t k = 0; k < kk; k++)
 		b->sig[k] = sqrt(fmax(lam[k], 0.0));
 	free(lam);
 	nv_mat_free(&g);
@@ -579,11 +583,16 @@ int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *p
 		    nv_mat *up, nv_mat *vp)
 {
 	size_t m = t->r, n = t->c;
-	double floor = fmax(b->sig[0], 1e-300) * 1e-15;
+	double floor;
 	nv_mat ur;
 	int rc;
 
 	up->d = vp->d = NULL;
+	if (r > b->vec.c) {
+		nv_seterr("latents of rank %zu from a basis of %zu pairs", r, b->vec.c);
+		return -1;
+	}
+	floor = fmax(b->sig[0], 1e-300) * 1e-15;
 	if (lat_ur(b, t, r, floor, prof, &ur) < 0)
 		return -1;
 	PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
@@ -609,7 +618,7 @@ int nv_latents(const nv_mat *t, size_t r, const nv_lat_metric *mt, nv_prof *prof
 	int rc;
 
 	up->d = vp->d = NULL;
-	if (nv_lat_basis_build(t, mt, prof, &b) < 0)
+	if (nv_lat_basis_build(t, mt, r, prof, &b) < 0)
 		return -1;
 	rc = nv_latents_from(&b, t, r, prof, up, vp);
 	nv_lat_basis_free(&b);

@@ -151,6 +151,7 @@ typedef struct {
 	nv_mat vec;     /* eigenvectors, columns in descending order */
 	double *sig;    /* singular values of t·L, descending */
 	size_t block;   /* t's rows per block of t·L when !byrows (the metric's) */
+	size_t want;    /* set before the build: the pairs it keeps (0: the rank first asked) */
 } nv_lat_basis;
 
 typedef struct {
@@ -193,8 +194,10 @@ int nv_latents(const nv_mat *t, size_t r, const nv_lat_metric *mt, nv_prof *prof
 	       nv_mat *vp);
 /* the same in two steps, so that latents of one t at several ranks share
  * one eigendecomposition: nv_lat_basis_build then nv_latents_from (t the same,
- * and the metric's L alive while the basis is used) */
-int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
+ * and the metric's L alive while the basis is used).  The basis keeps the top
+ * rank pairs (0, or more than the Gram's order: all of them); latents of a
+ * higher rank from it are refused */
+int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, size_t rank, nv_prof *prof,
 		       nv_lat_basis *b);
 int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
 		    nv_mat *up, nv_mat *vp);

@@ -126,6 +126,17 @@ static int finish_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, size_t
  * other) */
 static int init_cands(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o)
 {
+	size_t want = 0;
+
+	/* the basis keeps the pairs of the largest rank a candidate asks */
+	for (size_t np = 1; np <= 2; np++) {
+		size_t r;
+		blr_clip clip;
+		if (o->paths != (int)(3 - np) && rank_for(o, c->w->r, c->w->c, np, &r, &clip) == 0 &&
+		    r > want)
+			want = r;
+	}
+	c->wlat->want = want;
 	if ((o->paths != 1 && start_cand(cs, c, o, 2) < 0) ||
 	    (o->paths != 2 && start_cand(cs, c, o, 1) < 0))
 		return -1;

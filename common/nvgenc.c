@@ -354,7 +354,8 @@ static int w_rotated(const nv_tctx *c, size_t r, double *wu, double *wv, nv_mat 
 	nv_mat up = {0}, vp = {0}, rot = {0};
 	int rc = -1;
 
-	if (!c->wlat->sig && nv_lat_basis_build(t, &mw, c->prof, c->wlat) < 0)
+	if (!c->wlat->sig &&
+	    nv_lat_basis_build(t, &mw, c->wlat->want ? c->wlat->want : r, c->prof, c->wlat) < 0)
 		return -1;
 	if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
 		return -1;

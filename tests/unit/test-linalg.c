@@ -177,6 +177,70 @@ static void test_eig(void)
 	nv_mat_free(&a), nv_mat_free(&e), nv_mat_free(&ae);
 }
 
+/* A = Q·diag(λ)·Qᵀ with λ_i = scale·(1 + i) (distinct, known): the top k
+ * pairs of nv_sym_eig_top against λ and Q's columns (up to sign), to
+ * 64·n·ε relative to λ_max (a backward-stable tridiagonal reduction and
+ * MRRR's accuracy on gaps of 1/n of the spectrum); the sign convention
+ * exact; a's buffer spent; the same pairs as the whole decomposition's */
+static void eig_top_case(size_t n, size_t k, double scale)
+{
+	nv_mat q, qs, a, a2, e, all;
+	double *lam = malloc(n * sizeof(double)), *lall = malloc(n * sizeof(double));
+	double tol = 64.0 * (double)n * DBL_EPSILON, gl = 0, gv = 0, gall = 0;
+	int sign = 1;
+
+	spd_orthogonal(&rng, &q, n);
+	nv_mat_copy(&qs, &q);
+	for (size_t i = 0; i < n; i++)
+		for (size_t c = 0; c < n; c++)
+			qs.d[i * n + c] *= scale * (double)(1 + c);
+	nv_gemm_new(&qs, 0, &q, 1, &a);
+	nv_mat_copy(&a2, &a);
+	is_int(nv_sym_eig_top(&a, k, lam, &e), 0, "top %zu of %zu, scale %g", k, n, scale);
+	ok(a.d == NULL && e.r == n && e.c == k, "a spent, E %zu × %zu", e.r, e.c);
+	for (size_t c = 0; c < k; c++) {
+		size_t col = n - 1 - c, big = 0;
+		double dot = 0;
+		gl = fmax(gl, fabs(lam[c] - scale * (double)(n - c)) / (scale * (double)n));
+		for (size_t i = 0; i < n; i++) {
+			dot += e.d[i * k + c] * q.d[i * n + col];
+			if (fabs(e.d[i * k + c]) > fabs(e.d[big * k + c]))
+				big = i;
+		}
+		gv = fmax(gv, 1.0 - fabs(dot));
+		sign &= e.d[big * k + c] > 0;
+	}
+	ok(gl < tol, "eigenvalues against λ (gap %.2g, tolerance %.2g)", gl, tol);
+	ok(gv < tol, "eigenvectors against Q's columns up to sign (gap %.2g)", gv);
+	ok(sign, "each column's entry of largest modulus positive");
+	is_int(nv_sym_eig(&a2, lall, &all), 0, "the whole decomposition");
+	for (size_t c = 0; c < k; c++) {
+		gall = fmax(gall, fabs(lall[c] - lam[c]) / (scale * (double)n));
+		for (size_t i = 0; i < n; i++)
+			gall = fmax(gall, fabs(all.d[i * n + c] - e.d[i * k + c]));
+	}
+	ok(gall < tol, "the top %zu pairs are the whole decomposition's (gap %.2g)", k, gall);
+	nv_mat_free(&q), nv_mat_free(&qs), nv_mat_free(&a), nv_mat_free(&a2);
+	nv_mat_free(&e), nv_mat_free(&all);
+	free(lam), free(lall);
+}
+
+static void test_eig_top(void)
+{
+	nv_mat a, e;
+	double lam[1];
+
+	eig_top_case(40, 7, 1.0);
+	eig_top_case(40, 40, 1.0);
+	eig_top_case(33, 1, 1.0);
+	eig_top_case(40, 12, 0x1p600); /* scaled into range and back */
+	eig_top_case(40, 12, 0x1p-600);
+	spd(&a, 6);
+	is_int(nv_sym_eig_top(&a, 0, lam, &e), 0, "no pairs asked");
+	ok(e.r == 6 && e.c == 0 && a.d == NULL, "an E of 6 × 0, a spent");
+	nv_mat_free(&e);
+}
+
 /* a random orthogonal n × n matrix: the Q of a Gaussian matrix's QR */
 /* A = U·diag(σ)·Vᵀ with σ from 1 down to 1/cond: its polar factor is U·Vᵀ,
  * known here without a polar decomposition; nv_polar's Q against it and its
@@ -743,6 +807,7 @@ int main(void)
 	test_syrk();
 	test_chol();
 	test_eig();
+	test_eig_top();
 	test_polar();
 	test_solve();
 	test_gemm32();

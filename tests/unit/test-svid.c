@@ -126,6 +126,43 @@ static void test_tl_blocks(const nv_mat *w, const nv_mat *l, const nv_mat *llt,
 	nv_mat_free(&whole);
 }
 
+/*
+ * a basis that keeps the top 24 pairs gives at ranks 8 and 24 the latents
+ * of the whole basis (the same pairs, MRRR on a subset: 1e-10 of the
+ * product's largest entry), and refuses rank 25 with a reason
+ */
+static void test_basis_top(const nv_mat *w)
+{
+	nv_lat_basis all, top;
+	size_t ranks[] = {8, 24};
+	nv_mat up, vp;
+
+	is_int(nv_lat_basis_build(w, NULL, 0, NULL, &all), 0, "the whole basis of W");
+	is_int(nv_lat_basis_build(w, NULL, 24, NULL, &top), 0, "a basis of its top 24 pairs");
+	ok(all.vec.c == 64 && top.vec.c == 24, "pairs kept: %zu and %zu", all.vec.c, top.vec.c);
+	for (size_t k = 0; k < 2; k++) {
+		nv_mat ua, va, pa, pt;
+		double gap = 0, big = 0;
+		nv_latents_from(&all, w, ranks[k], NULL, &ua, &va);
+		nv_latents_from(&top, w, ranks[k], NULL, &up, &vp);
+		nv_gemm_new(&ua, 0, &va, 1, &pa);
+		nv_gemm_new(&up, 0, &vp, 1, &pt);
+		for (size_t i = 0; i < pa.r * pa.c; i++) {
+			gap = fmax(gap, fabs(pa.d[i] - pt.d[i]));
+			big = fmax(big, fabs(pa.d[i]));
+		}
+		ok(gap <= 1e-10 * big, "rank %zu from the top pairs: the whole basis's (%.1e)",
+		   ranks[k], gap / big);
+		nv_mat_free(&ua), nv_mat_free(&va), nv_mat_free(&pa), nv_mat_free(&pt);
+		nv_mat_free(&up), nv_mat_free(&vp);
+	}
+	is_int(nv_latents_from(&top, w, 25, NULL, &up, &vp), -1, "rank 25 from 24 pairs refused");
+	ok(strstr(nv_err(), "rank 25 from a basis of 24") && !up.d && !vp.d, "reason: %s",
+	   nv_err());
+	nv_lat_basis_free(&all);
+	nv_lat_basis_free(&top);
+}
+
 static void test_latents(const nv_mat *w, const nv_mat *h)
 {
 	nv_mat up, vp, wt, l, wl;
@@ -497,6 +534,7 @@ int main(void)
 	nv_mat32_free(&h32);
 	test_rank1();
 	test_latents(&w, &h);
+	test_basis_top(&w);
 	test_path();
 	test_itq_stop();
 	test_itq_blocks();

@@ -431,10 +431,12 @@ static int eig_top_cm(double *a, size_t n, size_t k, double *asc, double *z)
 
 	if (d && off && tau && supp) {
 		info = nv_lapack_info(LAPACKE_dsytrd(LAPACK_COL_MAJOR, 'L', nn, a, nn, d, off, tau));
+		/* all of them by range 'A': dqds, where 'I' takes bisection (4x the
+		 * time at n = 384 and 976 here) */
 		if (info == 0)
-			info = nv_lapack_info(LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', nn, d, off, 0,
-							     0, nn - kk + 1, nn, &found, asc, z, nn,
-							     kk, supp, &tryrac));
+			info = nv_lapack_info(LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', kk == nn ? 'A' : 'I',
+							     nn, d, off, 0, 0, nn - kk + 1, nn, &found,
+							     asc, z, nn, kk, supp, &tryrac));
 		if (info > 0)
 			nv_seterr("symmetric eigensolver did not converge (%d)", info);
 		if (info == 0 && found != kk) {
@@ -605,7 +607,84 @@ out:
 	return rc;
 }
 
+/*
+ * Q = A·(AᵀA)^{-1/2} from the eigenpairs of S = AᵀA (a row-major n × n,
+ * not changed): S by dsyrk, its pairs by eig_top_cm (dsytrd, MRRR, dormtr),
+ * Y = V·Λ^{-1/2}·Vᵀ by dsyrk of V·Λ^{-1/4}, Q = A·Y; S's buffer holds Y.
+ * 3n² doubles at most beside a, where dgesdd holds about 6n².  Squaring
+ * A squares its condition: the error in Q is about n·ε·κ², so a matrix with
+ * λ_min(S) < NV_POLAR_EIG_MIN·λ_max(S) (κ above 1e4), or an S not finite,
+ * returns 1 (the caller's SVD then); 0 with q; -1 with reason
+ */
+static int polar_eig_run(const nv_mat *a, nv_mat *q);
+
+/* on one thread: OpenBLAS's threaded dgemm gave other bits at 2 threads
+ * than at 1 on square products of order 200 and 300 (0.3.21, every kernel
+ * tried), and a section of another job's nv_serial changes the count
+ * under a product; the products here are a third of the route's work */
+static int polar_eig(const nv_mat *a, nv_mat *q)
+{
+	int rc;
+
+	nv_serial();
+	rc = polar_eig_run(a, q);
+	nv_unserial();
+	return rc;
+}
+
+static int polar_eig_run(const nv_mat *a, nv_mat *q)
+{
+	size_t n = a->r;
+	nv_mat s = {0}, zt;
+	double *asc = NULL, *z = NULL;
+	int rc = -1;
+
+	if (nv_mat_zeros(&s, n, n) < 0 || !(asc = nv_malloc(n, sizeof(double))) ||
+	    !(z = nv_malloc(n * n, sizeof(double))))
+		goto out;
+	nv_syrk_t_lower(a, 0.0, &s);
+	nv_sym_mirror(&s);
+	rc = 1;
+	if (nv_check_finite(s.d, n, n, 0, "AᵀA entry") < 0)
+		goto out; /* A's scale beyond the squares': the SVD scales */
+	nv_flops_add(4ull * n * n * n / 3 + 2ull * n * n * n);
+	rc = eig_top_cm(s.d, n, n, asc, z) < 0 ? -1 : 0;
+	if (rc == 0 && !(asc[n - 1] > 0 && asc[0] >= NV_POLAR_EIG_MIN * asc[n - 1] &&
+			 isfinite(asc[n - 1])))
+		rc = 1;
+	if (rc != 0)
+		goto out;
+	for (size_t k = 0; k < n; k++) /* z's column k scaled by λ_k^{-1/4} */
+		cblas_dscal((int)n, 1.0 / sqrt(sqrt(asc[k])), z + k * n, 1);
+	zt = (nv_mat){ n, n, z }; /* row-major, z's buffer is Vᵀ: (Vᵀ)ᵀ·Vᵀ = V·Vᵀ */
+	nv_syrk_t_lower(&zt, 0.0, &s);
+	nv_sym_mirror(&s);
+	free(z);
+	z = NULL;
+	rc = nv_gemm_new(a, 0, &s, 0, q);
+	if (rc == 0 && nv_mat_check_finite(q, "polar factor entry") < 0) {
+		nv_mat_free(q);
+		rc = -1;
+	}
+out:
+	nv_mat_free(&s);
+	free(asc);
+	free(z);
+	return rc;
+}
+
 int nv_polar(const nv_mat *a, nv_mat *q)
+{
+	nv_mat c = {0};
+
+	*q = (nv_mat){ 0 };
+	assert(a->c == a->r);
+	if (nv_check_finite(a->d, a->r, a->c, 0, "matrix entry") < 0 || nv_mat_copy(&c, a) < 0)
+		return -1;
+	return nv_polar_take(&c, q, NULL);
+}
+
+int nv_polar_svd(const nv_mat *a, nv_mat *q)
 {
 	size_t n = a->r;
 	nv_mat ac = {0};
@@ -624,14 +703,20 @@ int nv_polar(const nv_mat *a, nv_mat *q)
 	return rc;
 }
 
-int nv_polar_take(nv_mat *a, nv_mat *q)
+int nv_polar_take(nv_mat *a, nv_mat *q, int *by_svd)
 {
 	size_t n = a->r;
 	int rc = -1;
 
 	assert(a->c == n);
 	*q = (nv_mat){ 0 };
-	if (lapack_dims(n, n) == 0 && nv_check_finite(a->d, n, n, 0, "matrix entry") == 0) {
+	if (by_svd)
+		*by_svd = 0;
+	if (lapack_dims(n, n) == 0 && nv_check_finite(a->d, n, n, 0, "matrix entry") == 0)
+		rc = polar_eig(a, q);
+	if (rc == 1) {
+		if (by_svd)
+			*by_svd = 1;
 		transpose_sq(a->d, n); /* a's buffer is now A column-major */
 		rc = polar_cm(a->d, n, q);
 	}

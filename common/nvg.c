@@ -730,8 +730,11 @@ static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, unsigned char 
 	}
 	nv_mat_free(&buf);
 	*changed = ch;
-	PT(prof, "itq.polar", rc = nv_polar_take(&mm, &nr)); /* mm is the SVD's input */
-	nv_mat_free(&mm);
+	{
+		int by_svd = 0;
+		PT(prof, "itq.polar", rc = nv_polar_take(&mm, &nr, &by_svd)); /* mm is taken */
+		nv_prof_add(prof, "itq.polar.svd", 0.0, (uint64_t)by_svd);
+	}
 	if (rc < 0)
 		return -1;
 	nv_mat_free(rot);

@@ -243,13 +243,15 @@ static void test_eig_top(void)
 
 /* a random orthogonal n × n matrix: the Q of a Gaussian matrix's QR */
 /* A = U·diag(σ)·Vᵀ with σ from 1 down to 1/cond: its polar factor is U·Vᵀ,
- * known here without a polar decomposition; nv_polar's Q against it and its
- * orthogonality, to c·ε·cond, c = 8n (a backward-stable SVD) */
-static void polar_case(size_t n, double cond, double scale)
+ * known here without a polar decomposition; nv_polar_take's Q against it
+ * and its orthogonality, to 8·n·ε·κ² by the eigen route, 8·n·ε·κ by the SVD
+ * (backward stable), and the route the one its floor names */
+static void polar_case(size_t n, double cond, double scale, int want_svd)
 {
 	nv_mat u, v, us, a, q, uv, qtq;
 	double gap = 0, orth = 0, eps = DBL_EPSILON;
-	double tol = 8.0 * (double)n * eps * cond;
+	double tol;
+	int by_svd = -1;
 
 	spd_orthogonal(&rng, &u, n);
 	spd_orthogonal(&rng, &v, n);
@@ -259,8 +261,10 @@ static void polar_case(size_t n, double cond, double scale)
 			us.d[i * n + k] *= scale * pow(cond, -(double)k / (double)(n > 1 ? n - 1 : 1));
 	nv_gemm_new(&us, 0, &v, 1, &a);
 	nv_gemm_new(&u, 0, &v, 1, &uv);
-	is_int(nv_polar(&a, &q), 0, "polar of %zu × %zu, condition %.0e, scale %.0e", n, n, cond,
-	       scale);
+	is_int(nv_polar_take(&a, &q, &by_svd), 0, "polar of %zu × %zu, condition %.0e, scale %.0e",
+	       n, n, cond, scale);
+	ok(by_svd == want_svd && a.d == NULL, "by the %s, A freed", by_svd ? "SVD" : "eigen route");
+	tol = 8.0 * (double)n * eps * (by_svd ? cond : cond * cond);
 	nv_gemm_new(&q, 1, &q, 0, &qtq);
 	for (size_t i = 0; i < n * n; i++) {
 		gap = fmax(gap, fabs(q.d[i] - uv.d[i]));
@@ -272,13 +276,16 @@ static void polar_case(size_t n, double cond, double scale)
 	nv_mat_free(&uv), nv_mat_free(&qtq);
 }
 
-/* nv_polar's SVD, column-major on its own buffers, against the row-major
+/* nv_polar_svd, column-major on its own buffers, against the row-major
  * LAPACKE call it replaced (LAPACKE transposes and calls the same
- * routine with the same workspace): the same bits */
+ * routine with the same workspace): the same bits.  nv_polar (the eigen
+ * route) against it to 8·n·ε·κ², κ from the same SVD's σ; two runs the
+ * same bits; A taken and freed */
 static void polar_as_lapacke(size_t n)
 {
-	nv_mat a, w, u, vt, ref, q;
-	double *s = malloc(n * sizeof(double));
+	nv_mat a, w, u, vt, ref, q, q2;
+	double *s = malloc(n * sizeof(double)), gap = 0, cond, tol;
+	int by_svd = -1;
 
 	nv_mat_zeros(&a, n, n);
 	for (size_t i = 0; i < n * n; i++)
@@ -286,38 +293,87 @@ static void polar_as_lapacke(size_t n)
 	nv_mat_copy(&w, &a);
 	nv_mat_zeros(&u, n, n);
 	nv_mat_zeros(&vt, n, n);
-	nv_serial(); /* as nv_polar runs it: LAPACK's bits depend on the thread count */
+	nv_serial(); /* as nv_polar_svd runs it: LAPACK's bits depend on the thread count */
 	LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'A', (lapack_int)n, (lapack_int)n, w.d, (lapack_int)n, s,
 		       u.d, (lapack_int)n, vt.d, (lapack_int)n);
 	nv_unserial();
+	cond = s[0] / s[n - 1];
+	tol = 8.0 * (double)n * DBL_EPSILON * cond * cond;
 	nv_gemm_new(&u, 0, &vt, 0, &ref);
-	is_int(nv_polar(&a, &q), 0, "polar of a Gaussian %zu × %zu", n, n);
+	is_int(nv_polar_svd(&a, &q), 0, "polar by SVD of a Gaussian %zu × %zu", n, n);
 	ok(!memcmp(q.d, ref.d, n * n * sizeof(double)),
 	   "the bits of LAPACKE's row-major dgesdd's U·Vᵀ (%zu × %zu)", n, n);
-	{
-		/* A taken: its buffer the SVD's input, the same bits, A freed */
-		nv_mat q2;
-		nv_mat_free(&w); /* the row-major call destroyed it */
-		nv_mat_copy(&w, &a);
-		is_int(nv_polar_take(&w, &q2), 0, "polar of the same, A taken");
-		ok(w.d == NULL && !memcmp(q2.d, ref.d, n * n * sizeof(double)),
-		   "A freed, and the same bits (%zu × %zu)", n, n);
-		nv_mat_free(&q2);
-	}
+	nv_mat_free(&q);
+	nv_mat_free(&w); /* the row-major call destroyed it */
+	nv_mat_copy(&w, &a);
+	is_int(nv_polar_take(&w, &q, &by_svd), 0, "by the eigen route, A taken");
+	ok(w.d == NULL && by_svd == 0, "A freed, no SVD");
+	for (size_t i = 0; i < n * n; i++)
+		gap = fmax(gap, fabs(q.d[i] - ref.d[i]));
+	ok(gap <= tol, "the SVD's factor to %.2g (bound %.2g, condition %.3g)", gap, tol, cond);
+	is_int(nv_polar(&a, &q2), 0, "again, A copied");
+	ok(!memcmp(q.d, q2.d, n * n * sizeof(double)), "the same bits");
+	nv_mat_free(&q2);
+	nv_set_threads(2);
+	is_int(nv_polar(&a, &q2), 0, "again on two threads");
+	nv_set_threads(1);
+	ok(!memcmp(q.d, q2.d, n * n * sizeof(double)), "the same bits at one and two threads");
 	free(s);
 	nv_mat_free(&a), nv_mat_free(&w), nv_mat_free(&u), nv_mat_free(&vt);
-	nv_mat_free(&ref), nv_mat_free(&q);
+	nv_mat_free(&ref), nv_mat_free(&q), nv_mat_free(&q2);
+}
+
+/* a singular A (rank n − 1): the eigen route cannot invert AᵀA, so the
+ * factor comes from the SVD: Q orthogonal and QᵀA symmetric positive
+ * semidefinite (its least eigenvalue above −tol), to 64·n·ε·max|A| */
+static void polar_singular(size_t n)
+{
+	nv_mat a, q, qtq, s, e;
+	double orth = 0, asym = 0, big = 0, *lam = malloc(n * sizeof(double)), tol;
+	int by_svd = -1;
+
+	nv_mat_zeros(&a, n, n);
+	for (size_t i = 0; i < n * n; i++)
+		a.d[i] = rng_normal(&rng);
+	for (size_t i = 0; i < n; i++) /* the last column the first's double */
+		a.d[i * n + n - 1] = 2.0 * a.d[i * n];
+	for (size_t i = 0; i < n * n; i++)
+		big = fmax(big, fabs(a.d[i]));
+	tol = 64.0 * (double)n * DBL_EPSILON * big;
+	{
+		nv_mat c;
+		nv_mat_copy(&c, &a);
+		is_int(nv_polar_take(&c, &q, &by_svd), 0, "polar of a singular %zu × %zu", n, n);
+	}
+	ok(by_svd == 1, "by the SVD");
+	nv_gemm_new(&q, 1, &q, 0, &qtq);
+	nv_gemm_new(&q, 1, &a, 0, &s);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++) {
+			orth = fmax(orth, fabs(qtq.d[i * n + j] - (i == j)));
+			asym = fmax(asym, fabs(s.d[i * n + j] - s.d[j * n + i]));
+		}
+	nv_sym_eig(&s, lam, &e);
+	ok(orth <= 64.0 * (double)n * DBL_EPSILON && asym <= tol && lam[n - 1] >= -tol,
+	   "Q orthogonal (%.2g), QᵀA symmetric (%.2g), its least eigenvalue %.2g", orth, asym,
+	   lam[n - 1]);
+	free(lam);
+	nv_mat_free(&a), nv_mat_free(&q), nv_mat_free(&qtq), nv_mat_free(&s), nv_mat_free(&e);
 }
 
 static void test_polar(void)
 {
 	polar_as_lapacke(7);
 	polar_as_lapacke(300);
-	polar_case(8, 10, 1);
-	polar_case(200, 1e3, 1);
-	polar_case(200, 1e6, 1);
-	polar_case(50, 100, 1e300);
-	polar_case(50, 100, 1e-300);
+	polar_singular(40);
+	polar_case(8, 10, 1, 0);
+	polar_case(200, 1e3, 1, 0);
+	polar_case(200, 1e4 * 0.99, 1, 0); /* the eigen route's last condition */
+	polar_case(200, 1e4 * 1.01, 1, 1); /* the SVD's first */
+	polar_case(200, 1e6, 1, 1);
+	polar_case(50, 100, 1e300, 1); /* AᵀA overflows: the SVD */
+	polar_case(50, 100, 1e-300, 1); /* AᵀA vanishes */
+	polar_case(50, 100, 1e100, 0);
 }
 
 static void test_solve(void)
@@ -426,7 +482,7 @@ static void test_nonfinite(void)
 		nv_mat_free(&l);
 		nv_mat_copy(&l, &a);
 		if (k < 2)
-			ok(nv_polar_take(&l, &q) == -1 && q.d == NULL && l.d == NULL &&
+			ok(nv_polar_take(&l, &q, NULL) == -1 && q.d == NULL && l.d == NULL &&
 			   strstr(nv_err(), "not finite"), "polar of a taken A with %g: refused, A freed",
 			   bad[k]);
 		ok(nv_solve_spd(&a, b, y, 1e-10) != 0, "solve_spd with %g: %s", bad[k], nv_err());

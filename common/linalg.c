@@ -611,7 +611,7 @@ out:
  * Q = A·(AᵀA)^{-1/2} from the eigenpairs of S = AᵀA (a row-major n × n,
  * not changed): S by dsyrk, its pairs by eig_top_cm (dsytrd, MRRR, dormtr),
  * Y = V·Λ^{-1/2}·Vᵀ by dsyrk of V·Λ^{-1/4}, Q = A·Y; S's buffer holds Y.
- * 3n² doubles at most beside a, where dgesdd holds about 6n².  Squaring
+ * 3n² doubles at most with a's own, where dgesdd held about 6n².  Squaring
  * A squares its condition: the error in Q is about n·ε·κ², so a matrix with
  * λ_min(S) < NV_POLAR_EIG_MIN·λ_max(S) (κ above 1e4), or an S not finite,
  * returns 1 (the caller's SVD then); 0 with q; -1 with reason

@@ -850,9 +850,7 @@ static size_t row_block(const nv_tctx *c, size_t m)
 	return m < b ? (m ? m : 1) : b;
 }
 
-/* rows i0.. of path q's diag(h)·S_U·diag(ℓ) (without h: S_U·diag(ℓ)) written
- * to o, r wide: the rows of nv_path_hsl's matrix, one block of them */
-static void hsl_rows(const nv_path *q, size_t r, size_t i0, size_t rows, int with_h, double *o)
+void nv_path_hsl_rows(const nv_path *q, size_t r, size_t i0, size_t rows, int with_h, double *o)
 {
 	nv_sgn blk = {rows, r, q->su.d + i0 * r};
 
@@ -1023,7 +1021,7 @@ static void als_h_rows(const nv_bm *md, const als_state *st, size_t i0, nv_mat m
 	size_t r = md->r, np = md->np, pr = np * r, rows = ms[0].r;
 
 	for (size_t a = 0; a < np; a++)
-		hsl_rows(&md->p[a], r, i0, rows, 0, ms[a].d);
+		nv_path_hsl_rows(&md->p[a], r, i0, rows, 0, ms[a].d);
 	for (size_t a = 0, ac = 0; a < np; a++) {
 		for (size_t i = 0; i < rows; i++)
 			rh[(i0 + i) * 2 + a] = cblas_ddot((int)r, st->whb.d + (i0 + i) * pr + a * r,
@@ -1118,11 +1116,11 @@ static void target_block(const nv_bm *md, size_t p, const nv_mat *wt, size_t i0,
 	nv_mat mv = rows_of(mb, 0, rows), av = rows_of(ab, 0, rows), wv = rows_of(wt, i0, rows);
 	double beta = i0 ? 1.0 : 0.0;
 
-	hsl_rows(&md->p[p], r, i0, rows, 1, mb->d);
+	nv_path_hsl_rows(&md->p[p], r, i0, rows, 1, mb->d);
 	nv_gemm(1.0, &wv, 1, &mv, 0, beta, y);
 	for (size_t q = 0; q < md->np; q++)
 		if (q != p) {
-			hsl_rows(&md->p[q], r, i0, rows, 1, ab->d);
+			nv_path_hsl_rows(&md->p[q], r, i0, rows, 1, ab->d);
 			nv_gemm(1.0, &av, 1, &mv, 0, beta, &aqm[q]);
 		}
 }
@@ -1453,7 +1451,7 @@ static int minus_path_times(const nv_bm *md, const nv_tctx *c, size_t o, const n
 	for (size_t i0 = 0; i0 < m; i0 += bs) {
 		size_t rows = m - i0 < bs ? m - i0 : bs;
 		nv_mat av = rows_of(&a, 0, rows), wv = rows_of(whb, i0, rows);
-		hsl_rows(q, r, i0, rows, 1, a.d);
+		nv_path_hsl_rows(q, r, i0, rows, 1, a.d);
 		nv_gemm(-1.0, &av, 0, bhb, 0, 1.0, &wv);
 	}
 	nv_mat_free(&a);

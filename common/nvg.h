@@ -86,6 +86,9 @@ void nv_bm_free(nv_bm *md);
 
 /* diag(h)·S_U·diag(ℓ) (m × r), diag(h)·S_U (m × r), diag(g)·S_V (n × r) */
 int nv_path_hsl(const nv_bm *md, size_t p, nv_mat *o);
+/* rows i0.. of path q's diag(h)·S_U·diag(ℓ) (without h: S_U·diag(ℓ)) written
+ * to o, r wide: the rows of nv_path_hsl's matrix, one block of them */
+void nv_path_hsl_rows(const nv_path *q, size_t r, size_t i0, size_t rows, int with_h, double *o);
 int nv_path_hs(const nv_bm *md, size_t p, nv_mat *o);
 int nv_path_gs(const nv_bm *md, size_t p, nv_mat *o);
 /* Σ_{p ≠ skip} Ŵ_p (m × n), fresh; skip = -1 for all paths */

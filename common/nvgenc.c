@@ -19,7 +19,10 @@
 /* what the column search of one path reads and writes */
 typedef struct {
 	size_t m, n, r;
-	nv_mat mm;      /* (m × r) M = diag(h)·S_U·diag(ℓ) */
+	const nv_path *q; /* the path: M = diag(h)·S_U·diag(ℓ) (m × r), made bs rows at a
+			   * time into blk, never whole */
+	size_t bs;
+	double *blk;    /* (bs × r) */
 	nv_mat k;       /* (r × r) MᵀM */
 	nv_mat wpt;     /* (n × m) row j = column perm[j] of the target, fed back */
 	nv_mat s;       /* (n × r) S_V rows in act order */
@@ -110,8 +113,17 @@ static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 	nv_mat wblk = {nb, m, st->wpt.d + b0 * m};
 	int rc = -1;
 
-	if (!uc || !ks || !mte || nv_gemm_new(&wblk, 0, &st->mm, 0, &bv) < 0)
+	if (!uc || !ks || !mte || nv_mat_zeros(&bv, nb, r) < 0)
 		goto out;
+	/* Mᵀ·w for the block's columns: bv = W_blk·M, bs rows of M at a time */
+	for (size_t i0 = 0, rows; i0 < m; i0 += rows) {
+		rows = m - i0 < st->bs ? m - i0 : st->bs;
+		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
+		nv_flops_add(2ull * nb * r * rows);
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)r, (int)rows,
+			    1.0, wblk.d + i0, (int)m, st->blk, (int)r, i0 ? 1.0 : 0.0, bv.d,
+			    (int)r);
+	}
 	/* the columns one by one: r-vector work that OpenBLAS's threads would
 	 * only slow down (a wake-up per call, and spinning on a busy machine) */
 	nv_serial();
@@ -133,7 +145,13 @@ static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 	for (size_t j = 0; j < nb; j++)
 		for (size_t x = 0; x < r; x++)
 			gs.d[j * r + x] = st->g[b0 + j] * st->s.d[(b0 + j) * r + x];
-	nv_gemm(-1.0, &gs, 0, &st->mm, 1, 1.0, &res);
+	for (size_t i0 = 0, rows; i0 < m; i0 += rows) { /* res −= gs·Mᵀ, by M's rows */
+		rows = m - i0 < st->bs ? m - i0 : st->bs;
+		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
+		nv_flops_add(2ull * nb * rows * r);
+		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)rows, (int)r, -1.0,
+			    gs.d, (int)r, st->blk, (int)r, 1.0, res.d + i0, (int)m);
+	}
 	nv_flops_add((uint64_t)nb * nb * m);
 	cblas_dtrsm(CblasRowMajor, CblasLeft, CblasUpper, CblasTrans, CblasNonUnit, (int)nb, (int)m,
 		    1.0, uc, (int)w, res.d, (int)m);
@@ -156,7 +174,8 @@ out:
 
 static void gptq_free(gptq_state *st)
 {
-	nv_mat_free(&st->mm);
+	free(st->blk);
+	st->blk = NULL;
 	nv_mat_free(&st->k);
 	nv_mat_free(&st->wpt);
 	nv_mat_free(&st->s);
@@ -174,12 +193,14 @@ static int gptq_target(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t
 	nv_mat a = {0}, b = {0}, rest = {0};
 	int rc = -1;
 
-	if (md->np > 1 && (nv_path_hsl(md, o, &a) < 0 || nv_path_gs(md, o, &b) < 0))
+	if (md->np > 1 && (nv_mat_zeros(&a, m < GPTQ_ROWS ? m : GPTQ_ROWS, r) < 0 ||
+			   nv_path_gs(md, o, &b) < 0))
 		goto out;
 	for (size_t i0 = 0; i0 < m; i0 += GPTQ_ROWS) {
 		size_t k = m - i0 < GPTQ_ROWS ? m - i0 : GPTQ_ROWS;
 		if (md->np > 1) {
-			nv_mat ar = { k, r, a.d + i0 * r };
+			nv_mat ar = { k, r, a.d };
+			nv_path_hsl_rows(&md->p[o], r, i0, k, 1, a.d);
 			if (nv_mat_zeros(&rest, k, n) < 0)
 				goto out;
 			nv_gemm(1.0, &ar, 0, &b, 1, 1.0, &rest);
@@ -212,8 +233,22 @@ static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t 
 	st->r = r;
 	st->hc = c->hc;
 	st->g = nv_malloc(n, sizeof(double));
-	if (!st->g || nv_path_hsl(md, pi, &st->mm) < 0 || nv_syrk_new(1.0, &st->mm, 1, &st->k) < 0 ||
-	    nv_mat_zeros(&st->wpt, n, md->m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
+	st->q = &md->p[pi];
+	st->bs = c->row_block ? c->row_block : NV_ROW_BLOCK_DEFAULT;
+	if (st->bs > md->m)
+		st->bs = md->m ? md->m : 1;
+	st->blk = nv_malloc(st->bs * (r ? r : 1), sizeof(double));
+	if (!st->g || !st->blk || nv_mat_zeros(&st->k, r, r) < 0)
+		return -1;
+	for (size_t i0 = 0, rows; i0 < md->m; i0 += rows) { /* K = MᵀM by blocks of rows */
+		nv_mat mb;
+		rows = md->m - i0 < st->bs ? md->m - i0 : st->bs;
+		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
+		mb = (nv_mat){ rows, r, st->blk };
+		nv_syrk_t_lower(&mb, i0 ? 1.0 : 0.0, &st->k);
+	}
+	nv_sym_mirror(&st->k);
+	if (nv_mat_zeros(&st->wpt, n, md->m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
 		return -1;
 	if (gptq_target(st, md, c, pi) < 0)
 		return -1;

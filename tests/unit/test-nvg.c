@@ -697,13 +697,35 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 	}
 }
 
+/* gptq_v on both paths of init against the column-by-column reference:
+ * *same &= the same signs, *gmax the largest relative gap of a column scale */
+static void gptq_against_ref(const nv_tctx *c, const nv_hctx *hc, const nv_bm *init, size_t n,
+			     int *same, double *gmax)
+{
+	nv_bm q, ref;
+
+	for (size_t pi = 0; pi < 2; pi++) {
+		nv_bm_copy(&q, init);
+		nv_bm_copy(&ref, init);
+		nv_gptq_v(&q, c, pi, NULL);
+		ref_gptq_v(&ref, hc, pi);
+		for (size_t i = 0; i < n * 16; i++)
+			*same &= q.p[pi].sv.d[i] == ref.p[pi].sv.d[i];
+		for (size_t j = 0; j < n; j++)
+			*gmax = fmax(*gmax, fabs(q.p[pi].g[j] - ref.p[pi].g[j]) /
+						    fabs(ref.p[pi].g[j]));
+		nv_bm_free(&q);
+		nv_bm_free(&ref);
+	}
+}
+
 /* gptq_v over several 128-column blocks (n = 300): the trailing updates */
 static void test_gptq_blocks(void)
 {
 	nv_mat w0 = W, x, h;
 	nv_hctx hc;
 	nv_tctx c;
-	nv_bm init, q, ref;
+	nv_bm init;
 	tap_rng rng = {99};
 	size_t m = 40, n = 300;
 	int same = 1;
@@ -722,21 +744,18 @@ static void test_gptq_blocks(void)
 		"gptq blocks: the context of a 300-wide Gram"))
 		return;
 	nv_build_nvg_init(&c, 16, 2, &init);
-	for (size_t pi = 0; pi < 2; pi++) {
-		nv_bm_copy(&q, &init);
-		nv_bm_copy(&ref, &init);
-		nv_gptq_v(&q, &c, pi, NULL);
-		ref_gptq_v(&ref, &hc, pi);
-		for (size_t i = 0; i < n * 16; i++)
-			same &= q.p[pi].sv.d[i] == ref.p[pi].sv.d[i];
-		for (size_t j = 0; j < n; j++)
-			gmax = fmax(gmax, fabs(q.p[pi].g[j] - ref.p[pi].g[j]) / fabs(ref.p[pi].g[j]));
-		nv_bm_free(&q);
-		nv_bm_free(&ref);
-	}
+	gptq_against_ref(&c, &hc, &init, n, &same, &gmax);
 	ok(same, "gptq_v over 3 blocks (n = 300) picks the reference's signs, both paths");
 	/* blocked trsm/gemm against column-by-column feedback: rounding only */
 	ok(gmax < 1e-9, "and its column scales to 1e-9 relative (%.2g)", gmax);
+	/* the path's M (m × r) made 7 rows at a time, never whole: the same */
+	same = 1;
+	gmax = 0;
+	c.row_block = 7;
+	gptq_against_ref(&c, &hc, &init, n, &same, &gmax);
+	c.row_block = NV_ROW_BLOCK_DEFAULT;
+	ok(same && gmax < 1e-9, "and with M made 7 of its 40 rows at a time: the same signs, "
+	   "scales to 1e-9 (%.2g)", gmax);
 	{
 		nv_metric sel;
 		double lr, d;

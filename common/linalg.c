@@ -469,10 +469,9 @@ static int eig_top(double *a, size_t n, size_t k, nv_mat *spend, double *lam, nv
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a, n, n, 'L', "matrix entry") < 0)
 		return -1;
 	/* dstemr writes its work into all n entries of its eigenvalue array */
-	if (k && (!(asc = nv_malloc(n, sizeof(double))) || !(z = nv_malloc(n * k, sizeof(double)))))
-		goto out;
-	rc = 0;
-	if (k) {
+	if (k && (!(asc = nv_malloc(n, sizeof(double))) || !(z = nv_malloc(n * k, sizeof(double))))) {
+		rc = -1;
+	} else if (k) {
 		nv_mat tmp = { n, n, a };
 		s = eig_prepare(&tmp);
 		nv_flops_add(4ull * n * n * n / 3 + 2ull * n * n * k);
@@ -484,6 +483,8 @@ static int eig_top(double *a, size_t n, size_t k, nv_mat *spend, double *lam, nv
 		if (rc == 0 && (nv_check_finite(asc, 1, k, 0, "eigenvalue") < 0 ||
 				nv_check_finite(z, n, k, 0, "eigenvector entry") < 0))
 			rc = -1;
+	} else {
+		rc = 0;
 	}
 	if (spend)
 		nv_mat_free(spend);
@@ -491,9 +492,6 @@ static int eig_top(double *a, size_t n, size_t k, nv_mat *spend, double *lam, nv
 		rc = -1;
 	if (rc == 0 && k)
 		eig_descending(asc, z, n, k, lam, e ? e->d : vec);
-out:
-	if (spend)
-		nv_mat_free(spend);
 	free(asc);
 	free(z);
 	return rc;
@@ -501,13 +499,13 @@ out:
 
 int nv_sym_eig_top(nv_mat *a, size_t k, double *lam, nv_mat *e)
 {
-	size_t n = a->r, r = a->r;
+	size_t n = a->r;
 	int rc;
 
 	assert(a->c == n && k <= n);
 	*e = (nv_mat){ 0 };
 	rc = eig_top(a->d, n, k, a, lam, e, NULL);
-	a->r = a->c = r; /* the dims stay: a caller may still read them */
+	a->r = a->c = n; /* the dims stay: a caller may still read them */
 	if (rc != 0)
 		nv_mat_free(e);
 	return rc;
@@ -616,23 +614,7 @@ out:
  * λ_min(S) < NV_POLAR_EIG_MIN·λ_max(S) (κ above 1e4), or an S not finite,
  * returns 1 (the caller's SVD then); 0 with q; -1 with reason
  */
-static int polar_eig_run(const nv_mat *a, nv_mat *q);
-
-/* on one thread: OpenBLAS's threaded dgemm gave other bits at 2 threads
- * than at 1 on square products of order 200 and 300 (0.3.21, every kernel
- * tried), and a section of another job's nv_serial changes the count
- * under a product; the products here are a third of the route's work */
 static int polar_eig(const nv_mat *a, nv_mat *q)
-{
-	int rc;
-
-	nv_serial();
-	rc = polar_eig_run(a, q);
-	nv_unserial();
-	return rc;
-}
-
-static int polar_eig_run(const nv_mat *a, nv_mat *q)
 {
 	size_t n = a->r;
 	nv_mat s = {0}, zt;
@@ -678,10 +660,9 @@ int nv_polar(const nv_mat *a, nv_mat *q)
 	nv_mat c = {0};
 
 	*q = (nv_mat){ 0 };
-	assert(a->c == a->r);
-	if (nv_check_finite(a->d, a->r, a->c, 0, "matrix entry") < 0 || nv_mat_copy(&c, a) < 0)
+	if (nv_mat_copy(&c, a) < 0)
 		return -1;
-	return nv_polar_take(&c, q, NULL);
+	return nv_polar_take(&c, q, NULL); /* which checks the entries */
 }
 
 int nv_polar_svd(const nv_mat *a, nv_mat *q)
@@ -712,8 +693,15 @@ int nv_polar_take(nv_mat *a, nv_mat *q, int *by_svd)
 	*q = (nv_mat){ 0 };
 	if (by_svd)
 		*by_svd = 0;
-	if (lapack_dims(n, n) == 0 && nv_check_finite(a->d, n, n, 0, "matrix entry") == 0)
+	/* on one thread: OpenBLAS's threaded dgemm gave other bits at 2 threads
+	 * than at 1 on square products of order 200 and 300 (0.3.21, every
+	 * kernel tried), and another job's nv_serial changes the count under a
+	 * product; the products are a third of the route's work */
+	if (lapack_dims(n, n) == 0 && nv_check_finite(a->d, n, n, 0, "matrix entry") == 0) {
+		nv_serial();
 		rc = polar_eig(a, q);
+		nv_unserial();
+	}
 	if (rc == 1) {
 		if (by_svd)
 			*by_svd = 1;

@@ -842,8 +842,7 @@ int nv_itq_apply_in(nv_mat *up, nv_mat *vp, const nv_mat *rot, size_t block, nv_
 
 /* -------------------------------------------------------------------- ALS */
 
-/* the rows per block: c->row_block (at least 1), at most m */
-static size_t row_block(const nv_tctx *c, size_t m)
+size_t nv_row_block(const nv_tctx *c, size_t m)
 {
 	size_t b = c->row_block ? c->row_block : 1;
 
@@ -945,7 +944,7 @@ static int wh_times(const nv_tctx *c, const nv_mat *b, const nv_mat *hb, nv_mat 
  */
 static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *e)
 {
-	size_t m = md->m, r = md->r, pr = md->np * r, bs = row_block(c, m);
+	size_t m = md->m, r = md->r, pr = md->np * r, bs = nv_row_block(c, m);
 	nv_mat b = {0}, a = {0}, ata = {0};
 	double *rhs = NULL, *lam = NULL;
 	int rc = -1;
@@ -1043,7 +1042,7 @@ static void als_h_rows(const nv_bm *md, const als_state *st, size_t i0, nv_mat m
 static int als_h(nv_bm *md, const nv_tctx *c, const als_state *st)
 {
 	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
-	size_t bs = row_block(c, m);
+	size_t bs = nv_row_block(c, m);
 	nv_mat ms[2] = {{0}}, kac[3] = {{0}}, mk = {0};
 	double *gm = nv_calloc(m * 4, sizeof(double)), *rh = nv_calloc(m * 2, sizeof(double));
 	int rc = -1;
@@ -1134,7 +1133,7 @@ static void target_block(const nv_bm *md, size_t p, const nv_mat *wt, size_t i0,
 static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
 			    nv_mat *x)
 {
-	size_t m = md->m, n = md->n, r = md->r, bs = row_block(c, m);
+	size_t m = md->m, n = md->n, r = md->r, bs = nv_row_block(c, m);
 	const nv_mat *wt = c->fit.wh.d ? &c->fit.wh : c->w;
 	nv_mat y = {0}, mb = {0}, ab = {0}, aqm[2] = {{0}}, hbq = {0};
 	int rc = -1;
@@ -1443,7 +1442,7 @@ static int minus_path_times(const nv_bm *md, const nv_tctx *c, size_t o, const n
 			    nv_mat *whb)
 {
 	const nv_path *q = &md->p[o];
-	size_t m = md->m, r = md->r, bs = row_block(c, m);
+	size_t m = md->m, r = md->r, bs = nv_row_block(c, m);
 	nv_mat a = {0};
 
 	if (nv_mat_zeros(&a, bs, r) < 0)
@@ -1464,7 +1463,7 @@ static int flip_blocks(nv_bm *md, const nv_tctx *c, size_t pi, const nv_mat *q,
 		       const double *qd, const nv_mat *whb, uint64_t *flips)
 {
 	nv_path *p = &md->p[pi];
-	size_t m = md->m, r = md->r, bs = row_block(c, m);
+	size_t m = md->m, r = md->r, bs = nv_row_block(c, m);
 	nv_mat b = {0}, qs = {0};
 	int rc = -1;
 

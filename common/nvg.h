@@ -174,6 +174,8 @@ typedef struct {
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
+/* W's rows per block of a step's m-row pieces: c->row_block (at least 1), at most m */
+size_t nv_row_block(const nv_tctx *c, size_t m);
 void nv_tctx_free(nv_tctx *c);
 
 /* ---- the stages ---- */

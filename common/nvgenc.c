@@ -234,9 +234,7 @@ static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t 
 	st->hc = c->hc;
 	st->g = nv_malloc(n, sizeof(double));
 	st->q = &md->p[pi];
-	st->bs = c->row_block ? c->row_block : NV_ROW_BLOCK_DEFAULT;
-	if (st->bs > md->m)
-		st->bs = md->m ? md->m : 1;
+	st->bs = nv_row_block(c, md->m);
 	st->blk = nv_malloc(st->bs * (r ? r : 1), sizeof(double));
 	if (!st->g || !st->blk || nv_mat_zeros(&st->k, r, r) < 0)
 		return -1;

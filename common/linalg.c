@@ -719,10 +719,9 @@ int nv_polar_take(nv_mat *a, nv_mat *q, int *by_svd)
  * column-major triangle (row-major 'L' is column-major 'L' of the transpose),
  * so the factor and the solution are the same bits.
  */
-int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x)
+/* the checks of nv_posv_rm's inputs */
+static int posv_check(const double *a, size_t n, char uplo, double shift, const double *x)
 {
-	int info;
-
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a, n, n, uplo, "matrix entry") < 0 ||
 	    nv_check_finite(x, 1, n, 0, "right-hand side entry") < 0)
 		return -1;
@@ -730,8 +729,14 @@ int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, do
 		nv_seterr("the diagonal shift %g is not finite", shift);
 		return -1;
 	}
-	cblas_domatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a, (blasint)n, w,
-			(blasint)n);
+	return 0;
+}
+
+/* x = (W + shift·I)⁻¹·x by dposv on column-major w (n × n, spent) */
+static int posv_cm(double *w, size_t n, char uplo, double shift, double *x)
+{
+	int info;
+
 	for (size_t i = 0; i < n; i++)
 		w[i * n + i] += shift;
 	nv_serial();
@@ -741,6 +746,15 @@ int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, do
 	if (info == 0 && nv_check_finite(x, 1, n, 0, "solution entry") < 0)
 		return -1;
 	return info;
+}
+
+int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x)
+{
+	if (posv_check(a, n, uplo, shift, x) < 0)
+		return -1;
+	cblas_domatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a, (blasint)n, w,
+			(blasint)n);
+	return posv_cm(w, n, uplo, shift, x);
 }
 
 int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
@@ -775,10 +789,30 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
 	return nv_mat_check_finite(x, "solution entry");
 }
 
+/* A's ridge: ridge times the mean of its diagonal */
+static double spd_shift(const nv_mat *a, double ridge)
+{
+	double tr = 0.0;
+
+	for (size_t i = 0; i < a->r; i++)
+		tr += a->d[i * a->r + i];
+	return ridge * (tr / (double)a->r);
+}
+
+/* nv_posv_rm's info as nv_solve_spd returns it */
+static int spd_info(int info, size_t n)
+{
+	if (info > 0) {
+		nv_seterr("system not positive definite (leading minor %d of %zu)", info, n);
+		return 1;
+	}
+	return info;
+}
+
 int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 {
 	size_t n = a->r;
-	double tr = 0.0, *w;
+	double *w;
 	int info;
 
 	assert(a->c == n);
@@ -786,17 +820,30 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 		return 0;
 	if (!(w = nv_malloc(n * n, sizeof(double))))
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		tr += a->d[i * n + i];
 	memcpy(x, b, n * sizeof(double));
 	nv_flops_add((uint64_t)n * n * n / 3 + 4ull * n * n);
-	info = nv_posv_rm(a->d, n, 'L', ridge * (tr / (double)n), w, x);
+	info = nv_posv_rm(a->d, n, 'L', spd_shift(a, ridge), w, x);
 	free(w);
-	if (info > 0) {
-		nv_seterr("system not positive definite (leading minor %d of %zu)", info, n);
-		return 1;
-	}
-	return info;
+	return spd_info(info, n);
+}
+
+int nv_solve_spd_take(nv_mat *a, const double *b, double *x, double ridge)
+{
+	size_t n = a->r;
+	double shift;
+
+	assert(a->c == n);
+	if (n == 0)
+		return 0;
+	shift = spd_shift(a, ridge);
+	memcpy(x, b, n * sizeof(double));
+	nv_flops_add((uint64_t)n * n * n / 3 + 4ull * n * n);
+	if (posv_check(a->d, n, 'L', shift, x) < 0)
+		return -1;
+	/* the transpose nv_posv_rm copies, made in place: the same values */
+	cblas_dimatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a->d, (blasint)n,
+			(blasint)n);
+	return spd_info(posv_cm(a->d, n, 'L', shift, x), n);
 }
 
 void nv_set_threads(int n)

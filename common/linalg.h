@@ -133,6 +133,10 @@ int nv_polar_svd(const nv_mat *a, nv_mat *q);
  * entry read or solved is not finite, or on exhaustion. */
 int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge);
 
+/* nv_solve_spd without its n × n copy: A's buffer is spent (the
+ * factor's), the same x bit for bit */
+int nv_solve_spd_take(nv_mat *a, const double *b, double *x, double ridge);
+
 /* the solve under both: x (b on entry) = (A + shift·I)⁻¹·x for the uplo ('L'
  * or 'U') triangle of row-major a (n × n); w is n × n workspace.  Returns
  * LAPACK's info: 0, or > 0 when the shifted matrix is not positive definite;

@@ -881,8 +881,9 @@ static int hstack(const nv_bm *md, char side, nv_mat *o)
 	return 0;
 }
 
-/* what the ℓ step leaves for the h and g steps: H·B (n × pr), BHB (pr × pr),
- * WHB (m × pr); H·B_q stays valid until path q's g is solved.  hbk (NULL:
+/* what the ℓ step leaves for the h and g steps: H·B (n × pr), and for the h
+ * step alone BHB (pr × pr) and WHB (m × pr), freed before the g steps; H·B_q
+ * stays valid until path q's g is solved.  hbk (NULL:
  * none): the call's H·B_q made by a g step after g_q moved, kept for the
  * next sweep's ℓ step while g_q has not moved again (.d set) */
 typedef struct {
@@ -950,8 +951,10 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *e)
 	int rc = -1;
 
 	if (hstack(md, 'v', &b) < 0 || hb_all(md, c, &b, st->hbk, &st->hb) < 0 ||
-	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 || wh_times(c, &b, &st->hb, &st->whb) < 0 ||
-	    nv_mat_zeros(&a, bs, pr) < 0 || nv_mat_zeros(&ata, pr, pr) < 0)
+	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 || wh_times(c, &b, &st->hb, &st->whb) < 0)
+		goto out;
+	nv_mat_free(&b); /* B's last reader: not held through the solve */
+	if (nv_mat_zeros(&a, bs, pr) < 0 || nv_mat_zeros(&ata, pr, pr) < 0)
 		goto out;
 	rhs = nv_calloc(pr, sizeof(double));
 	lam = nv_malloc(pr, sizeof(double));
@@ -970,8 +973,9 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *e)
 	nv_sym_mirror(&ata);
 	for (size_t i = 0; i < pr * pr; i++)
 		ata.d[i] *= st->bhb.d[i];
+	nv_mat_free(&a);
 	/* a singular system keeps the old ℓ: the error cannot rise */
-	rc = nv_solve_spd(&ata, rhs, lam, 1e-10);
+	rc = nv_solve_spd_take(&ata, rhs, lam, 1e-10);
 	*e = NAN;
 	if (rc == 0) {
 		*e = c->fit.whw;
@@ -1350,6 +1354,8 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 		t = nv_now();
 		if (rc == 0)
 			rc = als_h(md, c, &st);
+		nv_mat_free(&st.whb); /* the h step was their last reader: not held through g */
+		nv_mat_free(&st.bhb);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
 		t = nv_now();
 		for (size_t p = 0; p < md->np && rc == 0; p++)

@@ -376,6 +376,42 @@ static void test_polar(void)
 	polar_case(50, 100, 1e100, 0);
 }
 
+/* nv_solve_spd_take: nv_solve_spd's bits without the copy, on an order
+ * that takes dpotrf's blocked path, with garbage above the diagonal; its
+ * refusals as nv_solve_spd's */
+static void test_solve_take(void)
+{
+	size_t n = 300;
+	nv_mat a, t;
+	double *b = calloc(n, sizeof(double)), *x = calloc(n, sizeof(double));
+	double *y = calloc(n, sizeof(double));
+
+	spd(&a, n);
+	for (size_t i = 0; i < n; i++) {
+		b[i] = rng_normal(&rng);
+		for (size_t j = i + 1; j < n; j++)
+			a.d[i * n + j] = 7.0 + (double)j; /* not read */
+	}
+	is_int(nv_solve_spd(&a, b, x, 1e-10), 0, "solve_spd at order %zu", n);
+	nv_mat_copy(&t, &a);
+	is_int(nv_solve_spd_take(&t, b, y, 1e-10), 0, "solve_spd_take at order %zu", n);
+	ok(memcmp(x, y, n * sizeof(double)) == 0, "solve_spd_take: solve_spd's bits");
+	nv_mat_free(&t);
+	nv_mat_copy(&t, &a);
+	t.d[0] = -1.0;
+	is_int(nv_solve_spd_take(&t, b, y, 0.0), 1, "solve_spd_take: an indefinite system is 1");
+	nv_mat_free(&t);
+	nv_mat_copy(&t, &a);
+	t.d[5 * n + 2] = NAN;
+	is_int(nv_solve_spd_take(&t, b, y, 0.0), -1, "solve_spd_take: a NaN below the diagonal: %s",
+	       nv_err());
+	nv_mat_free(&t);
+	nv_mat_free(&a);
+	free(b);
+	free(x);
+	free(y);
+}
+
 static void test_solve(void)
 {
 	nv_mat a;
@@ -866,6 +902,7 @@ int main(void)
 	test_eig_top();
 	test_polar();
 	test_solve();
+	test_solve_take();
 	test_gemm32();
 	test_qr();
 	test_nonfinite();

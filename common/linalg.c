@@ -944,12 +944,15 @@ int nv_fp_flush(int on)
 }
 #endif
 
+double nv_dot_acc(double s, const double *a, const double *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
 double nv_dot_all(const nv_mat *a, const nv_mat *b)
 {
-	double s = 0.0;
-
 	assert(a->r == b->r && a->c == b->c);
-	for (size_t i = 0; i < a->r * a->c; i++)
-		s += a->d[i] * b->d[i];
-	return s;
+	return nv_dot_acc(0.0, a->d, b->d, a->r * a->c);
 }

@@ -216,4 +216,8 @@ int nv_lapack_info(int info);
 /* Σ a_ij·b_ij over two matrices of one shape */
 double nv_dot_all(const nv_mat *a, const nv_mat *b);
 
+/* s + Σ a_i·b_i over n entries, added in i's order: nv_dot_all's sum taken
+ * a piece at a time gives its bits */
+double nv_dot_acc(double s, const double *a, const double *b, size_t n);
+
 #endif

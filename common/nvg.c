@@ -149,6 +149,13 @@ int nv_bm_recon(const nv_bm *md, int skip, nv_mat *out)
 	return 0;
 }
 
+/* rows i0.. of a row-major matrix, as a matrix of its own (no copy) */
+static nv_mat rows_of(const nv_mat *a, size_t i0, size_t rows)
+{
+	nv_mat v = {rows, a->c, a->d + i0 * a->c};
+	return v;
+}
+
 /* ----------------------------------------------------------------- metric */
 
 int nv_metric_init(nv_metric *mt, const nv_mat *w, const nv_mat *h)
@@ -279,15 +286,14 @@ int nv_rel_raw(const nv_metric *mt, double ridge, const nv_bm *md, double *out)
 	return 0;
 }
 
-/* the factors A_p, B_p and H·B_p of every path */
+/* the factors B_p and H·B_p of every path (A_p is made where it is used) */
 typedef struct {
-	nv_mat a[2], b[2], hb[2];
+	nv_mat b[2], hb[2];
 } factors;
 
 static void factors_free(factors *f)
 {
 	for (int p = 0; p < 2; p++) {
-		nv_mat_free(&f->a[p]);
 		nv_mat_free(&f->b[p]);
 		nv_mat_free(&f->hb[p]);
 	}
@@ -297,8 +303,7 @@ static int factors_of(const nv_bm *md, const nv_metric *mt, factors *f)
 {
 	memset(f, 0, sizeof(*f));
 	for (size_t p = 0; p < md->np; p++)
-		if (nv_path_hsl(md, p, &f->a[p]) < 0 || nv_path_gs(md, p, &f->b[p]) < 0 ||
-		    nv_metric_hb(mt, &f->b[p], &f->hb[p]) < 0) {
+		if (nv_path_gs(md, p, &f->b[p]) < 0 || nv_metric_hb(mt, &f->b[p], &f->hb[p]) < 0) {
 			factors_free(f);
 			return -1;
 		}
@@ -318,39 +323,92 @@ static int dot_prod(const nv_mat *a, const nv_mat *p, int tp, const nv_mat *q, i
 	return 0;
 }
 
+/*
+ * ⟨A_p, (W H) B_p⟩, or ⟨A_p, W (H B_p)⟩ where W·H is not kept, made
+ * NV_ROW_BLOCK_DEFAULT rows at a time: A_p's rows from its signs and their
+ * rows of the product, summed in the order of one whole product's sum
+ */
+static int herr_cross(const nv_metric *mt, const nv_bm *md, const factors *f, size_t p,
+		      double *x)
+{
+	size_t m = md->m, r = md->r, bs = m < NV_ROW_BLOCK_DEFAULT ? m : NV_ROW_BLOCK_DEFAULT;
+	const nv_mat *lhs = mt->wh.d ? &mt->wh : mt->w, *rhs = mt->wh.d ? &f->b[p] : &f->hb[p];
+	nv_mat ab = {0}, pb = {0};
+	double s = 0.0;
+	int rc = -1;
+
+	if (nv_mat_zeros(&ab, bs, r) < 0 || nv_mat_zeros(&pb, bs, r) < 0)
+		goto out;
+	for (size_t i0 = 0; i0 < m; i0 += bs) {
+		size_t rows = m - i0 < bs ? m - i0 : bs;
+		nv_mat lv = rows_of(lhs, i0, rows), pv = rows_of(&pb, 0, rows);
+		nv_path_hsl_rows(&md->p[p], r, i0, rows, 1, ab.d);
+		nv_gemm(1.0, &lv, 0, rhs, 0, 0.0, &pv);
+		s = nv_dot_acc(s, ab.d, pb.d, rows * r);
+	}
+	*x = s;
+	rc = 0;
+out:
+	nv_mat_free(&ab);
+	nv_mat_free(&pb);
+	return rc;
+}
+
+/* x[p], herr_cross's term, and the Grams aa[p][q] = A_pᵀ A_q: the A's whole
+ * only for their Grams */
+static int herr_terms(const nv_metric *mt, const nv_bm *md, const factors *f, double x[2],
+		      nv_mat aa[2][2])
+{
+	size_t np = md->np;
+	nv_mat a[2] = {{0}};
+	int rc = -1;
+
+	for (size_t p = 0; p < np; p++)
+		if (herr_cross(mt, md, f, p, &x[p]) < 0)
+			return -1;
+	for (size_t p = 0; p < np; p++)
+		if (nv_path_hsl(md, p, &a[p]) < 0)
+			goto out;
+	for (size_t p = 0; p < np; p++)
+		for (size_t q = 0; q < np; q++)
+			if (nv_gemm_new(&a[p], 1, &a[q], 0, &aa[p][q]) < 0)
+				goto out;
+	rc = 0;
+out:
+	nv_mat_free(&a[0]);
+	nv_mat_free(&a[1]);
+	return rc;
+}
+
 int nv_herr(const nv_metric *mt, const nv_bm *md, double *out)
 {
 	factors f;
-	double e = mt->whw;
+	nv_mat aa[2][2] = {{{0}}};
+	double e = mt->whw, x[2];
+	int rc = -1;
 
 	if (factors_of(md, mt, &f) < 0)
 		return -1;
+	if (herr_terms(mt, md, &f, x, aa) < 0)
+		goto out;
 	for (size_t p = 0; p < md->np; p++) {
-		double x;
-		/* ⟨A_p, (W H) B_p⟩, or ⟨A_p, W (H B_p)⟩ where W·H is not kept */
-		if ((mt->wh.d ? dot_prod(&f.a[p], &mt->wh, 0, &f.b[p], 0, &x)
-			      : dot_prod(&f.a[p], mt->w, 0, &f.hb[p], 0, &x)) < 0)
-			goto fail;
-		e -= 2.0 * x;
+		e -= 2.0 * x[p];
 		for (size_t q = 0; q < md->np; q++) {
-			nv_mat aa;
+			double y;
 			/* ⟨A_pᵀ A_q, B_pᵀ H B_q⟩ */
-			if (nv_gemm_new(&f.a[p], 1, &f.a[q], 0, &aa) < 0)
-				goto fail;
-			if (dot_prod(&aa, &f.b[p], 1, &f.hb[q], 0, &x) < 0) {
-				nv_mat_free(&aa);
-				goto fail;
-			}
-			nv_mat_free(&aa);
-			e += x;
+			if (dot_prod(&aa[p][q], &f.b[p], 1, &f.hb[q], 0, &y) < 0)
+				goto out;
+			e += y;
 		}
 	}
-	factors_free(&f);
 	*out = e;
-	return 0;
-fail:
+	rc = 0;
+out:
+	for (size_t p = 0; p < 2; p++)
+		for (size_t q = 0; q < 2; q++)
+			nv_mat_free(&aa[p][q]);
 	factors_free(&f);
-	return -1;
+	return rc;
 }
 
 int nv_rel(const nv_metric *mt, const nv_bm *md, double *out)
@@ -425,13 +483,6 @@ static int row_gram(const nv_mat *t, const nv_mat *th, nv_mat *g)
 			g->d[i * m + k] = g->d[k * m + i] = v;
 		}
 	return 0;
-}
-
-/* rows i0.. of a row-major matrix, as a matrix of its own (no copy) */
-static nv_mat rows_of(const nv_mat *a, size_t i0, size_t rows)
-{
-	nv_mat v = {rows, a->c, a->d + i0 * a->c};
-	return v;
 }
 
 /* rows i0.. of t·L into buf (rows × n), or those rows of t itself when l is

@@ -775,6 +775,96 @@ static void test_gptq_blocks(void)
 	W = w0;
 }
 
+/* nv_herr's terms written whole: ⟨A_p, X_p⟩ with X_p = (W H) B_p, or W (H
+ * B_p) where W·H is not kept, and ⟨A_pᵀA_q, B_pᵀ H B_q⟩, in its order */
+static double herr_whole(const nv_metric *mt, const nv_bm *md)
+{
+	double e = mt->whw;
+
+	for (size_t p = 0; p < md->np; p++) {
+		nv_mat a, b, hb, x;
+		nv_path_hsl(md, p, &a);
+		nv_path_gs(md, p, &b);
+		nv_gemm_new(mt->h, 0, &b, 0, &hb);
+		if (mt->wh.d)
+			nv_gemm_new(&mt->wh, 0, &b, 0, &x);
+		else
+			nv_gemm_new(mt->w, 0, &hb, 0, &x);
+		e -= 2.0 * nv_dot_all(&a, &x);
+		nv_mat_free(&x);
+		for (size_t q = 0; q < md->np; q++) {
+			nv_mat aq, bq, hbq, aa, bhb;
+			nv_path_hsl(md, q, &aq);
+			nv_path_gs(md, q, &bq);
+			nv_gemm_new(mt->h, 0, &bq, 0, &hbq);
+			nv_gemm_new(&a, 1, &aq, 0, &aa);
+			nv_gemm_new(&b, 1, &hbq, 0, &bhb);
+			e += nv_dot_all(&aa, &bhb);
+			nv_mat_free(&aq), nv_mat_free(&bq), nv_mat_free(&hbq);
+			nv_mat_free(&aa), nv_mat_free(&bhb);
+		}
+		nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&hb);
+	}
+	return e;
+}
+
+/*
+ * nv_herr takes ⟨A_p, X_p⟩ NV_ROW_BLOCK_DEFAULT rows at a time: on 2500 rows
+ * (three blocks, the last short), one path and two, with W·H kept and not,
+ * its error has the bits of the terms written whole (one thread: OpenBLAS's
+ * row partition is then the same in both) and is the direct formula's to
+ * 1e-9
+ */
+static void test_herr_blocks(void)
+{
+	size_t m = 2500, n = 24, r = 6;
+	nv_mat w, x, h, wh = {0};
+	nv_metric mt;
+	nv_bm md;
+	tap_rng rng = {7};
+	int threads = nv_get_threads();
+
+	nv_set_threads(1);
+	nv_mat_zeros(&w, m, n);
+	nv_mat_zeros(&x, n, 3 * n);
+	for (size_t i = 0; i < m * n; i++)
+		w.d[i] = rng_normal(&rng);
+	for (size_t i = 0; i < n * 3 * n; i++)
+		x.d[i] = rng_normal(&rng);
+	nv_syrk_new(1.0 / (double)(3 * n), &x, 0, &h);
+	nv_build_dual_svid(&w, r, 2, &md);
+	nv_metric_init(&mt, &w, &h);
+	for (size_t np = 1; np <= 2; np++)
+		for (int kept = 1; kept >= 0; kept--) {
+			double e = NAN, ref, d;
+			nv_mat rec;
+			md.np = np;
+			if (!kept) {
+				wh = mt.wh;
+				mt.wh = (nv_mat){0};
+			}
+			nv_herr(&mt, &md, &e);
+			ref = herr_whole(&mt, &md);
+			nv_bm_recon(&md, -1, &rec);
+			for (size_t i = 0; i < m * n; i++)
+				rec.d[i] = w.d[i] - rec.d[i];
+			nv_herr_direct(&rec, &h, &d);
+			nv_mat_free(&rec);
+			ok(memcmp(&e, &ref, sizeof e) == 0 && fabs(e - d) <= 1e-9 * d,
+			   "nv_herr on %zu rows, %zu path(s), W·H %s: the whole terms' bits (%.17g, %.17g), "
+			   "direct %.12g", m, np, kept ? "kept" : "not kept", e, ref, d);
+			if (!kept)
+				mt.wh = wh;
+		}
+	md.np = 2;
+	nv_bm_free(&md);
+	nv_metric_free(&mt);
+	nv_mat_free(&w);
+	nv_mat_free(&x);
+	nv_mat_free(&h);
+	nv_set_threads(threads);
+}
+
 /* the per-head row gauge: block parsing, the invE factors, the undo on bytes */
 static void test_gauge(void)
 {
@@ -1057,6 +1147,7 @@ int main(void)
 	test_sel_load(&hc3);
 	test_pick_after(&c, &hc3);
 	test_gptq_blocks();
+	test_herr_blocks();
 	test_gauge();
 	test_fixed_rank(&hc3);
 	test_refusal();

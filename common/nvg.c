@@ -932,9 +932,10 @@ static int hstack(const nv_bm *md, char side, nv_mat *o)
 	return 0;
 }
 
-/* what the ℓ step leaves for the h and g steps: H·B (n × pr), and for the h
- * step alone BHB (pr × pr) and WHB (m × pr), freed before the g steps; H·B_q
- * stays valid until path q's g is solved.  hbk (NULL:
+/* what the ℓ step leaves for the h and g steps: H·B (n × pr; the g steps
+ * read the last path's columns, hb_keep_last), and for the h step alone BHB
+ * (pr × pr) and WHB (m × pr), freed before the g steps; H·B_q stays valid
+ * until path q's g is solved.  hbk (NULL:
  * none): the call's H·B_q made by a g step after g_q moved, kept for the
  * next sweep's ℓ step while g_q has not moved again (.d set) */
 typedef struct {
@@ -1134,30 +1135,47 @@ out:
 	return rc;
 }
 
-/* H·B_q (n × r): columns q·r.. of the ℓ step's H·B while path q's g has not
- * moved since (q > p in this sweep), else computed afresh */
-static int hb_of(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, size_t q,
-		 nv_mat *hbq)
+/* after the h step: the ℓ step's H·B cut to what the g steps read, the
+ * last path's columns (path 0's g takes path 1's), none for one path */
+static int hb_keep_last(const nv_bm *md, als_state *st)
 {
-	size_t n = md->n, r = md->r;
-	nv_mat bq;
+	size_t n = md->n, r = md->r, pr = md->np * r;
+	nv_mat last = {0};
+
+	if (md->np == 1) {
+		nv_mat_free(&st->hb);
+		return 0;
+	}
+	if (nv_mat_zeros(&last, n, r) < 0)
+		return -1;
+	for (size_t j = 0; j < n; j++)
+		memcpy(nv_row(&last, j), nv_row(&st->hb, j) + pr - r, r * sizeof(double));
+	nv_mat_free(&st->hb);
+	st->hb = last;
+	return 0;
+}
+
+/* H·B_q (n × r) in *src: hb_keep_last's, moved to own, while path q's g has
+ * not moved since (q > p in this sweep), else made afresh into the kept
+ * hbk[q] (own where nothing is kept) */
+static int hb_of(const nv_bm *md, const nv_tctx *c, als_state *st, size_t p, size_t q,
+		 nv_mat *own, const nv_mat **src)
+{
+	nv_mat bq, *dst = st->hbk ? &st->hbk[q] : own;
 	int rc;
 
 	if (q > p) {
-		if (nv_mat_zeros(hbq, n, r) < 0)
-			return -1;
-		for (size_t j = 0; j < n; j++)
-			memcpy(nv_row(hbq, j), nv_row(&st->hb, j) + q * r, r * sizeof(double));
+		*own = st->hb;
+		st->hb = (nv_mat){0};
+		*src = own;
 		return 0;
 	}
 	if (nv_path_gs(md, q, &bq) < 0)
 		return -1;
-	rc = nv_metric_hb(&c->fit, &bq, hbq);
+	nv_mat_free(dst);
+	rc = nv_metric_hb(&c->fit, &bq, dst);
 	nv_mat_free(&bq);
-	if (rc == 0 && st->hbk) {
-		nv_mat_free(&st->hbk[q]);
-		rc = nv_mat_copy(&st->hbk[q], hbq);
-	}
+	*src = dst;
 	return rc;
 }
 
@@ -1185,7 +1203,7 @@ static void target_block(const nv_bm *md, size_t p, const nv_mat *wt, size_t i0,
  * where W·hf is not kept.  No m × n product, and M and A_q are made
  * c->row_block rows at a time, never whole
  */
-static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *st, size_t p,
+static int target_h_t_times(const nv_bm *md, const nv_tctx *c, als_state *st, size_t p,
 			    nv_mat *x)
 {
 	size_t m = md->m, n = md->n, r = md->r, bs = nv_row_block(c, m);
@@ -1211,9 +1229,10 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, const als_state *
 	for (size_t q = 0; q < md->np; q++) {
 		if (q == p)
 			continue;
-		if (hb_of(md, c, st, p, q, &hbq) < 0)
+		const nv_mat *src;
+		if (hb_of(md, c, st, p, q, &hbq, &src) < 0)
 			goto out;
-		nv_gemm(-1.0, &hbq, 0, &aqm[q], 0, 1.0, x);
+		nv_gemm(-1.0, src, 0, &aqm[q], 0, 1.0, x);
 		nv_mat_free(&hbq);
 	}
 	rc = 0;
@@ -1337,7 +1356,7 @@ static int signed_rowdots(const nv_sgn *sv, const nv_mat *x, double *rhs)
  * pc: path p's factor from an earlier sweep (g_solve); without g_pcg,
  * solved directly each time
  */
-static int als_g(nv_bm *md, const nv_tctx *c, const als_state *st, size_t p, nv_pchol *pc)
+static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, nv_pchol *pc)
 {
 	size_t n = md->n;
 	nv_mat x = {0};
@@ -1407,6 +1426,8 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 			rc = als_h(md, c, &st);
 		nv_mat_free(&st.whb); /* the h step was their last reader: not held through g */
 		nv_mat_free(&st.bhb);
+		if (rc == 0)
+			rc = hb_keep_last(md, &st);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
 		t = nv_now();
 		for (size_t p = 0; p < md->np && rc == 0; p++)

@@ -712,13 +712,6 @@ int nv_polar_take(nv_mat *a, nv_mat *q, int *by_svd)
 	return rc;
 }
 
-/*
- * LAPACKE's row-major dposv would copy the triangle into column-major order
- * element by element (LAPACKE_dtr_trans, 10% of a 576x1536 encode) and copy
- * the factor back.  OpenBLAS's blocked transpose gives LAPACK the same
- * column-major triangle (row-major 'L' is column-major 'L' of the transpose),
- * so the factor and the solution are the same bits.
- */
 /* the checks of nv_posv_rm's inputs */
 static int posv_check(const double *a, size_t n, char uplo, double shift, const double *x)
 {
@@ -748,6 +741,14 @@ static int posv_cm(double *w, size_t n, char uplo, double shift, double *x)
 	return info;
 }
 
+/*
+ * LAPACKE's row-major dposv would copy the triangle into column-major order
+ * element by element (LAPACKE_dtr_trans, 10% of a 576x1536 encode) and copy
+ * the factor back.  OpenBLAS's blocked transpose gives LAPACK the same
+ * column-major triangle (row-major 'L' is column-major 'L' of the transpose),
+ * so the factor and the solution are the same bits (nv_solve_spd_take
+ * transposes in place: the same values again).
+ */
 int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, double *x)
 {
 	if (posv_check(a, n, uplo, shift, x) < 0)
@@ -840,9 +841,7 @@ int nv_solve_spd_take(nv_mat *a, const double *b, double *x, double ridge)
 	nv_flops_add((uint64_t)n * n * n / 3 + 4ull * n * n);
 	if (posv_check(a->d, n, 'L', shift, x) < 0)
 		return -1;
-	/* the transpose nv_posv_rm copies, made in place: the same values */
-	cblas_dimatcopy(CblasRowMajor, CblasTrans, (blasint)n, (blasint)n, 1.0, a->d, (blasint)n,
-			(blasint)n);
+	transpose_sq(a->d, n); /* the transpose nv_posv_rm copies, made in place */
 	return spd_info(posv_cm(a->d, n, 'L', shift, x), n);
 }
 

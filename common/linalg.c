@@ -790,19 +790,24 @@ int nv_posv_many(const nv_mat *a, double shift, nv_mat *x)
 	return nv_mat_check_finite(x, "solution entry");
 }
 
-/* A's ridge: ridge times the mean of its diagonal */
-static double spd_shift(const nv_mat *a, double ridge)
+int nv_solve_spd_take(nv_mat *a, const double *b, double *x, double ridge)
 {
-	double tr = 0.0;
+	size_t n = a->r;
+	double tr = 0.0, shift;
+	int info;
 
-	for (size_t i = 0; i < a->r; i++)
-		tr += a->d[i * a->r + i];
-	return ridge * (tr / (double)a->r);
-}
-
-/* nv_posv_rm's info as nv_solve_spd returns it */
-static int spd_info(int info, size_t n)
-{
+	assert(a->c == n);
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		tr += a->d[i * n + i];
+	shift = ridge * (tr / (double)n);
+	memcpy(x, b, n * sizeof(double));
+	nv_flops_add((uint64_t)n * n * n / 3 + 4ull * n * n);
+	if (posv_check(a->d, n, 'L', shift, x) < 0)
+		return -1;
+	transpose_sq(a->d, n); /* the transpose nv_posv_rm copies, made in place */
+	info = posv_cm(a->d, n, 'L', shift, x);
 	if (info > 0) {
 		nv_seterr("system not positive definite (leading minor %d of %zu)", info, n);
 		return 1;
@@ -812,37 +817,16 @@ static int spd_info(int info, size_t n)
 
 int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 {
-	size_t n = a->r;
-	double *w;
-	int info;
+	nv_mat w;
+	int rc;
 
-	assert(a->c == n);
-	if (n == 0)
+	if (a->r == 0)
 		return 0;
-	if (!(w = nv_malloc(n * n, sizeof(double))))
+	if (nv_mat_copy(&w, a) < 0)
 		return -1;
-	memcpy(x, b, n * sizeof(double));
-	nv_flops_add((uint64_t)n * n * n / 3 + 4ull * n * n);
-	info = nv_posv_rm(a->d, n, 'L', spd_shift(a, ridge), w, x);
-	free(w);
-	return spd_info(info, n);
-}
-
-int nv_solve_spd_take(nv_mat *a, const double *b, double *x, double ridge)
-{
-	size_t n = a->r;
-	double shift;
-
-	assert(a->c == n);
-	if (n == 0)
-		return 0;
-	shift = spd_shift(a, ridge);
-	memcpy(x, b, n * sizeof(double));
-	nv_flops_add((uint64_t)n * n * n / 3 + 4ull * n * n);
-	if (posv_check(a->d, n, 'L', shift, x) < 0)
-		return -1;
-	transpose_sq(a->d, n); /* the transpose nv_posv_rm copies, made in place */
-	return spd_info(posv_cm(a->d, n, 'L', shift, x), n);
+	rc = nv_solve_spd_take(&w, b, x, ridge);
+	nv_mat_free(&w);
+	return rc;
 }
 
 void nv_set_threads(int n)

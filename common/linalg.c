@@ -206,16 +206,14 @@ int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
 	return 0;
 }
 
-int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
+int nv_gemm32b(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
 {
 	size_t k = b->r, m = a->r, n = b->c;
 	double *blk = nv_malloc(k * F32_BLOCK, sizeof(double));
 
-	assert(a->c == k);
-	if (!blk || nv_mat_zeros(c, m, n) < 0) {
-		free(blk);
+	assert(a->c == k && c->r == m && c->c == n);
+	if (!blk)
 		return -1;
-	}
 	for (size_t j0 = 0; j0 < n; j0 += F32_BLOCK) {
 		size_t nb = n - j0 < F32_BLOCK ? n - j0 : F32_BLOCK;
 		for (size_t i = 0; i < k; i++)
@@ -230,6 +228,17 @@ int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
 		}
 	}
 	free(blk);
+	return 0;
+}
+
+int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
+{
+	if (nv_mat_zeros(c, a->r, b->c) < 0)
+		return -1;
+	if (nv_gemm32b(a, b, c) < 0) {
+		nv_mat_free(c);
+		return -1;
+	}
 	return 0;
 }
 

@@ -69,6 +69,8 @@ int nv_mat32_widen(const nv_mat32 *a, nv_mat *out);
 int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);
 /* C = A·B (fresh) with B in f32, widened 256 columns at a time */
 int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c);
+/* the same into c (A's rows × B's columns), already made */
+int nv_gemm32b(const nv_mat *a, const nv_mat32 *b, nv_mat *c);
 
 /* C = alpha·A·Aᵀ (ta = 0) or alpha·Aᵀ·A (ta = 1), both triangles filled, freshly allocated */
 int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c);

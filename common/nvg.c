@@ -470,26 +470,65 @@ void nv_lat_basis_free(nv_lat_basis *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* G = t·H·tᵀ (m × m) from th = t·H, made exactly symmetric */
-static int row_gram(const nv_mat *t, const nv_mat *th, nv_mat *g)
-{
-	size_t m = t->r;
+/*
+ * the matrix whose latents are taken: t = w − a·bᵀ (a m × k, b n × k), or w
+ * itself when a is NULL; never formed whole, its rows made a block at a time
+ * where a product needs them
+ */
+typedef struct {
+	const nv_mat *w, *a, *b;
+} lat_src;
 
-	if (nv_gemm_new(th, 0, t, 1, g) < 0)
+/* rows i0.. of t: w's own (no copy) when a is NULL, else made in buf
+ * (≥ rows × n) as w − a·bᵀ: the bits of nv_bm_recon's product taken from w */
+static nv_mat src_rows(const lat_src *s, size_t i0, size_t rows, const nv_mat *buf)
+{
+	nv_mat out = {rows, s->w->c, buf ? buf->d : NULL}, ar;
+	const double *w = s->w->d + i0 * s->w->c;
+
+	if (!s->a)
+		return rows_of(s->w, i0, rows);
+	ar = rows_of(s->a, i0, rows);
+	nv_gemm(1.0, &ar, 0, s->b, 1, 0.0, &out);
+	for (size_t x = 0; x < rows * out.c; x++)
+		out.d[x] = w[x] - out.d[x];
+	return out;
+}
+
+/* the buffers of a block of rows: t's (when t is a difference), and t·L's or
+ * t·H's (when there is a product) */
+typedef struct {
+	size_t bs;  /* rows per block */
+	nv_mat t;   /* bs × n, or none */
+	nv_mat x;   /* bs × n, or none */
+} lat_blk;
+
+static void blk_free(lat_blk *k)
+{
+	nv_mat_free(&k->t);
+	nv_mat_free(&k->x);
+}
+
+static int blk_init(const lat_src *s, size_t block, int product, lat_blk *k)
+{
+	size_t m = s->w->r, n = s->w->c;
+
+	*k = (lat_blk){0};
+	k->bs = block ? block : NV_ROW_BLOCK_DEFAULT;
+	if (k->bs > m)
+		k->bs = m ? m : 1;
+	if ((s->a && nv_mat_zeros(&k->t, k->bs, n) < 0) ||
+	    (product && nv_mat_zeros(&k->x, k->bs, n) < 0)) {
+		blk_free(k);
 		return -1;
-	for (size_t i = 0; i < m; i++)
-		for (size_t k = 0; k < i; k++) {
-			double v = 0.5 * (g->d[i * m + k] + g->d[k * m + i]);
-			g->d[i * m + k] = g->d[k * m + i] = v;
-		}
+	}
 	return 0;
 }
 
-/* rows i0.. of t·L into buf (rows × n), or those rows of t itself when l is
- * NULL (no product: the same bits as a copy's) */
-static nv_mat tl_rows(const nv_mat *t, const nv_mat *l, size_t i0, size_t rows, nv_mat *buf)
+/* rows i0.. of t·L into k->x, or those rows of t itself when l is NULL */
+static nv_mat tl_rows(const lat_src *s, const nv_mat *l, size_t i0, size_t rows, lat_blk *k)
 {
-	nv_mat tb = {rows, t->c, t->d + i0 * t->c}, out = {rows, t->c, buf->d};
+	nv_mat tb = src_rows(s, i0, rows, &k->t), out = {rows, s->w->c, k->x.d};
 
 	if (!l)
 		return tb;
@@ -497,70 +536,117 @@ static nv_mat tl_rows(const nv_mat *t, const nv_mat *l, size_t i0, size_t rows, 
 	return out;
 }
 
-/* the rows per block of t·L, and a buffer of that many rows (none without l) */
-static int tl_buffer(const nv_mat *t, const nv_mat *l, size_t block, nv_mat *buf, size_t *bs)
+/* g's rows i0.. = th_I·tᵀ = th_I·wᵀ − (th_I·b)·aᵀ, th_I rows × n */
+static int gram_rows(const lat_src *s, const nv_mat *th, size_t i0, nv_mat *g)
 {
-	*bs = block ? block : NV_ROW_BLOCK_DEFAULT;
-	if (*bs > t->r)
-		*bs = t->r ? t->r : 1;
-	*buf = (nv_mat){0};
-	return l ? nv_mat_zeros(buf, *bs, t->c) : 0;
+	nv_mat gr = rows_of(g, i0, th->r), x = {0};
+
+	nv_gemm(1.0, th, 0, s->w, 1, 0.0, &gr);
+	if (!s->a)
+		return 0;
+	if (nv_gemm_new(th, 0, s->b, 0, &x) < 0)
+		return -1;
+	nv_gemm(-1.0, &x, 0, s->a, 1, 1.0, &gr);
+	nv_mat_free(&x);
+	return 0;
+}
+
+/* G = t·H·tᵀ (m × m; H the identity when hf is NULL) by row blocks of t·H
+ * (mt->th's own rows when the caller has it), made exactly symmetric: no
+ * m × n product held; each entry the sum one whole product would make */
+static int row_gram(const lat_src *s, const nv_lat_metric *mt, nv_mat *g)
+{
+	size_t m = s->w->r;
+	const nv_mat32 *hf = mt ? mt->hf : NULL;
+	const nv_mat *th = mt ? mt->th : NULL;
+	lat_blk k;
+	int rc = 0;
+
+	if (blk_init(s, mt ? mt->block : 0, hf && !th, &k) < 0)
+		return -1;
+	if (nv_mat_zeros(g, m, m) < 0) {
+		blk_free(&k);
+		return -1;
+	}
+	for (size_t i0 = 0, rows; rc == 0 && i0 < m; i0 += rows) {
+		rows = m - i0 < k.bs ? m - i0 : k.bs;
+		nv_mat x = th ? rows_of(th, i0, rows) : src_rows(s, i0, rows, &k.t);
+		if (hf && !th) {
+			nv_mat tb = x;
+			x = (nv_mat){rows, s->w->c, k.x.d};
+			rc = nv_gemm32b(&tb, hf, &x);
+		}
+		if (rc == 0)
+			rc = gram_rows(s, &x, i0, g);
+	}
+	blk_free(&k);
+	for (size_t i = 0; rc == 0 && i < m; i++)
+		for (size_t j = 0; j < i; j++) {
+			double v = 0.5 * (g->d[i * m + j] + g->d[j * m + i]);
+			g->d[i * m + j] = g->d[j * m + i] = v;
+		}
+	if (rc < 0)
+		nv_mat_free(g);
+	return rc;
+}
+
+/* (t·L)ᵀ·(t·L) (n × n: t taller than wide), or tᵀ·t, b->block rows at a time */
+static int col_gram(const lat_src *s, const nv_lat_basis *b, nv_mat *g)
+{
+	lat_blk k;
+
+	if (blk_init(s, b->block, b->l != NULL, &k) < 0 || nv_mat_zeros(g, s->w->c, s->w->c) < 0) {
+		blk_free(&k);
+		return -1;
+	}
+	for (size_t i0 = 0, rows; i0 < s->w->r; i0 += rows) {
+		rows = s->w->r - i0 < k.bs ? s->w->r - i0 : k.bs;
+		nv_mat tl = tl_rows(s, b->l, i0, rows, &k);
+		nv_syrk_t_lower(&tl, i0 ? 1.0 : 0.0, g);
+	}
+	nv_sym_mirror(g);
+	blk_free(&k);
+	return 0;
 }
 
 /* the Gram whose eigenvectors are the basis: t·H·tᵀ (rows, from H), or
- * (t·L)ᵀ·(t·L) (columns: t taller than wide), b->block rows of t·L at a
- * time, b->l kept to make t·L again */
-static int basis_gram(const nv_mat *t, const nv_lat_metric *mt, nv_prof *prof,
+ * (t·L)ᵀ·(t·L) (columns: t taller than wide), b->l kept to make t·L again */
+static int basis_gram(const lat_src *s, const nv_lat_metric *mt, nv_prof *prof,
 		      nv_lat_basis *b, nv_mat *g)
 {
-	nv_mat th = {0}, buf;
-	size_t bs;
+	nv_mat tl = {0};
 	int rc = 0;
 
-	if (b->byrows && mt && mt->hf) {
-		if (!mt->th)
-			PT(prof, "lat.gemm", rc = nv_gemm32b_new(t, mt->hf, &th));
-		if (rc == 0)
-			PT(prof, "lat.gemm", rc = row_gram(t, mt->th ? mt->th : &th, g));
-		nv_mat_free(&th);
+	b->l = mt ? mt->l : NULL;
+	if (b->byrows && ((mt && mt->hf) || (s->a && !b->l))) {
+		PT(prof, "lat.gemm", rc = row_gram(s, mt, g));
 		return rc;
 	}
 	if (mt && mt->hf && !mt->l) {
 		nv_seterr("latents of a %zux%zu matrix (taller than wide) need the Cholesky factor "
-			  "of the metric", t->r, t->c);
+			  "of the metric", s->w->r, s->w->c);
 		return -1;
 	}
-	b->l = mt ? mt->l : NULL;
-	if (b->byrows) { /* m ≤ n without hf: (t·L)·(t·L)ᵀ, or t·tᵀ */
-		nv_mat tl = {0};
-		if (b->l)
-			PT(prof, "lat.gemm", rc = nv_gemm_new(t, 0, b->l, 0, &tl));
-		if (rc == 0)
-			PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, b->l ? &tl : t, 0, g));
-		nv_mat_free(&tl);
+	if (!b->byrows) {
+		PT(prof, "lat.gemm", rc = col_gram(s, b, g));
 		return rc;
 	}
-	if (tl_buffer(t, b->l, b->block, &buf, &bs) < 0 || nv_mat_zeros(g, t->c, t->c) < 0) {
-		nv_mat_free(&buf);
+	if (s->a) { /* rows by L alone: t·L·Lᵀ·tᵀ would need t whole */
+		nv_seterr("latents of a difference by rows need the metric's H, not L alone");
 		return -1;
 	}
-	{
-		double t0 = nv_now();
-		for (size_t i0 = 0, rows; i0 < t->r; i0 += rows) {
-			rows = t->r - i0 < bs ? t->r - i0 : bs;
-			nv_mat tl = tl_rows(t, b->l, i0, rows, &buf);
-			nv_syrk_t_lower(&tl, i0 ? 1.0 : 0.0, g);
-		}
-		nv_sym_mirror(g);
-		nv_prof_add(prof, "lat.gemm", nv_now() - t0, 0);
-	}
-	nv_mat_free(&buf);
-	return 0;
+	/* m ≤ n without hf: (t·L)·(t·L)ᵀ, or t·tᵀ */
+	if (b->l)
+		PT(prof, "lat.gemm", rc = nv_gemm_new(s->w, 0, b->l, 0, &tl));
+	if (rc == 0)
+		PT(prof, "lat.gemm", rc = nv_syrk_new(1.0, b->l ? &tl : s->w, 0, g));
+	nv_mat_free(&tl);
+	return rc;
 }
 
 /* the eigendecomposition of the Gram of t·L: rows (m × m) when m ≤ n, else
  * columns (n × n); σ = √max(λ, 0), descending */
-int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, size_t rank, nv_prof *prof,
+static int basis_build(const lat_src *s, const nv_lat_metric *mt, size_t rank, nv_prof *prof,
 		       nv_lat_basis *b)
 {
 	nv_mat g = {0};
@@ -569,9 +655,9 @@ int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, size_t rank, nv
 	int rc;
 
 	memset(b, 0, sizeof(*b));
-	b->byrows = t->r <= t->c;
+	b->byrows = s->w->r <= s->w->c;
 	b->block = mt ? mt->block : 0;
-	if (basis_gram(t, mt, prof, b, &g) < 0)
+	if (basis_gram(s, mt, prof, b, &g) < 0)
 		goto fail;
 	kk = rank && rank < g.r ? rank : g.r;
 	if (!(lam = nv_malloc(kk ? kk : 1, sizeof(double))) ||
@@ -592,12 +678,20 @@ fail:
 	return -1;
 }
 
+int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, size_t rank, nv_prof *prof,
+		       nv_lat_basis *b)
+{
+	lat_src s = {t, NULL, NULL};
+
+	return basis_build(&s, mt, rank, prof, b);
+}
+
 /* U_r (m × r): the top-r left singular vectors of t·L */
-static int lat_ur(const nv_lat_basis *b, const nv_mat *t, size_t r, double floor, nv_prof *prof,
+static int lat_ur(const nv_lat_basis *b, const lat_src *s, size_t r, double floor, nv_prof *prof,
 		  nv_mat *ur)
 {
-	nv_mat top, buf;
-	size_t bs;
+	nv_mat top;
+	lat_blk k;
 
 	if (nv_mat_zeros(&top, b->vec.r, r) < 0)
 		return -1;
@@ -608,32 +702,50 @@ static int lat_ur(const nv_lat_basis *b, const nv_mat *t, size_t r, double floor
 		return 0;
 	}
 	/* U_r = t·L·V_r·Σ_r⁻¹, b->block rows of t·L at a time */
-	if (tl_buffer(t, b->l, b->block, &buf, &bs) < 0 || nv_mat_zeros(ur, t->r, r) < 0) {
-		nv_mat_free(&buf);
+	if (blk_init(s, b->block, b->l != NULL, &k) < 0 || nv_mat_zeros(ur, s->w->r, r) < 0) {
+		blk_free(&k);
 		nv_mat_free(&top);
 		return -1;
 	}
 	{
 		double t0 = nv_now();
-		for (size_t i0 = 0, rows; i0 < t->r; i0 += rows) {
-			rows = t->r - i0 < bs ? t->r - i0 : bs;
-			nv_mat tl = tl_rows(t, b->l, i0, rows, &buf), ub = rows_of(ur, i0, rows);
+		for (size_t i0 = 0, rows; i0 < s->w->r; i0 += rows) {
+			rows = s->w->r - i0 < k.bs ? s->w->r - i0 : k.bs;
+			nv_mat tl = tl_rows(s, b->l, i0, rows, &k), ub = rows_of(ur, i0, rows);
 			nv_gemm(1.0, &tl, 0, &top, 0, 0.0, &ub);
 		}
 		nv_prof_add(prof, "lat.gemm", nv_now() - t0, 0);
 	}
-	nv_mat_free(&buf);
+	blk_free(&k);
 	nv_mat_free(&top);
 	for (size_t i = 0; i < ur->r; i++)
-		for (size_t k = 0; k < r; k++)
-			ur->d[i * r + k] /= fmax(b->sig[k], floor);
+		for (size_t c = 0; c < r; c++)
+			ur->d[i * r + c] /= fmax(b->sig[c], floor);
 	return 0;
 }
 
-int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
-		    nv_mat *up, nv_mat *vp)
+/* vp = tᵀ·U_r = wᵀ·U_r − b·(aᵀ·U_r) (n × r) */
+static int src_t_times(const lat_src *s, const nv_mat *ur, nv_mat *vp)
 {
-	size_t m = t->r, n = t->c;
+	nv_mat x = {0};
+
+	if (nv_gemm_new(s->w, 1, ur, 0, vp) < 0)
+		return -1;
+	if (!s->a)
+		return 0;
+	if (nv_gemm_new(s->a, 1, ur, 0, &x) < 0) {
+		nv_mat_free(vp);
+		return -1;
+	}
+	nv_gemm(-1.0, s->b, 0, &x, 0, 1.0, vp);
+	nv_mat_free(&x);
+	return 0;
+}
+
+static int latents_from(const nv_lat_basis *b, const lat_src *s, size_t r, nv_prof *prof,
+			nv_mat *up, nv_mat *vp)
+{
+	size_t m = s->w->r, n = s->w->c;
 	double floor;
 	nv_mat ur;
 	int rc;
@@ -644,9 +756,9 @@ int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *p
 		return -1;
 	}
 	floor = fmax(b->sig[0], 1e-300) * 1e-15;
-	if (lat_ur(b, t, r, floor, prof, &ur) < 0)
+	if (lat_ur(b, s, r, floor, prof, &ur) < 0)
 		return -1;
-	PT(prof, "lat.gemm", rc = nv_gemm_new(t, 1, &ur, 0, vp));
+	PT(prof, "lat.gemm", rc = src_t_times(s, &ur, vp));
 	if (rc < 0) {
 		nv_mat_free(&ur);
 		return -1;
@@ -662,18 +774,53 @@ int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *p
 	return 0;
 }
 
-int nv_latents(const nv_mat *t, size_t r, const nv_lat_metric *mt, nv_prof *prof, nv_mat *up,
-	       nv_mat *vp)
+int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
+		    nv_mat *up, nv_mat *vp)
+{
+	lat_src s = {t, NULL, NULL};
+
+	return latents_from(b, &s, r, prof, up, vp);
+}
+
+static int latents_src(const lat_src *s, size_t r, const nv_lat_metric *mt, nv_prof *prof,
+		       nv_mat *up, nv_mat *vp)
 {
 	nv_lat_basis b;
 	int rc;
 
 	up->d = vp->d = NULL;
-	if (nv_lat_basis_build(t, mt, r, prof, &b) < 0)
+	if (basis_build(s, mt, r, prof, &b) < 0)
 		return -1;
-	rc = nv_latents_from(&b, t, r, prof, up, vp);
+	rc = latents_from(&b, s, r, prof, up, vp);
 	nv_lat_basis_free(&b);
 	return rc;
+}
+
+int nv_latents(const nv_mat *t, size_t r, const nv_lat_metric *mt, nv_prof *prof, nv_mat *up,
+	       nv_mat *vp)
+{
+	lat_src s = {t, NULL, NULL};
+
+	return latents_src(&s, r, mt, prof, up, vp);
+}
+
+int nv_latents_minus(const nv_mat *w, const nv_mat *a, const nv_mat *b, size_t r,
+		     const nv_lat_metric *mt, nv_prof *prof, nv_mat *up, nv_mat *vp)
+{
+	lat_src s = {w, a, b};
+
+	if (a->r != w->r || b->r != w->c || a->c != b->c) {
+		nv_seterr("latents of W (%zux%zu) minus A·Bᵀ of %zux%zu and %zux%zu: shapes disagree",
+			  w->r, w->c, a->r, a->c, b->r, b->c);
+		up->d = vp->d = NULL;
+		return -1;
+	}
+	if (mt && mt->th) {
+		nv_seterr("latents of a difference take t·H from its rows, not the caller's");
+		up->d = vp->d = NULL;
+		return -1;
+	}
+	return latents_src(&s, r, mt, prof, up, vp);
 }
 
 /* -------------------------------------------------------------------- ITQ */

@@ -185,9 +185,10 @@ typedef struct {
 	const nv_mat32 *hf; /* (n × n) H; NULL (and l NULL): the identity */
 	const nv_mat *l;  /* (n × n) chol(H), lower: what t taller than wide needs */
 	const nv_mat *th; /* (m × n) t·H when the caller has it, else computed */
-	size_t block;     /* t taller than wide: t·L made this many rows at a time, never
-			   * whole (0: NV_ROW_BLOCK_DEFAULT; the result depends on it only
-			   * through the order of f64 sums) */
+	size_t block;     /* t·L (t taller than wide) or t·H (by rows, not given as th)
+			   * made this many rows at a time, never whole (0:
+			   * NV_ROW_BLOCK_DEFAULT; the result depends on it only through
+			   * the order of f64 sums) */
 } nv_lat_metric;
 
 /* rank-r latents up (m × r), vp (n × r): up·vpᵀ is the best rank-r
@@ -206,6 +207,12 @@ int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, size_t rank, nv
 		       nv_lat_basis *b);
 int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *prof,
 		    nv_mat *up, nv_mat *vp);
+/* nv_latents of t = W − A·Bᵀ (A m × k, B n × k: a model's paths taken from
+ * W) without t ever whole: its rows made a block at a time (mt->block) where
+ * t·H or t·L needs them, tᵀ·U as Wᵀ·U − B·(Aᵀ·U).  mt->th must be NULL; by
+ * rows (m ≤ n) the metric is H (or none), not L alone */
+int nv_latents_minus(const nv_mat *w, const nv_mat *a, const nv_mat *b, size_t r,
+		     const nv_lat_metric *mt, nv_prof *prof, nv_mat *up, nv_mat *vp);
 void nv_lat_basis_free(nv_lat_basis *b);
 /* the orthogonal R bringing the row-normalised [up; vp]·R closest to the
  * hypercube with rows weighted by w²; returns up·R, vp·R.  At most iters

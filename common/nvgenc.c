@@ -408,23 +408,24 @@ static int w_rotated(const nv_tctx *c, size_t r, double *wu, double *wv, nv_mat 
 	return rc;
 }
 
-/* whitened latents of t, the H-weighted gauge, svid_path */
-static int nvg_path(const nv_tctx *c, const nv_mat *t, size_t r, nv_path *q)
+/* whitened latents of W (a NULL) or of its residual W − a·bᵀ, never formed
+ * whole; the weighted ITQ; svid_path */
+static int nvg_path(const nv_tctx *c, const nv_mat *a, const nv_mat *b, size_t r, nv_path *q)
 {
 	nv_mat up = {0}, vp = {0}, uo = {0}, vo = {0};
-	size_t m = t->r, n = t->c;
+	size_t m = c->w->r, n = c->w->c;
 	double *wu = nv_malloc(m, sizeof(double)), *wv = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
 	if (!wu || !wv)
 		goto out;
-	if (t == c->w) {
+	if (!a) {
 		if (w_rotated(c, r, wu, wv, &uo, &vo) < 0)
 			goto out;
 	} else {
 		nv_lat_metric mt = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL, NULL,
 				     c->row_block };
-		if (nv_latents(t, r, &mt, c->prof, &up, &vp) < 0)
+		if (nv_latents_minus(c->w, a, b, r, &mt, c->prof, &up, &vp) < 0)
 			goto out;
 		itq_weights(c, &up, &vp, wu, wv);
 		if (nv_itq_weighted(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->row_block, c->prof, &uo, &vo,
@@ -454,36 +455,34 @@ int nv_build_nvg_start(const nv_tctx *c, size_t r, nv_bm *md)
 	md->m = c->w->r;
 	md->n = c->w->c;
 	md->r = r;
-	if (nvg_path(c, c->w, r, &md->p[0]) < 0)
+	if (nvg_path(c, NULL, NULL, r, &md->p[0]) < 0)
 		return -1;
 	md->np = 1;
 	return 0;
 }
 
+/* the second path is fitted to W − A₀·B₀ᵀ (A₀ = h∘S·ℓ, B₀ = g∘V), taken
+ * from W a block of rows at a time, never an m × n residual */
 int nv_build_nvg_finish(const nv_tctx *c, size_t np, nv_bm *md)
 {
-	nv_mat res = {0};
-	double t;
+	nv_mat a = {0}, b = {0};
 
 	if (nv_als(md, c, 3) < 0)
 		goto fail;
 	if (np == 2) {
-		t = nv_now();
-		if (nv_bm_recon(md, -1, &res) < 0)
+		if (nv_path_hsl(md, 0, &a) < 0 || nv_path_gs(md, 0, &b) < 0 ||
+		    nvg_path(c, &a, &b, md->r, &md->p[1]) < 0)
 			goto fail;
-		for (size_t i = 0; i < res.r * res.c; i++)
-			res.d[i] = c->w->d[i] - res.d[i];
-		nv_prof_add(c->prof, "recon", nv_now() - t, 0);
-		if (nvg_path(c, &res, md->r, &md->p[1]) < 0)
-			goto fail;
+		nv_mat_free(&a);
+		nv_mat_free(&b);
 		md->np = 2;
-		nv_mat_free(&res);
 		if (nv_als(md, c, 6) < 0)
 			goto fail;
 	}
 	return 0;
 fail:
-	nv_mat_free(&res);
+	nv_mat_free(&a);
+	nv_mat_free(&b);
 	nv_bm_free(md);
 	return -1;
 }

@@ -90,9 +90,11 @@ int nv_svid_path(const nv_mat *up, const nv_mat *vp, nv_path *q)
 	return rc;
 }
 
+/* the second path is taken from W − A₀·B₀ᵀ a block of rows at a time, never
+ * an m × n residual (nv_latents_minus) */
 int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md)
 {
-	nv_mat up = {0}, vp = {0}, res = {0};
+	nv_mat up = {0}, vp = {0}, a = {0}, b = {0};
 
 	memset(md, 0, sizeof(*md));
 	md->m = w->r;
@@ -104,23 +106,22 @@ int nv_build_dual_svid(const nv_mat *w, size_t r, size_t np, nv_bm *md)
 	nv_mat_free(&up);
 	nv_mat_free(&vp);
 	if (np == 2) {
-		if (nv_bm_recon(md, -1, &res) < 0)
-			goto fail;
-		for (size_t i = 0; i < res.r * res.c; i++)
-			res.d[i] = w->d[i] - res.d[i];
-		if (nv_latents(&res, r, NULL, NULL, &up, &vp) < 0 ||
+		if (nv_path_hsl(md, 0, &a) < 0 || nv_path_gs(md, 0, &b) < 0 ||
+		    nv_latents_minus(w, &a, &b, r, NULL, NULL, &up, &vp) < 0 ||
 		    nv_svid_path_take(&up, &vp, &md->p[1]) < 0)
 			goto fail;
 		md->np = 2;
 	}
 	nv_mat_free(&up);
 	nv_mat_free(&vp);
-	nv_mat_free(&res);
+	nv_mat_free(&a);
+	nv_mat_free(&b);
 	return 0;
 fail:
 	nv_mat_free(&up);
 	nv_mat_free(&vp);
-	nv_mat_free(&res);
+	nv_mat_free(&a);
+	nv_mat_free(&b);
 	nv_bm_free(md);
 	return -1;
 }

@@ -67,4 +67,17 @@ static int synth_f32(nv_mat *h, nv_mat32 *h32)
 	return 0;
 }
 
+/* max |got − want| over max |want| (same shapes) */
+static double synth_rel_gap(const nv_mat *got, const nv_mat *want) __attribute__((unused));
+static double synth_rel_gap(const nv_mat *got, const nv_mat *want)
+{
+	double gap = 0, big = 0;
+
+	for (size_t i = 0; i < want->r * want->c; i++) {
+		gap = fmax(gap, fabs(got->d[i] - want->d[i]));
+		big = fmax(big, fabs(want->d[i]));
+	}
+	return gap / fmax(big, 1e-300);
+}
+
 #endif

@@ -12,6 +12,7 @@
 #include "linalg.h"
 #include "par.h"
 #include "spd.h"
+#include "synth.h"
 #include "tap.h"
 
 static tap_rng rng = {42};
@@ -722,18 +723,6 @@ static void test_fp_flush(void)
 #endif
 }
 
-/* max |x − y| / max |y| over two matrices of one shape */
-static double mat_gap(const nv_mat *x, const nv_mat *y)
-{
-	double gap = 0.0, top = 0.0;
-
-	for (size_t i = 0; i < x->r * x->c; i++) {
-		gap = fmax(gap, fabs(x->d[i] - y->d[i]));
-		top = fmax(top, fabs(y->d[i]));
-	}
-	return gap / fmax(top, 1e-300);
-}
-
 /* a square f32 matrix with its diagonal in f64 (a damped Gram's form), on
  * both sides of the product: the diagonal read from diag, not from d */
 static void test_gemm32_diag(void)
@@ -756,12 +745,12 @@ static void test_gemm32_diag(void)
 	fill(&b, n, 7);
 	nv_gemm32a_new(&h, &b, &c);
 	nv_gemm_new(&h64, 0, &b, 0, &want);
-	ok(mat_gap(&c, &want) <= 1e-14, "gemm32a with the diagonal (%.2g)", mat_gap(&c, &want));
+	ok(synth_rel_gap(&c, &want) <= 1e-14, "gemm32a with the diagonal (%.2g)", synth_rel_gap(&c, &want));
 	nv_mat_free(&c), nv_mat_free(&want), nv_mat_free(&b);
 	fill(&b, 7, n);
 	nv_gemm32b_new(&b, &h, &c);
 	nv_gemm_new(&b, 0, &h64, 0, &want);
-	ok(mat_gap(&c, &want) <= 1e-14, "gemm32b with the diagonal (%.2g)", mat_gap(&c, &want));
+	ok(synth_rel_gap(&c, &want) <= 1e-14, "gemm32b with the diagonal (%.2g)", synth_rel_gap(&c, &want));
 	nv_mat_free(&c), nv_mat_free(&want), nv_mat_free(&b), nv_mat_free(&h64);
 	nv_mat32_free(&h);
 }
@@ -784,8 +773,8 @@ static void test_gemm32(void)
 		a64.d[i] = a32.d[i] = (float)a.d[i];
 	is_int(nv_gemm32a_new(&a32, &b, &c), 0, "gemm32a: A (300 × 70, f32) · B");
 	nv_gemm_new(&a64, 0, &b, 0, &want);
-	ok(c.r == 300 && c.c == 9 && mat_gap(&c, &want) <= 1e-14,
-	   "gemm32a = the f64 product of the widened A (%.2g)", mat_gap(&c, &want));
+	ok(c.r == 300 && c.c == 9 && synth_rel_gap(&c, &want) <= 1e-14,
+	   "gemm32a = the f64 product of the widened A (%.2g)", synth_rel_gap(&c, &want));
 	nv_mat_free(&c), nv_mat_free(&want), nv_mat_free(&b);
 	fill(&b, 70, 300);
 	nv_mat_copy(&b64, &b);
@@ -796,8 +785,8 @@ static void test_gemm32(void)
 	{
 		nv_mat ref;
 		nv_gemm_new(&c, 0, &b64, 0, &ref);
-		ok(want.r == 5 && want.c == 300 && mat_gap(&want, &ref) <= 1e-14,
-		   "gemm32b = the f64 product of the widened B (%.2g)", mat_gap(&want, &ref));
+		ok(want.r == 5 && want.c == 300 && synth_rel_gap(&want, &ref) <= 1e-14,
+		   "gemm32b = the f64 product of the widened B (%.2g)", synth_rel_gap(&want, &ref));
 		nv_mat_free(&ref);
 	}
 	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&a64), nv_mat_free(&b64);
@@ -810,17 +799,14 @@ static void test_gemm32(void)
 static double qr_gap(const nv_mat *a, const nv_mat *r)
 {
 	nv_mat ata, rtr;
-	double gap = 0, big = 0;
+	double gap;
 
 	nv_gemm_new(a, 1, a, 0, &ata);
 	nv_gemm_new(r, 1, r, 0, &rtr);
-	for (size_t i = 0; i < ata.r * ata.c; i++) {
-		gap = fmax(gap, fabs(rtr.d[i] - ata.d[i]));
-		big = fmax(big, fabs(ata.d[i]));
-	}
+	gap = synth_rel_gap(&rtr, &ata);
 	nv_mat_free(&ata);
 	nv_mat_free(&rtr);
-	return gap / big;
+	return gap;
 }
 
 /* nv_qr_r_cm on A written column-major by the caller: nv_qr_r's R, bit for

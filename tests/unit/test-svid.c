@@ -1,5 +1,6 @@
 /* test-svid.c - latents, the ITQ gauge, SVID paths and dual-SVID (TAP) */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,19 @@ static void test_wide_metric(const nv_mat *w, const nv_mat *h, const nv_mat *l,
 	nv_mat32_free(&h32);
 }
 
+/* the largest entry of up·vpᵀ − uo·voᵀ, relative to the largest of up·vpᵀ */
+static double prod_gap(const nv_mat *up, const nv_mat *vp, const nv_mat *uo, const nv_mat *vo)
+{
+	nv_mat a, b;
+	double gap;
+
+	nv_gemm_new(up, 0, vp, 1, &a);
+	nv_gemm_new(uo, 0, vo, 1, &b);
+	gap = synth_rel_gap(&b, &a);
+	nv_mat_free(&a), nv_mat_free(&b);
+	return gap;
+}
+
 /*
  * W taller than wide: t·L made a block of rows at a time (blocks of 1, 7 and
  * 50 of W's 96 rows) gives latents as good in the metric (Eckart-Young, 1e-8
@@ -104,26 +118,19 @@ static void test_tl_blocks(const nv_mat *w, const nv_mat *l, const nv_mat *llt,
 			   const nv_mat *up, const nv_mat *vp, double want)
 {
 	size_t blocks[] = {1, 7, 50};
-	nv_mat whole;
 
-	nv_gemm_new(up, 0, vp, 1, &whole);
 	for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
 		nv_lat_metric ml = { NULL, l, NULL, blocks[b] };
-		nv_mat u2, v2, prod;
-		double e, gap = 0, big = 0;
+		nv_mat u2, v2;
+		double e, gap;
 		nv_latents(w, 16, &ml, NULL, &u2, &v2);
 		e = lat_err(w, &u2, &v2, llt);
-		nv_gemm_new(&u2, 0, &v2, 1, &prod);
-		for (size_t i = 0; i < prod.r * prod.c; i++) {
-			gap = fmax(gap, fabs(prod.d[i] - whole.d[i]));
-			big = fmax(big, fabs(whole.d[i]));
-		}
-		ok(fabs(e - want) <= 1e-8 * want && gap <= 1e-10 * big,
+		gap = prod_gap(up, vp, &u2, &v2);
+		ok(fabs(e - want) <= 1e-8 * want && gap <= 1e-10,
 		   "t·L in blocks of %zu rows: best in the metric (%.8g), the whole's product (%.1e)",
-		   blocks[b], e, gap / big);
-		nv_mat_free(&u2), nv_mat_free(&v2), nv_mat_free(&prod);
+		   blocks[b], e, gap);
+		nv_mat_free(&u2), nv_mat_free(&v2);
 	}
-	nv_mat_free(&whole);
 }
 
 /*
@@ -141,19 +148,13 @@ static void test_basis_top(const nv_mat *w)
 	is_int(nv_lat_basis_build(w, NULL, 24, NULL, &top), 0, "a basis of its top 24 pairs");
 	ok(all.vec.c == 64 && top.vec.c == 24, "pairs kept: %zu and %zu", all.vec.c, top.vec.c);
 	for (size_t k = 0; k < 2; k++) {
-		nv_mat ua, va, pa, pt;
-		double gap = 0, big = 0;
+		nv_mat ua, va;
+		double gap;
 		nv_latents_from(&all, w, ranks[k], NULL, &ua, &va);
 		nv_latents_from(&top, w, ranks[k], NULL, &up, &vp);
-		nv_gemm_new(&ua, 0, &va, 1, &pa);
-		nv_gemm_new(&up, 0, &vp, 1, &pt);
-		for (size_t i = 0; i < pa.r * pa.c; i++) {
-			gap = fmax(gap, fabs(pa.d[i] - pt.d[i]));
-			big = fmax(big, fabs(pa.d[i]));
-		}
-		ok(gap <= 1e-10 * big, "rank %zu from the top pairs: the whole basis's (%.1e)",
-		   ranks[k], gap / big);
-		nv_mat_free(&ua), nv_mat_free(&va), nv_mat_free(&pa), nv_mat_free(&pt);
+		gap = prod_gap(&ua, &va, &up, &vp);
+		ok(gap <= 1e-10, "rank %zu from the top pairs: the whole basis's (%.1e)", ranks[k], gap);
+		nv_mat_free(&ua), nv_mat_free(&va);
 		nv_mat_free(&up), nv_mat_free(&vp);
 	}
 	is_int(nv_latents_from(&top, w, 25, NULL, &up, &vp), -1, "rank 25 from 24 pairs refused");
@@ -161,6 +162,89 @@ static void test_basis_top(const nv_mat *w)
 	   nv_err());
 	nv_lat_basis_free(&all);
 	nv_lat_basis_free(&top);
+}
+
+/* t = w − a·bᵀ formed whole; a, b (k = 5 columns) drawn at random */
+static void minus_case(const nv_mat *w, nv_mat *a, nv_mat *b, nv_mat *t)
+{
+	nv_mat_zeros(a, w->r, 5);
+	nv_mat_zeros(b, w->c, 5);
+	for (size_t i = 0; i < a->r * a->c; i++)
+		a->d[i] = rng_unif(&rng) - 0.5;
+	for (size_t i = 0; i < b->r * b->c; i++)
+		b->d[i] = rng_unif(&rng) - 0.5;
+	nv_gemm_new(a, 0, b, 1, t);
+	for (size_t i = 0; i < t->r * t->c; i++)
+		t->d[i] = w->d[i] - t->d[i];
+}
+
+/* one nv_latents_minus against nv_latents of the formed t: the same product
+ * up·vpᵀ to 1e-10 of its largest entry (only the order of f64 sums in the
+ * Gram and in tᵀ·U differs; the top 16 are well apart in these spectra) */
+static void minus_vs_whole(const nv_mat *w, const nv_mat *a, const nv_mat *b, const nv_mat *t,
+			   const nv_lat_metric *mt, const char *what)
+{
+	nv_mat up, vp, uo, vo;
+	double gap;
+
+	is_int(nv_latents_minus(w, a, b, 16, mt, NULL, &up, &vp), 0, "latents of W − A·Bᵀ: %s",
+	       what);
+	nv_latents(t, 16, mt, NULL, &uo, &vo);
+	gap = prod_gap(&uo, &vo, &up, &vp);
+	ok(up.r == w->r && vp.r == w->c && gap <= 1e-10,
+	   "  are those of the formed difference (%.1e of the largest entry)", gap);
+	nv_mat_free(&up), nv_mat_free(&vp), nv_mat_free(&uo), nv_mat_free(&vo);
+}
+
+/* the refusals: shapes that disagree, a caller's t·H, by rows with L alone */
+static void minus_refused(const nv_mat *w, const nv_mat *a, const nv_mat *b, const nv_mat *l,
+			  const nv_mat *h32t)
+{
+	nv_mat up = {0}, vp = {0}, bad = { b->r - 1, b->c, b->d };
+	nv_lat_metric ml = { NULL, l, NULL, 0 }, mth = { NULL, NULL, h32t, 0 };
+
+	is_int(nv_latents_minus(w, a, &bad, 16, NULL, NULL, &up, &vp), -1,
+	       "a B of the wrong height is refused");
+	ok(strstr(nv_err(), "shapes disagree") && !up.d && !vp.d, "  saying why: %s", nv_err());
+	is_int(nv_latents_minus(w, a, b, 16, &mth, NULL, &up, &vp), -1, "a caller's t·H is refused");
+	ok(strstr(nv_err(), "not the caller's") != NULL, "  saying why: %s", nv_err());
+	is_int(nv_latents_minus(w, a, b, 16, &ml, NULL, &up, &vp), -1,
+	       "by rows with the metric's L alone: refused");
+	ok(strstr(nv_err(), "not L alone") && !up.d && !vp.d, "  saying why: %s", nv_err());
+}
+
+/*
+ * nv_latents_minus: W − A·Bᵀ made a block of rows at a time gives the latents
+ * of the formed difference, wide (40 × 64: by H, by the identity; blocks of
+ * all, 7 and 1 rows) and tall (96 × 64 by L; blocks of 1, 7 and 50 rows)
+ */
+static void test_latents_minus(const nv_mat *w, const nv_mat *h, const nv_mat *l)
+{
+	nv_mat wide = { 40, 64, w->d }, a, b, t, hr;
+	nv_mat32 h32;
+	size_t blocks[] = {0, 7, 1, 50};
+	char what[80];
+
+	nv_mat_copy(&hr, h);
+	synth_f32(&hr, &h32);
+	minus_case(&wide, &a, &b, &t);
+	for (size_t k = 0; k < 3; k++) {
+		nv_lat_metric mh = { &h32, NULL, NULL, blocks[k] };
+		snprintf(what, sizeof what, blocks[k] ? "40 × 64 by H, blocks of %zu rows" :
+			 "40 × 64 by H, the default block (all %zu rows)", blocks[k] ? blocks[k] : 40);
+		minus_vs_whole(&wide, &a, &b, &t, &mh, what);
+	}
+	minus_vs_whole(&wide, &a, &b, &t, NULL, "40 × 64, no metric");
+	minus_refused(&wide, &a, &b, l, &t);
+	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&t);
+	minus_case(w, &a, &b, &t);
+	for (size_t k = 1; k < 4; k++) {
+		nv_lat_metric ml = { NULL, l, NULL, blocks[k] };
+		snprintf(what, sizeof what, "96 × 64 by L, blocks of %zu rows", blocks[k]);
+		minus_vs_whole(w, &a, &b, &t, &ml, what);
+	}
+	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&t), nv_mat_free(&hr);
+	nv_mat32_free(&h32);
 }
 
 static void test_latents(const nv_mat *w, const nv_mat *h)
@@ -200,6 +284,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 		   e, want);
 		test_tl_blocks(w, &l, &llt, &up, &vp, want);
 		test_wide_metric(w, h, &l, &llt);
+		test_latents_minus(w, h, &l);
 		nv_mat_free(&llt);
 	}
 	{

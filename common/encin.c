@@ -340,7 +340,8 @@ static int load_hctx(const nv_encin_spec *o, nv_encin *in, nv_prof *prof)
 	double t = nv_now();
 
 	if (o->hctx) {
-		if (nv_hctx_read(o->hctx, !o->no_l, &in->hc) < 0)
+		/* uc's rows read again where the refinement wants them */
+		if (nv_hctx_read_lazy(o->hctx, !o->no_l, &in->hc) < 0)
 			return fail("cannot read context", o->hctx);
 		in->have_hc = 1;
 		if (in->hc.n != o->n) {

@@ -2,6 +2,7 @@
 #include "hctx.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@ void nv_hctx_free(nv_hctx *hc)
 	nv_mat32_free(&hc->hf);
 	nv_mat_free(&hc->l);
 	free(hc->uc);
+	free(hc->uc_path);
+	free(hc->uc_crc);
 	free(hc->sqd);
 	free(hc->perm);
 	memset(hc, 0, sizeof(*hc));
@@ -76,6 +79,39 @@ double nv_hctx_uc_at(const nv_hctx *hc, size_t i, size_t j)
 	return j < i ? 0.0 : hc->uc[nv_hctx_uc_row(hc->n, i) + (j - i)];
 }
 
+/* rows [b0, b1) of uc from the file into the strip s (ld n − b0), each
+ * row's bytes checked against the CRC of the first read */
+static int uc_rows_read(const nv_hctx *hc, size_t b0, size_t b1, double *s)
+{
+	size_t n = hc->n, w = n - b0;
+	uint8_t *buf = nv_malloc(w ? w : 1, 8);
+	FILE *f = fopen(hc->uc_path, "rb");
+	int rc = -1;
+
+	if (!buf || !f) {
+		if (!f)
+			nv_seterr("'%s': cannot open it again for uc's rows", hc->uc_path);
+		goto out;
+	}
+	for (size_t j = b0; j < b1; j++) {
+		size_t len = (n - j) * 8;
+		if (fseeko(f, (off_t)(hc->uc_off + 8 * nv_hctx_uc_row(n, j)), SEEK_SET) != 0 ||
+		    fread(buf, 1, len, f) != len || nv_crc32(buf, len) != hc->uc_crc[j]) {
+			nv_seterr("'%s': uc's row %zu is not what it was at the first read (the "
+				  "file changed since)", hc->uc_path, j);
+			goto out;
+		}
+		for (size_t x = 0; x < n - j; x++)
+			s[(j - b0) * w + (j - b0) + x] = le_f64(buf + 8 * x);
+	}
+	rc = 0;
+out:
+	if (f)
+		fclose(f);
+	free(buf);
+	return rc;
+}
+
 double *nv_hctx_uc_rows(const nv_hctx *hc, size_t b0, size_t b1)
 {
 	size_t n = hc->n, w = n - b0;
@@ -83,6 +119,13 @@ double *nv_hctx_uc_rows(const nv_hctx *hc, size_t b0, size_t b1)
 
 	if (!s)
 		return NULL;
+	if (!hc->uc) {
+		if (uc_rows_read(hc, b0, b1, s) < 0) {
+			free(s);
+			return NULL;
+		}
+		return s;
+	}
 	for (size_t j = b0; j < b1; j++)
 		memcpy(s + (j - b0) * w + (j - b0), hc->uc + nv_hctx_uc_row(n, j),
 		       (n - j) * sizeof(double));
@@ -454,7 +497,24 @@ int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc)
 	return 0;
 }
 
-int nv_hctx_read(const char *path, int keep_l, nv_hctx *hc)
+/* uc let go, its place in the mapping and its rows' CRCs kept */
+static int uc_later(const char *path, const nv_map *m, nv_hctx *hc)
+{
+	size_t n = hc->n;
+
+	hc->uc_off = m->len - 4 - 8 * (n * (n + 1) / 2);
+	if (!(hc->uc_path = strdup(path)) || !(hc->uc_crc = nv_malloc(n ? n : 1, sizeof(uint32_t)))) {
+		nv_seterr("out of memory");
+		return -1;
+	}
+	for (size_t j = 0; j < n; j++)
+		hc->uc_crc[j] = nv_crc32(m->data + hc->uc_off + 8 * nv_hctx_uc_row(n, j), (n - j) * 8);
+	free(hc->uc);
+	hc->uc = NULL;
+	return 0;
+}
+
+static int hctx_read(const char *path, int keep_l, int lazy, nv_hctx *hc)
 {
 	nv_map m;
 	size_t n;
@@ -463,14 +523,26 @@ int nv_hctx_read(const char *path, int keep_l, nv_hctx *hc)
 	memset(hc, 0, sizeof(*hc));
 	if (nv_map_file(path, &m) < 0)
 		return -1;
+	if (!m.mapped) /* a pipe cannot be read again: uc is held */
+		lazy = 0;
 	/* the CRC first, over pages given back as it goes: a file is read
 	 * twice, and never held whole */
 	if (check_header(m.data, m.len, &n) == 0 &&
 	    check_crc(nv_map_crc32(&m, m.len - 4), m.data, m.len) == 0 &&
-	    parse_body(m.data, n, keep_l, &m, hc) == 0)
+	    parse_body(m.data, n, keep_l, &m, hc) == 0 && (!lazy || uc_later(path, &m, hc) == 0))
 		rc = 0;
 	nv_map_free(&m);
 	if (rc < 0)
 		nv_hctx_free(hc);
 	return rc;
+}
+
+int nv_hctx_read(const char *path, int keep_l, nv_hctx *hc)
+{
+	return hctx_read(path, keep_l, 0, hc);
+}
+
+int nv_hctx_read_lazy(const char *path, int keep_l, nv_hctx *hc)
+{
+	return hctx_read(path, keep_l, 1, hc);
 }

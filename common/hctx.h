@@ -44,7 +44,11 @@ typedef struct {
 	uint32_t *perm; /* (n) act order */
 	double *uc;     /* (n(n+1)/2) upper Cholesky factor of the permuted inverse,
 			 * its triangle by rows as the file stores it: row i holds
-			 * uc[i][i..n-1] from nv_hctx_uc_row(n, i) on */
+			 * uc[i][i..n-1] from nv_hctx_uc_row(n, i) on; NULL when
+			 * read by nv_hctx_read_lazy: then its rows come from uc_path */
+	char *uc_path;      /* the file uc's rows are read from again, or NULL */
+	size_t uc_off;      /* where uc starts in it */
+	uint32_t *uc_crc;   /* (n) each row's CRC-32 at the first read */
 } nv_hctx;
 
 /* where row i of the packed upper triangle starts (entry (i, i)) */
@@ -53,11 +57,14 @@ static inline size_t nv_hctx_uc_row(size_t n, size_t i)
 	return i * n - i * (i - 1) / 2;
 }
 
-/* uc[i][j], 0 below the diagonal */
+/* uc[i][j], 0 below the diagonal (uc held: not after nv_hctx_read_lazy) */
 double nv_hctx_uc_at(const nv_hctx *hc, size_t i, size_t j);
 /* rows [b0, b1) of uc from column b0 on, dense ((b1 − b0) × (n − b0), zeros
  * below the diagonal; fresh, NULL on exhaustion): what a GPTQ block reads */
 double *nv_hctx_uc_rows(const nv_hctx *hc, size_t b0, size_t b1);
+/* nv_hctx_uc_rows reads them from the file when uc is not held (each row
+ * checked against its first read's CRC): NULL with reason when the file has
+ * changed or cannot be read */
 /* uc as a full n × n matrix (fresh): for the device and for tests */
 int nv_hctx_uc_full(const nv_hctx *hc, nv_mat *out);
 
@@ -86,6 +93,11 @@ int nv_hctx_parse(const uint8_t *buf, size_t len, nv_hctx *hc);
  * are read); with keep_l 0 the factor l is checked but not kept (hc->l
  * empty): the CPU encoder of a matrix no taller than wide does not read it */
 int nv_hctx_read(const char *path, int keep_l, nv_hctx *hc);
+/* the same, then uc let go (hc->uc NULL): checked whole at this read, its
+ * rows are read again from the file where they are wanted, never held
+ * whole (n(n+1)/2 doubles: the encoder's refinement reads a strip at a time).
+ * From a pipe, uc is held as nv_hctx_read holds it */
+int nv_hctx_read_lazy(const char *path, int keep_l, nv_hctx *hc);
 
 void nv_hctx_free(nv_hctx *hc);
 

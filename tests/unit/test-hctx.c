@@ -114,6 +114,55 @@ static void test_read(uint8_t *buf, size_t len, const nv_hctx *hc)
 	unlink(path);
 }
 
+/* rows [b0, b1) of two contexts' uc the same bits */
+static int same_strip(const nv_hctx *a, const nv_hctx *b, size_t b0, size_t b1)
+{
+	double *x = nv_hctx_uc_rows(a, b0, b1), *y = nv_hctx_uc_rows(b, b0, b1);
+	int same = x && y && !memcmp(x, y, (b1 - b0) * (a->n - b0) * sizeof(double));
+
+	free(x);
+	free(y);
+	return same;
+}
+
+/*
+ * nv_hctx_read_lazy: uc not held, its strips read again from the file the
+ * bits of the held uc's; a file whose uc changed after the read gives a
+ * strip that is refused with a reason, not wrong numbers
+ */
+static void test_lazy(uint8_t *buf, size_t len, const nv_hctx *hc)
+{
+	char path[] = "/tmp/test-hctx-lazy.XXXXXX";
+	int fd = mkstemp(path);
+	size_t n = hc->n, u0 = len - 4 - 8 * (n * (n + 1) / 2); /* where uc starts */
+	nv_hctx lazy;
+	nv_mat full, want;
+
+	ok(fd >= 0 && write(fd, buf, len) == (ssize_t)len && close(fd) == 0, "a context file");
+	is_int(nv_hctx_read_lazy(path, 0, &lazy), 0, "read lazily");
+	ok(lazy.uc == NULL && lazy.uc_path && same_hf(&lazy, hc), "uc not held, the rest as parsed");
+	ok(same_strip(&lazy, hc, 0, 5) && same_strip(&lazy, hc, 17, 40) &&
+		   same_strip(&lazy, hc, 63, 64), "strips 0-5, 17-40, 63-64 from the file: uc's bits");
+	is_int(nv_hctx_uc_full(&lazy, &full), 0, "the full uc from the file");
+	nv_hctx_uc_full(hc, &want);
+	ok(!memcmp(full.d, want.d, n * n * sizeof(double)), "  the held one's bits");
+	nv_mat_free(&full), nv_mat_free(&want);
+	/* row 20's last entry changed in place, CRCs made valid again */
+	buf[u0 + 8 * (nv_hctx_uc_row(n, 21) - 1)] ^= 1;
+	put_u32(buf + len - 4, nv_crc32(buf, len - 4));
+	fd = open(path, O_WRONLY);
+	ok(fd >= 0 && write(fd, buf, len) == (ssize_t)len && close(fd) == 0, "uc(20, 63) changed");
+	ok(same_strip(&lazy, hc, 0, 20), "rows before it still read");
+	ok(nv_hctx_uc_rows(&lazy, 17, 40) == NULL, "a strip holding it is refused");
+	ok(strstr(nv_err(), "row 20") && strstr(nv_err(), "changed"), "reason: %s", nv_err());
+	buf[u0 + 8 * (nv_hctx_uc_row(n, 21) - 1)] ^= 1;
+	put_u32(buf + len - 4, nv_crc32(buf, len - 4));
+	unlink(path);
+	ok(nv_hctx_uc_rows(&lazy, 0, 5) == NULL && strstr(nv_err(), "cannot open"),
+	   "the file gone: refused (%s)", nv_err());
+	nv_hctx_free(&lazy);
+}
+
 static void test_file(const nv_mat *h)
 {
 	nv_hctx hc, back;
@@ -135,6 +184,7 @@ static void test_file(const nv_mat *h)
 	ok(same, "round trip is exact");
 	nv_hctx_free(&back);
 	test_read(buf, len, &hc);
+	test_lazy(buf, len, &hc);
 	buf[100] ^= 1;
 	is_int(nv_hctx_parse(buf, len, &back), -1, "a flipped bit is refused");
 	ok(strstr(nv_err(), "crc") != NULL, "reason: %s", nv_err());

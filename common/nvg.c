@@ -832,30 +832,51 @@ static double sgn(double v)
 
 /*
  * The ITQ's inputs: x = row-normalised [up; vp] ((m+n) × r), held as its two
- * parts xs[0] (m × r) and xs[1] (n × r), never joined; w2 = [wu²; wv²] / mean
+ * parts xs[0] (m × r) and xs[1] (n × r), never joined; w2 = [wu²; wv²] / mean.
+ * With f32, the parts are held as floats in xf (xs keeps only their shapes)
  */
 typedef struct {
 	nv_mat xs[2];
+	float *xf[2];
 	double *w2;
 	size_t block; /* rows per product: x·R and xᵀ·B are never whole */
+	int f32;
 } itq_in;
 
 static void itq_in_free(itq_in *in)
 {
 	nv_mat_free(&in->xs[0]);
 	nv_mat_free(&in->xs[1]);
+	free(in->xf[0]);
+	free(in->xf[1]);
 	free(in->w2);
-	in->w2 = NULL;
+	*in = (itq_in){0};
+}
+
+/* the f64 parts made f32, each freed once its copy is made */
+static int itq_inputs_f32(itq_in *in)
+{
+	for (size_t h = 0; h < 2; h++) {
+		size_t cnt = in->xs[h].r * in->xs[h].c;
+		if (!(in->xf[h] = nv_malloc(cnt ? cnt : 1, sizeof(float))))
+			return -1;
+		for (size_t i = 0; i < cnt; i++)
+			in->xf[h][i] = (float)in->xs[h].d[i];
+		free(in->xs[h].d);
+		in->xs[h].d = NULL;
+	}
+	return 0;
 }
 
 /* xs: up and vp taken (they are left empty), their rows normalized in place */
-static int itq_inputs(nv_mat *up, nv_mat *vp, const double *wu, const double *wv, size_t block,
-		      itq_in *in)
+static int itq_inputs(nv_mat *up, nv_mat *vp, const double *wu, const double *wv,
+		      const nv_itq_cfg *cfg, itq_in *in)
 {
 	size_t m = up->r, nn = up->r + vp->r, r = up->c;
 	double mean = 0.0;
 
-	*in = (itq_in){ .xs = {*up, *vp}, .block = block ? block : NV_ROW_BLOCK_DEFAULT };
+	*in = (itq_in){ .xs = {*up, *vp}, .block = cfg->block ? cfg->block : NV_ROW_BLOCK_DEFAULT,
+			.f32 = cfg->f32 };
 	*up = *vp = (nv_mat){0};
 	if (!(in->w2 = nv_malloc(nn ? nn : 1, sizeof(double))))
 		return -1;
@@ -872,61 +893,126 @@ static int itq_inputs(nv_mat *up, nv_mat *vp, const double *wu, const double *wv
 	mean = fmax(mean / (double)nn, 1e-300);
 	for (size_t i = 0; i < nn; i++)
 		in->w2[i] /= mean;
-	return 0;
+	return in->f32 ? itq_inputs_f32(in) : 0;
 }
 
-/* rows i0.. of x·rot into xr (its first rows), their signs weighted by w2 in
- * place; the signs that differ from prev's counted, prev updated */
-static size_t itq_signs(const nv_mat *xb, const double *w2, const nv_mat *rot, nv_mat *xr,
-			unsigned char *prev)
+/* the sign of entry b (pos: ≥ 0) set in prev's bits; 1 where it changed */
+static size_t sign_bit(uint64_t *prev, size_t b, int pos)
 {
-	size_t ch = 0;
+	uint64_t m = UINT64_C(1) << (b & 63), *w = prev + (b >> 6);
+	size_t ch = ((*w & m) != 0) != pos;
 
-	nv_gemm(1.0, xb, 0, rot, 0, 0.0, xr);
-	for (size_t i = 0; i < xr->r; i++) {
-		double *row = nv_row(xr, i);
-		unsigned char *pv = prev + i * xr->c;
-		for (size_t k = 0; k < xr->c; k++) {
-			unsigned char b = row[k] >= 0.0;
-			ch += b != pv[k];
-			pv[k] = b;
-			row[k] = sgn(row[k]) * w2[i];
-		}
-	}
+	*w = pos ? *w | m : *w & ~m;
 	return ch;
+}
+
+/*
+ * One block of an ITQ step, rows i0.. of part h (x's rows from i on): the
+ * block's signs sgn(x_b·rot) ∘ w2 in buf, counted against prev's (one bit
+ * per entry), and x_bᵀ·(those) added to mm (set at i = 0).  In f64, or with
+ * in->f32 in f32 products (nv_sgemm, rot given as rf) summed into mm in f64
+ */
+typedef struct {
+	const itq_in *in;
+	const nv_mat *rot;
+	const float *rf;
+	void *buf; /* block × r, double or float */
+	float *mf; /* r × r (f32) */
+	uint64_t *prev;
+	nv_mat *mm;
+} itq_blk;
+
+static size_t itq_block64(const itq_blk *k, size_t h, size_t i0, size_t rows, size_t i)
+{
+	const itq_in *in = k->in;
+	size_t r = k->mm->r, ch = 0;
+	nv_mat xb = rows_of(&in->xs[h], i0, rows), xr = { rows, r, k->buf };
+
+	nv_gemm(1.0, &xb, 0, k->rot, 0, 0.0, &xr);
+	for (size_t a = 0, b = i * r; a < rows; a++)
+		for (size_t c = 0; c < r; c++, b++) {
+			double *e = xr.d + a * r + c;
+			ch += sign_bit(k->prev, b, *e >= 0.0);
+			*e = sgn(*e) * in->w2[i + a];
+		}
+	nv_gemm(1.0, &xb, 1, &xr, 0, i ? 1.0 : 0.0, k->mm);
+	return ch;
+}
+
+static size_t itq_block32(const itq_blk *k, size_t h, size_t i0, size_t rows, size_t i)
+{
+	const itq_in *in = k->in;
+	size_t r = k->mm->r, ch = 0;
+	const float *xb = in->xf[h] + i0 * r;
+	float *xr = k->buf;
+
+	nv_sgemm(0, 0, rows, r, r, 1.0f, xb, r, k->rf, r, 0.0f, xr, r);
+	for (size_t a = 0, b = i * r; a < rows; a++)
+		for (size_t c = 0; c < r; c++, b++) {
+			float *e = xr + a * r + c, w = (float)in->w2[i + a];
+			ch += sign_bit(k->prev, b, *e >= 0.0f);
+			*e = *e >= 0.0f ? w : -w;
+		}
+	nv_sgemm(1, 0, r, r, rows, 1.0f, xb, r, xr, r, 0.0f, k->mf, r);
+	for (size_t a = 0; a < r * r; a++)
+		k->mm->d[a] = (i ? k->mm->d[a] : 0.0) + (double)k->mf[a];
+	nv_flops_add(4ull * rows * r * r);
+	return ch;
+}
+
+/* the step's scratch: buf (bs rows), and in f32 rf (rot, then freed) and mf */
+static int itq_scratch(const itq_in *in, const nv_mat *rot, size_t bs, itq_blk *k)
+{
+	size_t r = rot->r, nb = bs * r + 1, nr = r * r + 1; /* + 1: never 0 */
+	float *rf;
+
+	if (!in->f32)
+		return (k->buf = nv_malloc(nb, sizeof(double))) ? 0 : -1;
+	if (!(k->buf = nv_malloc(nb, sizeof(float))) || !(k->mf = nv_malloc(nr, sizeof(float))) ||
+	    !(rf = nv_malloc(nr, sizeof(float))))
+		return -1;
+	for (size_t a = 0; a < r * r; a++)
+		rf[a] = (float)rot->d[a];
+	k->rf = rf;
+	return 0;
 }
 
 /*
  * one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)), in->block rows of x at a
  * time; *changed counts the entries of sgn(x·rot) that differ from the last
- * step's, kept in prev (one byte per entry, 2 before the first step)
+ * step's, kept in prev (one bit per entry); rot is freed before the polar
+ * factor is taken (so that it is not held beside the factor's work)
  */
-static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, unsigned char *prev,
+static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, uint64_t *prev,
 		    size_t *changed)
 {
 	size_t r = rot->r, i = 0, ch = 0, bs = in->block;
 	size_t tallest = in->xs[0].r > in->xs[1].r ? in->xs[0].r : in->xs[1].r;
-	nv_mat buf = {0}, mm = {0}, nr;
-	int rc;
+	nv_mat mm = {0}, nr;
+	itq_blk k = { .in = in, .rot = rot, .prev = prev, .mm = &mm };
+	int rc = -1;
 
 	if (bs > tallest) /* no room beyond the taller part's rows */
 		bs = tallest ? tallest : 1;
-	if (nv_mat_zeros(&mm, r, r) < 0 || nv_mat_zeros(&buf, bs, r) < 0) {
-		nv_mat_free(&mm);
-		return -1;
-	}
-	{
+	if (nv_mat_zeros(&mm, r, r) == 0 && itq_scratch(in, rot, bs, &k) == 0) {
 		double t0 = nv_now();
 		for (size_t h = 0; h < 2; h++)
 			for (size_t i0 = 0, rows; i0 < in->xs[h].r; i0 += rows, i += rows) {
 				rows = in->xs[h].r - i0 < bs ? in->xs[h].r - i0 : bs;
-				nv_mat xb = rows_of(&in->xs[h], i0, rows), xr = rows_of(&buf, 0, rows);
-				ch += itq_signs(&xb, in->w2 + i, rot, &xr, prev + i * r);
-				nv_gemm(1.0, &xb, 1, &xr, 0, i ? 1.0 : 0.0, &mm);
+				ch += in->f32 ? itq_block32(&k, h, i0, rows, i)
+					      : itq_block64(&k, h, i0, rows, i);
 			}
 		nv_prof_add(prof, "itq.gemm", nv_now() - t0, 0);
+		rc = 0;
 	}
-	nv_mat_free(&buf);
+	free(k.buf);
+	free(k.mf);
+	free((float *)k.rf);
+	if (rc < 0) {
+		nv_mat_free(&mm);
+		return -1;
+	}
+	nv_mat_free(rot);
 	*changed = ch;
 	{
 		int by_svd = 0;
@@ -935,29 +1021,27 @@ static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, unsigned char 
 	}
 	if (rc < 0)
 		return -1;
-	nv_mat_free(rot);
 	*rot = nr;
 	return 0;
 }
 
 /* the ITQ steps on x (its rows normalized, w2 their weights) from R = I */
-static int itq_run(const itq_in *in, int iters, double tol, nv_prof *prof, nv_mat *rot,
+static int itq_run(const itq_in *in, const nv_itq_cfg *cfg, nv_prof *prof, nv_mat *rot,
 		   int *used)
 {
 	size_t nn = in->xs[0].r + in->xs[1].r, r = in->xs[0].c, changed = 0;
-	unsigned char *prev = nv_malloc(nn ? nn : 1, r ? r : 1);
+	uint64_t *prev = nv_calloc(nn * r / 64 + 1, sizeof(uint64_t));
 	int it = 0;
 
 	*rot = (nv_mat){ 0 };
 	if (!prev || nv_mat_eye(rot, r) < 0)
 		goto fail;
-	memset(prev, 2, nn * r);
 	/* a step whose signs are the last step's gives the last rotation again:
 	 * stopping there (tol 0) changes nothing; tol > 0 stops near that point */
-	while (it < iters) {
+	while (it < cfg->iters) {
 		if (itq_step(in, prof, rot, prev, &changed) < 0)
 			goto fail;
-		if (++it > 1 && (double)changed <= tol * (double)(nn * r))
+		if (++it > 1 && (double)changed <= cfg->tol * (double)(nn * r))
 			break;
 	}
 	nv_prof_add(prof, "itq.steps", 0.0, (uint64_t)it);
@@ -971,22 +1055,21 @@ fail:
 	return -1;
 }
 
-int nv_itq_rotation_spend(nv_mat *up, nv_mat *vp, const double *wu, const double *wv, int iters,
-			  double tol, size_t block, nv_prof *prof, nv_mat *rot, int *used)
+int nv_itq_rotation_spend(nv_mat *up, nv_mat *vp, const double *wu, const double *wv,
+			  const nv_itq_cfg *cfg, nv_prof *prof, nv_mat *rot, int *used)
 {
 	itq_in in;
 	int rc = -1;
 
 	*rot = (nv_mat){ 0 };
-	if (itq_inputs(up, vp, wu, wv, block, &in) == 0)
-		rc = itq_run(&in, iters, tol, prof, rot, used);
+	if (itq_inputs(up, vp, wu, wv, cfg, &in) == 0)
+		rc = itq_run(&in, cfg, prof, rot, used);
 	itq_in_free(&in);
 	return rc;
 }
 
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		    int iters, double tol, size_t block, nv_prof *prof, nv_mat *uo, nv_mat *vo,
-		    int *used)
+		    const nv_itq_cfg *cfg, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used)
 {
 	nv_mat rot = {0}, cu = {0}, cv = {0};
 	itq_in in = {0};
@@ -994,13 +1077,13 @@ int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const 
 
 	uo->d = vo->d = NULL;
 	if (nv_mat_copy(&cu, up) == 0 && nv_mat_copy(&cv, vp) == 0 &&
-	    itq_inputs(&cu, &cv, wu, wv, block, &in) == 0)
-		rc = itq_run(&in, iters, tol, prof, &rot, used);
+	    itq_inputs(&cu, &cv, wu, wv, cfg, &in) == 0)
+		rc = itq_run(&in, cfg, prof, &rot, used);
 	nv_mat_free(&cu);
 	nv_mat_free(&cv);
 	itq_in_free(&in); /* done with: not held beside the rotated latents */
 	if (rc == 0 && (nv_mat_copy(uo, up) < 0 || nv_mat_copy(vo, vp) < 0 ||
-			nv_itq_apply_in(uo, vo, &rot, block, prof) < 0)) {
+			nv_itq_apply_in(uo, vo, &rot, cfg->block, prof) < 0)) {
 		nv_mat_free(uo);
 		nv_mat_free(vo);
 		rc = -1;

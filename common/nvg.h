@@ -12,7 +12,9 @@
  *
  * The NVG stages (the seed's nvg.rs), in the order nv_encode() runs them:
  *   nv_latents       whitened rank-r latents (metric L·Lᵀ, L = chol(hf))
- *   nv_itq_weighted  H-weighted ITQ gauge, ≤ 50 iterations, polar by SVD
+ *   nv_itq_weighted  H-weighted ITQ gauge, ≤ 50 iterations, products in f64
+ *                    (f32: nv_itq_cfg), polar from AᵀA's eigenpairs (SVD
+ *                    where ill-conditioned)
  *   nv_svid_path     signs + non-negative rank-1 magnitude fits (svid.h)
  *   nv_als           exact block least squares for ℓ, h, g (monotone)
  *   nv_flip_u        exact single-flip row search on S_U (monotone)
@@ -166,6 +168,7 @@ typedef struct {
 	nv_lat_basis *wlat;  /* whitened basis of W, filled by the first init that needs it */
 	int g_pcg;           /* the ALS g step by preconditioned CG after a sweep's direct solve */
 	double itq_tol;      /* nv_itq_weighted's stop: the fraction of signs a step may change */
+	int itq_f32;         /* the ITQ's products in f32 (nv_itq_cfg) */
 	int try_sweeps;      /* ALS sweeps after each refinement try's sign moves (nv_refine) */
 	double als_tol;      /* nv_als's stop: a sweep's gain in fit error below this fraction */
 	size_t row_block;    /* W's rows per block where a step's f64 pieces would be m × r
@@ -214,23 +217,33 @@ int nv_latents_from(const nv_lat_basis *b, const nv_mat *t, size_t r, nv_prof *p
 int nv_latents_minus(const nv_mat *w, const nv_mat *a, const nv_mat *b, size_t r,
 		     const nv_lat_metric *mt, nv_prof *prof, nv_mat *up, nv_mat *vp);
 void nv_lat_basis_free(nv_lat_basis *b);
+/* the ITQ's settings (below): at most iters steps, the stop tol, block rows
+ * of x per product (0: NV_ROW_BLOCK_DEFAULT), and with f32 its two products
+ * a step in f32 (nv_sgemm) on x held in f32, the polar factor still f64 */
+typedef struct {
+	int iters;
+	double tol;
+	size_t block;
+	int f32;
+} nv_itq_cfg;
 /* the orthogonal R bringing the row-normalised [up; vp]·R closest to the
  * hypercube with rows weighted by w²; returns up·R, vp·R.  At most iters
  * steps; from the second on, it stops after a step in which at most
  * tol × (m+n)·r signs of [up; vp]·R changed (tol 0: only where the next step
  * would give the same R, so the result is the one of iters steps).  *used
  * (when not NULL) gets the steps taken.  x·R and xᵀ·sgn(x·R) are made
- * block rows of x at a time (0: NV_ROW_BLOCK_DEFAULT), never whole; the
- * result depends on block only through the order of f64 sums. */
+ * block rows of x at a time, never whole; in f64 the result depends on
+ * block only through the order of f64 sums.  In f32, x·R is exact to about
+ * 2⁻²⁴ (x's rows are unit vectors, R orthogonal), so only entries that near
+ * zero can take the other sign, and each block's xᵀ·sgn is summed in f64 */
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		    int iters, double tol, size_t block, nv_prof *prof, nv_mat *uo, nv_mat *vo,
-		    int *used);
+		    const nv_itq_cfg *cfg, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used);
 /* nv_itq_weighted in two halves, for latents that can be made again: the
  * rotation R (r × r), up and vp freed once its inputs are formed from them
  * (so that they are not held through the steps); then nv_itq_apply_in on
  * latents made again gives nv_itq_weighted's latents, the same bits */
-int nv_itq_rotation_spend(nv_mat *up, nv_mat *vp, const double *wu, const double *wv, int iters,
-			  double tol, size_t block, nv_prof *prof, nv_mat *rot, int *used);
+int nv_itq_rotation_spend(nv_mat *up, nv_mat *vp, const double *wu, const double *wv,
+			  const nv_itq_cfg *cfg, nv_prof *prof, nv_mat *rot, int *used);
 /* up ← up·R and vp ← vp·R in place, block rows at a time (0: the default) */
 int nv_itq_apply_in(nv_mat *up, nv_mat *vp, const nv_mat *rot, size_t block, nv_prof *prof);
 /* exact block least squares: ℓ (joint over paths), h (per row, joint over
@@ -294,6 +307,7 @@ typedef struct {
 			   * chosen one completes its sweeps; 0 (default) or ≥ sweeps: after all */
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
 	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: at a fixed point) */
+	int itq_f32;      /* 1: the ITQ's products in f32 (0, the default: f64) */
 	double als_tol;   /* ALS stops at a sweep whose fit error gain is below this fraction (0: never early) */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
 	nv_method method;

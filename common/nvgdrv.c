@@ -271,6 +271,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 		return -1;
 	c.g_pcg = o->g_pcg;
 	c.itq_tol = o->itq_tol;
+	c.itq_f32 = o->itq_f32;
 	c.try_sweeps = o->try_sweeps;
 	c.als_tol = o->als_tol;
 	t = nv_now();

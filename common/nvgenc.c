@@ -393,8 +393,8 @@ static int w_rotated(const nv_tctx *c, size_t r, double *wu, double *wv, nv_mat 
 	if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
 		return -1;
 	itq_weights(c, &up, &vp, wu, wv);
-	if (nv_itq_rotation_spend(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->row_block, c->prof, &rot,
-				  NULL) == 0 &&
+	nv_itq_cfg ic = { NV_ITQ_STEPS, c->itq_tol, c->row_block, c->itq_f32 };
+	if (nv_itq_rotation_spend(&up, &vp, wu, wv, &ic, c->prof, &rot, NULL) == 0 &&
 	    nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) == 0 &&
 	    nv_itq_apply_in(&up, &vp, &rot, c->row_block, c->prof) == 0) {
 		*uo = up; /* rotated in place: the latents are the path's */
@@ -427,9 +427,9 @@ static int nvg_path(const nv_tctx *c, const nv_mat *a, const nv_mat *b, size_t r
 				     c->row_block };
 		if (nv_latents_minus(c->w, a, b, r, &mt, c->prof, &up, &vp) < 0)
 			goto out;
+		nv_itq_cfg ic = { NV_ITQ_STEPS, c->itq_tol, c->row_block, c->itq_f32 };
 		itq_weights(c, &up, &vp, wu, wv);
-		if (nv_itq_weighted(&up, &vp, wu, wv, NV_ITQ_STEPS, c->itq_tol, c->row_block, c->prof, &uo, &vo,
-				    NULL) < 0)
+		if (nv_itq_weighted(&up, &vp, wu, wv, &ic, c->prof, &uo, &vo, NULL) < 0)
 			goto out;
 		nv_mat_free(&up); /* the rotated latents are what the path is made of */
 		nv_mat_free(&vp);

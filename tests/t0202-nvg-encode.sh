@@ -172,6 +172,30 @@ test_expect_success '--itq-tol: 0 the bytes of all 50 steps; above 0 fewer steps
 	{ cat err0 err1; false; }
 '
 
+# the ITQ's products in f32: f64 is the default's bytes; f32 a payload whose
+# SEL error is the f64 one's within 1% (the same rotation to f32's rounding
+# where no sign is that near zero; test-svid bounds the latents), the same
+# bytes at 1 and 2 threads; the refusals
+test_expect_success '--itq-prec: f64 the default bytes, f32 near them and deterministic' '
+	enc --itq-prec f64 -o q64.blr >l64 &&
+	cmp q64.blr gp.blr &&
+	enc --itq-prec f32 -o q32.blr >l32 &&
+	s64=$(sed -n "s/.* sel \([0-9.]*\).*/\1/p" l64) &&
+	s32=$(sed -n "s/.* sel \([0-9.]*\).*/\1/p" l32) &&
+	awk "BEGIN { d = $s32 / $s64 - 1; exit !(d < 0.01 && d > -0.01) }" &&
+	OPENBLAS_NUM_THREADS=2 enc --itq-prec f32 -o q32b.blr >/dev/null &&
+	cmp q32.blr q32b.blr &&
+	test_expect_code 1 enc --itq-prec f16 -o x.blr 2>err &&
+	test_grep "invalid --itq-prec .f16.: expected f64 or f32" err &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--itq-prec f32 -o x.blr 2>err &&
+	test_grep "dual-svid has no ITQ" err &&
+	test_expect_code 2 enc --itq-prec f32 --device opencl -o x.blr 2>err &&
+	test_grep "the CPU encoder.s .a device.s ITQ is f32 already.: give --device cpu" err &&
+	test_path_is_missing x.blr ||
+	{ cat l64 l32; false; }
+'
+
 # the ALS sweeps of each refinement try
 test_expect_success '--try-sweeps: 3 the default bytes; 1 fewer sweeps, deterministic' '
 	enc --try-sweeps 3 --profile -o t3.blr >l3 2>err3 &&

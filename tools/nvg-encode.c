@@ -23,10 +23,9 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
-	"[--try-sweeps N] [--itq-tol F] [--als-tol F] [--pick-after N]\n"
-	"[--threads N] "
-	"[--profile] [--target-raw M.raw]\n"
-	"[--cross C.fit.cross [--cross-damp D]]\n"
+	"[--itq-prec f64|f32] [--try-sweeps N] [--itq-tol F]\n"
+	"[--als-tol F] [--pick-after N] [--threads N] [--profile]\n"
+	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
 	"[--device cpu|opencl|auto|both] [--cl-platform P]\n"
@@ -49,6 +48,7 @@ typedef struct {
 	int paths, profile, have_rho, have_damp;
 	int g_pcg; /* --g-solve: -1 not given (pcg for nvg: the CPU encoder), 0 direct, 1 pcg */
 	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; a device's 0) */
+	int itq_prec;   /* --itq-prec: 0 not given (f64), 64, 32 */
 	double als_tol; /* --als-tol: -1 not given (likewise) */
 	long sweeps;
 	long try_sweeps; /* --try-sweeps: 0 not given */
@@ -66,7 +66,7 @@ enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
-	O_REFINE, O_GSOLVE, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER
+	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER
 };
 
 static const struct option longopts[] = {
@@ -77,6 +77,7 @@ static const struct option longopts[] = {
 	{"method", required_argument, NULL, O_METHOD},
 	{"refine", required_argument, NULL, O_REFINE},
 	{"g-solve", required_argument, NULL, O_GSOLVE},
+	{"itq-prec", required_argument, NULL, O_ITQ_PREC},
 	{"itq-tol", required_argument, NULL, O_ITQ_TOL},
 	{"als-tol", required_argument, NULL, O_ALS_TOL},
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
@@ -179,6 +180,13 @@ static int choice_opt(int c, const char *a, opts *o)
 		}
 		nv_seterr("expected direct or pcg");
 		return tool_fail("invalid --g-solve", a), -1;
+	case O_ITQ_PREC:
+		if (!strcmp(a, "f64") || !strcmp(a, "f32")) {
+			o->itq_prec = a[1] == '3' ? 32 : 64;
+			return 0;
+		}
+		nv_seterr("expected f64 or f32");
+		return tool_fail("invalid --itq-prec", a), -1;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
 			o->paths = a[0] == 'a' ? 0 : a[0] - '0';
@@ -310,6 +318,11 @@ static int check_usage(const opts *o)
 		return tool_usage_error("--itq-tol is nvg's: dual-svid has no ITQ");
 	if (o->itq_tol > 0 && o->dev.mode != NVCL_CPU)
 		return tool_usage_error("--itq-tol above 0 is the CPU encoder's: give --device cpu");
+	if (o->method == NV_METHOD_DUAL_SVID && o->itq_prec)
+		return tool_usage_error("--itq-prec is nvg's: dual-svid has no ITQ");
+	if (o->itq_prec == 32 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--itq-prec f32 is the CPU encoder's (a device's ITQ is "
+					"f32 already): give --device cpu");
 	if (o->method == NV_METHOD_DUAL_SVID && o->als_tol >= 0)
 		return tool_usage_error("--als-tol is nvg's: dual-svid has no ALS");
 	if (o->als_tol > 0 && o->dev.mode != NVCL_CPU)
@@ -521,6 +534,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 		eo.sweeps = (int)o->sweeps;
 	eo.g_pcg = o->g_pcg;
 	eo.itq_tol = o->itq_tol;
+	eo.itq_f32 = o->itq_prec == 32;
 	eo.als_tol = o->als_tol;
 	if (o->try_sweeps)
 		eo.try_sweeps = (int)o->try_sweeps;

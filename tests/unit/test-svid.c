@@ -295,7 +295,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 			wu[i] = 1 + rng_unif(&rng);
 		for (int j = 0; j < 64; j++)
 			wv[j] = 1 + rng_unif(&rng);
-		is_int(nv_itq_weighted(&up, &vp, wu, wv, 50, 0.0, 0, NULL, &uo, &vo, NULL), 0, "weighted ITQ");
+		is_int(nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 50, 0.0, 0, 0 }, NULL, &uo, &vo, NULL), 0, "weighted ITQ");
 		nv_gemm_new(&up, 0, &vp, 1, &a);
 		nv_gemm_new(&uo, 0, &vo, 1, &b);
 		for (size_t i = 0; i < a.r * a.c; i++)
@@ -487,33 +487,33 @@ static void test_itq_stop(void)
 	itq_case(&up, &vp, wu, wv);
 	for (int k = 1; k <= 12; k++) {
 		double jk;
-		nv_itq_weighted(&up, &vp, wu, wv, k, -1.0, 0, NULL, &uo, &vo, &used);
+		nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ k, -1.0, 0, 0 }, NULL, &uo, &vo, &used);
 		jk = itq_objective(&up, &vp, &uo, &vo, wu, wv);
 		rise &= used == k && jk >= prev * (1 - 1e-12);
 		prev = jk;
 		nv_mat_free(&uo), nv_mat_free(&vo);
 	}
 	ok(rise, "the ITQ objective never falls over 12 steps (%.6g at the last)", prev);
-	nv_itq_weighted(&up, &vp, wu, wv, 50, -1.0, 0, NULL, &uo, &vo, &used);
-	nv_itq_weighted(&up, &vp, wu, wv, 50, 0.0, 0, NULL, &u2, &v2, &used0);
+	nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 50, -1.0, 0, 0 }, NULL, &uo, &vo, &used);
+	nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 50, 0.0, 0, 0 }, NULL, &u2, &v2, &used0);
 	ok(used == 50 && used0 < 50, "tol < 0 runs all 50 steps, tol 0 stopped at a fixed point (%d)",
 	   used0);
 	ok(same_bits(&uo, &u2) && same_bits(&vo, &v2), "and they give the same bits");
 	nv_mat_free(&u2), nv_mat_free(&v2);
-	nv_itq_weighted(&up, &vp, wu, wv, 50, 0.005, 0, NULL, &u2, &v2, &used);
+	nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 50, 0.005, 0, 0 }, NULL, &u2, &v2, &used);
 	ok(used >= 2 && used <= used0, "tol 0.005 stops no later (%d steps)", used);
 	nv_mat_free(&uo), nv_mat_free(&vo);
-	nv_itq_weighted(&up, &vp, wu, wv, used, -1.0, 0, NULL, &uo, &vo, NULL);
+	nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ used, -1.0, 0, 0 }, NULL, &uo, &vo, NULL);
 	ok(same_bits(&uo, &u2) && same_bits(&vo, &v2), "and gives the bits of %d steps run", used);
 	nv_mat_free(&uo), nv_mat_free(&vo), nv_mat_free(&u2), nv_mat_free(&v2);
 	{
 		/* the two halves: the rotation from spent latents, then applied */
 		nv_mat us = {0}, vs = {0}, rot = {0};
 		int spent, used2 = 0;
-		nv_itq_weighted(&up, &vp, wu, wv, 50, 0.005, 0, NULL, &u2, &v2, &used);
+		nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 50, 0.005, 0, 0 }, NULL, &u2, &v2, &used);
 		nv_mat_copy(&us, &up);
 		nv_mat_copy(&vs, &vp);
-		is_int(nv_itq_rotation_spend(&us, &vs, wu, wv, 50, 0.005, 0, NULL, &rot, &used2), 0,
+		is_int(nv_itq_rotation_spend(&us, &vs, wu, wv, &(nv_itq_cfg){ 50, 0.005, 0, 0 }, NULL, &rot, &used2), 0,
 		       "ITQ rotation from spent latents");
 		spent = us.d == NULL && vs.d == NULL;
 		nv_mat_copy(&uo, &up);
@@ -597,7 +597,7 @@ static void test_itq_blocks(void)
 	for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
 		int same = 1, used = 0;
 		double du, dv;
-		nv_itq_weighted(&up, &vp, wu, wv, 12, -1.0, blocks[b], NULL, &uo, &vo, &used);
+		nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 12, -1.0, blocks[b], 0 }, NULL, &uo, &vo, &used);
 		du = rel_diff(&uo, &ur, &same);
 		dv = rel_diff(&vo, &vr, &same);
 		ok(used == 12 && du < 1e-12 && dv < 1e-12 && same,
@@ -606,6 +606,76 @@ static void test_itq_blocks(void)
 		nv_mat_free(&uo), nv_mat_free(&vo);
 	}
 	nv_mat_free(&ur), nv_mat_free(&vr), nv_mat_free(&up), nv_mat_free(&vp);
+}
+
+/*
+ * the ITQ in f32 (nv_itq_cfg.f32): x's rows are unit vectors and R is
+ * orthogonal, so each step's products are good to a few f32 ulps (~1e-7
+ * relative); where no sign falls that near zero the run is the f64 run's to
+ * that, grown through the polar factors of 12 steps: 1e-5 allows a
+ * hundredfold growth.  R stays orthogonal (its polar factor is f64), the
+ * objective never falls beyond f32's rounding, the row blocks move only the
+ * f32 sums, the stop at a fixed point gives the bits of every step, and the
+ * two halves give nv_itq_weighted's bits with the latents freed
+ */
+static void test_itq_f32(void)
+{
+	nv_mat up, vp, u64, v64, uo, vo, u2, v2, a, b;
+	double wu[40], wv[30], prev = 0, gap = 0, du, dv;
+	size_t blocks[] = {1, 7, 1000};
+	int same = 1, rise = 1, used = 0, used0 = 0;
+
+	itq_case(&up, &vp, wu, wv);
+	nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 12, -1.0, 0, 0 }, NULL, &u64, &v64, NULL);
+	nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 12, -1.0, 0, 1 }, NULL, &uo, &vo, &used);
+	du = rel_diff(&uo, &u64, &same);
+	dv = rel_diff(&vo, &v64, &same);
+	ok(used == 12 && du < 1e-5 && dv < 1e-5 && same,
+	   "ITQ in f32: the f64 run's latents (%.1e, %.1e), the same signs", du, dv);
+	nv_gemm_new(&up, 0, &vp, 1, &a);
+	nv_gemm_new(&uo, 0, &vo, 1, &b);
+	for (size_t i = 0; i < a.r * a.c; i++)
+		gap = fmax(gap, fabs(a.d[i] - b.d[i]));
+	ok(gap < 1e-10, "its rotation keeps up·vpᵀ (gap %.2g)", gap);
+	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&uo), nv_mat_free(&vo);
+	for (int k = 1; k <= 12; k++) {
+		double jk;
+		nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ k, -1.0, 0, 1 }, NULL, &uo, &vo, NULL);
+		jk = itq_objective(&up, &vp, &uo, &vo, wu, wv);
+		rise &= jk >= prev * (1 - 1e-6);
+		prev = jk;
+		nv_mat_free(&uo), nv_mat_free(&vo);
+	}
+	ok(rise, "its objective never falls over 12 steps beyond 1e-6 (%.6g at the last)", prev);
+	for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++) {
+		same = 1;
+		nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 12, -1.0, blocks[k], 1 }, NULL, &uo,
+				&vo, NULL);
+		du = rel_diff(&uo, &u64, &same);
+		dv = rel_diff(&vo, &v64, &same);
+		ok(du < 1e-5 && dv < 1e-5 && same, "in f32 by blocks of %zu rows: the same (%.1e, %.1e)",
+		   blocks[k], du, dv);
+		nv_mat_free(&uo), nv_mat_free(&vo);
+	}
+	nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 50, -1.0, 0, 1 }, NULL, &uo, &vo, NULL);
+	nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 50, 0.0, 0, 1 }, NULL, &u2, &v2, &used0);
+	ok(used0 < 50 && same_bits(&uo, &u2) && same_bits(&vo, &v2),
+	   "in f32 tol 0 stops at a fixed point (%d steps) with the bits of 50", used0);
+	nv_mat_free(&u2), nv_mat_free(&v2);
+	{
+		nv_mat us = {0}, vs = {0}, rot = {0};
+		nv_mat_copy(&us, &up);
+		nv_mat_copy(&vs, &vp);
+		nv_itq_rotation_spend(&us, &vs, wu, wv, &(nv_itq_cfg){ 50, -1.0, 0, 1 }, NULL, &rot, NULL);
+		nv_mat_copy(&u2, &up);
+		nv_mat_copy(&v2, &vp);
+		nv_itq_apply_in(&u2, &v2, &rot, 0, NULL);
+		ok(us.d == NULL && vs.d == NULL && same_bits(&uo, &u2) && same_bits(&vo, &v2),
+		   "in f32 the two halves: latents freed, nv_itq_weighted's bits");
+		nv_mat_free(&rot), nv_mat_free(&u2), nv_mat_free(&v2);
+	}
+	nv_mat_free(&uo), nv_mat_free(&vo), nv_mat_free(&u64), nv_mat_free(&v64);
+	nv_mat_free(&up), nv_mat_free(&vp);
 }
 
 int main(void)
@@ -623,6 +693,7 @@ int main(void)
 	test_path();
 	test_itq_stop();
 	test_itq_blocks();
+	test_itq_f32();
 	test_dual(&w, &h);
 	nv_mat_free(&w);
 	nv_mat_free(&h);

@@ -174,6 +174,9 @@ typedef struct {
 	size_t row_block;    /* W's rows per block where a step's f64 pieces would be m × r
 			      * (NV_ROW_BLOCK_DEFAULT; the result does not depend on it
 			      * beyond the order of f64 sums) */
+	nv_mat *l_spend;     /* hc's l when nothing after the paths reads it (nv_enc_opts.
+			      * spend_l): freed once a second path is made, or else once
+			      * the candidates are, so that no ALS is held beside it */
 } nv_tctx;
 
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
@@ -315,6 +318,9 @@ typedef struct {
 	void *sel_arg;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
 	nv_prof *prof;    /* NULL: no profile */
+	nv_hctx *spend_l; /* the encode's context when nothing else will read its l (the
+			   * tall latents' factor, n × n): l is freed once the candidates'
+			   * paths are made, so that the refinement is not held beside it */
 } nv_enc_opts;
 
 /* the refinement sweeps of an encode unless told otherwise, and the most */

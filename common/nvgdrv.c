@@ -278,7 +278,12 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 	if (sel_metric(&sel, w, hsel, o) < 0)
 		goto out;
 	nv_prof_add(o->prof, "select", nv_now() - t, 0);
-	if (init_cands(&cs, &c, &sel, o) < 0 || refine_pick(&cs, &c, &sel, o, &bi) < 0)
+	c.l_spend = o->spend_l == hc ? &o->spend_l->l : NULL;
+	if (init_cands(&cs, &c, &sel, o) < 0)
+		goto out;
+	if (c.l_spend) /* the paths' latents were l's last readers */
+		nv_mat_free(c.l_spend);
+	if (refine_pick(&cs, &c, &sel, o, &bi) < 0)
 		goto out;
 	rc = nv_pack(&cs.md[bi], &res->bytes, &res->len, &st);
 	if (rc == 0 && finish(&c, &sel, &st, &cs, bi, res) < 0) {

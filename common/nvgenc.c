@@ -476,6 +476,8 @@ int nv_build_nvg_finish(const nv_tctx *c, size_t np, nv_bm *md)
 		nv_mat_free(&a);
 		nv_mat_free(&b);
 		md->np = 2;
+		if (c->l_spend) /* l's last reader: a driver's one P2 candidate */
+			nv_mat_free(c->l_spend);
 		if (nv_als(md, c, 6) < 0)
 			goto fail;
 	}

@@ -546,6 +546,8 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	}
 	eo.threads = (int)(o->threads ? o->threads : nv_get_threads());
 	eo.prof = prof;
+	if (k == 1 && in[0].have_hc && o->dev.mode == NVCL_CPU)
+		eo.spend_l = &in[0].hc; /* one encode on the CPU reads the context */
 	if (open_device(o, &eo, &d) < 0) {
 		st = EXIT_FAIL;
 		goto out;

@@ -1124,6 +1124,42 @@ static void test_init_halves(const nv_tctx *c)
 	nv_bm_free(&b);
 }
 
+/*
+ * nv_enc_opts.spend_l: a context that this encode alone reads has its l
+ * (the tall latents' factor) freed once the candidates' paths are made;
+ * the bytes and line are those of an encode that keeps it, for both
+ * candidates, one path and two; a context that is not the one encoded
+ * keeps its l
+ */
+static void test_spend_l(const nv_hctx *keep)
+{
+	static const int paths[] = {0, 1, 2};
+
+	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+		nv_enc_opts o;
+		nv_enc_result a, b;
+		nv_hctx hs, other;
+		int built = nv_hctx_build(H.d, 64, 0.03, &hs) == 0 &&
+			    nv_hctx_build(H.d, 64, 0.03, &other) == 0;
+		nv_enc_opts_default(&o);
+		o.bpw = 3.0;
+		o.paths = paths[i];
+		is_int(built && nv_encode(&W, keep, &H32, &o, &a) == 0, 1, "paths %d: l kept", paths[i]);
+		o.spend_l = &hs;
+		is_int(nv_encode(&W, &hs, &H32, &o, &b), 0, "paths %d: l spent", paths[i]);
+		ok(keep->l.d && hs.l.d == NULL && a.len == b.len && !memcmp(a.bytes, b.bytes, a.len) &&
+			   !strcmp(a.line, b.line),
+		   "paths %d: the context's l freed, the bytes and line of l kept", paths[i]);
+		o.spend_l = &other;
+		nv_enc_result_free(&b);
+		is_int(nv_encode(&W, keep, &H32, &o, &b), 0, "paths %d: another context named", paths[i]);
+		ok(other.l.d != NULL && !memcmp(a.bytes, b.bytes, a.len),
+		   "paths %d: a context not encoded keeps its l", paths[i]);
+		nv_enc_result_free(&a), nv_enc_result_free(&b);
+		nv_hctx_free(&hs), nv_hctx_free(&other);
+	}
+}
+
 int main(void)
 {
 	nv_hctx hc, hc3;
@@ -1146,6 +1182,7 @@ int main(void)
 	test_drivers(&hc3);
 	test_sel_load(&hc3);
 	test_pick_after(&c, &hc3);
+	test_spend_l(&hc3);
 	test_gptq_blocks();
 	test_herr_blocks();
 	test_gauge();

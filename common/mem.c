@@ -4,9 +4,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 int nv_mul(size_t a, size_t b, size_t *out)
 {
@@ -74,12 +71,4 @@ char *nv_strdup(const char *s)
 	if (!p)
 		nv_seterr("out of memory copying a string");
 	return p;
-}
-
-void nv_mem_reuse_large(void)
-{
-#ifdef __GLIBC__
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
 }

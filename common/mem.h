@@ -25,13 +25,4 @@ void *nv_realloc(void *p, size_t count, size_t size);
 /* strdup that sets the reason on failure */
 char *nv_strdup(const char *s);
 
-/*
- * Keep freed blocks of up to 32 MiB in the heap for the next allocation
- * instead of unmapping them (glibc; elsewhere a no-op).  The encoder's ALS
- * allocates and frees n×n f64 temporaries (19 MB at n = 1536) hundreds of
- * times: mapped afresh, every page of each faults and is zeroed again.
- * The peak stays the same; memory freed below the peak stays with the process.
- */
-void nv_mem_reuse_large(void);
-
 #endif

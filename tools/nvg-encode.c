@@ -575,7 +575,6 @@ int main(int argc, char **argv)
 	int st;
 
 	tool_name = "nvg-encode";
-	nv_mem_reuse_large();
 	if (parse_args(argc, argv, &o, &st))
 		return st;
 	memset(&cf, 0, sizeof(cf));

@@ -2,7 +2,7 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
-#        [TRY_SWEEPS=3] [ITQ_TOL=0] [ALS_TOL=0] \
+#        [TRY_SWEEPS=3] [ITQ_TOL=0] [ITQ_PREC=f64|f32] [ALS_TOL=0] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
 #        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] [TUNE_LOSS=mse|normed] \
@@ -94,6 +94,10 @@ TRY_SWEEPS_DEFAULT := 3
 TRY_SWEEPS ?= $(TRY_SWEEPS_DEFAULT)
 ITQ_TOL_DEFAULT := 0
 ITQ_TOL    ?= $(ITQ_TOL_DEFAULT)
+# the precision of the ITQ's products (nvg-encode --itq-prec: f32 the CPU
+# encoder's option, other bytes; a device's ITQ is f32 already)
+ITQ_PREC_DEFAULT := f64
+ITQ_PREC   ?= $(ITQ_PREC_DEFAULT)
 ALS_TOL_DEFAULT := 0
 ALS_TOL    ?= $(ALS_TOL_DEFAULT)
 RHO        ?= 0.03
@@ -174,8 +178,14 @@ endif
 ifeq ($(TUNE)$(if $(and $(filter $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)),$(filter $(TUNE_LR_DEFAULT),$(TUNE_LR)),$(filter $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)),$(filter $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD))),,x),0x)
 $(error convert.mk: TUNE_STEPS, TUNE_LR, TUNE_LOSS and TUNE_AHEAD are TUNE=1's)
 endif
-ifeq ($(if $(and $(filter $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),$(filter $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),$(filter $(ALS_TOL_DEFAULT),$(ALS_TOL))),,x)$(METHOD),xdual-svid)
-$(error convert.mk: TRY_SWEEPS, ITQ_TOL and ALS_TOL are nvg's: dual-svid refines nothing)
+ifeq ($(filter f64 f32,$(ITQ_PREC)),)
+$(error convert.mk: ITQ_PREC '$(ITQ_PREC)' is not f64 or f32)
+endif
+ifeq ($(if $(and $(filter $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),$(filter $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),$(filter $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),$(filter $(ALS_TOL_DEFAULT),$(ALS_TOL))),,x)$(METHOD),xdual-svid)
+$(error convert.mk: TRY_SWEEPS, ITQ_TOL, ITQ_PREC and ALS_TOL are nvg's: dual-svid refines nothing)
+endif
+ifeq ($(ITQ_PREC)$(filter-out cpu,$(DEVICE)),f32$(DEVICE))
+$(error convert.mk: ITQ_PREC=f32 is the CPU encoder's (a device's ITQ is f32 already): DEVICE=cpu)
 endif
 ifneq ($(and $(filter-out cpu,$(DEVICE)),$(shell awk -v v='$(ITQ_TOL)' 'BEGIN { if (v + 0 > 0) print "y" }')),)
 $(error convert.mk: ITQ_TOL above 0 is the CPU encoder's (a device takes every ITQ step): DEVICE=cpu)
@@ -280,7 +290,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))$(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)), als_tol=$(ALS_TOL))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)), als_tol=$(ALS_TOL))
 STAMP := $(OUT)/params
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
@@ -402,7 +412,7 @@ SVID_OPTS = --method dual-svid
 ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)),--g-solve $(G_SOLVE)) $(EFFORT_OPTS) $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
 	$(if $(CAPTURE_GRAMS),--sel $(SEL_GRAM)))
 DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
-EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),--itq-tol $(ITQ_TOL)) $(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)),--als-tol $(ALS_TOL))
+EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),--itq-tol $(ITQ_TOL)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) $(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)),--als-tol $(ALS_TOL))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
 # the sweep's dual-svid stays data-free (its curves use the Frobenius error)
 SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))
@@ -505,7 +515,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or the input of the last steps

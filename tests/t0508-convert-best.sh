@@ -120,6 +120,24 @@ test_expect_success 'too few calibration tokens for the judge: an error, no best
 	test_no_tmp_files jf
 '
 
+# stories260K's tensors store more than 1 bpw at the rank floor of 8: a
+# budget below it has a uniform conversion (at the floor) and no plan; the
+# floor plan-alloc names is at most what that conversion stores (its own
+# budget is one of the sweep's points)
+test_expect_success 'a budget below the curves'"'"' floor: plan-alloc'"'"'s error, the conversion left as it was, no plan and no judge' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=f BPW=0.8 2>err &&
+	cp f/model.cmf uniform.cmf &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=f BPW=0.8 SWEEP_BPW="0.5 1" best -j2 2>err &&
+	fl=$(sed -n "s/.*target 0.8 bpw is below the floor of the curves: at least \([0-9.]*\) bpw$/\1/p" err) &&
+	bb=$(sed -n "s/^# total blr body \([^ ]*\) bpw.*/\1/p" f/model.cmf.blr.txt) &&
+	awk -v f="$fl" -v b="$bb" "BEGIN { exit !(f > 0.8 && f <= b + 1e-5) }" ||
+	{ echo "floor $fl, the uniform conversion stores $bb bpw"; cat err; false; } &&
+	cmp uniform.cmf f/model.cmf &&
+	test -s f/curves.txt &&
+	test_path_is_missing f/plan.txt f/plan f/best.txt f/best.cmf &&
+	test_no_tmp_files f
+'
+
 test_expect_success 'bad command lines: PLAN with best, best without calibration tokens' '
 	echo "layer 0 2" >p.plan &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=bp BPW=2.5 PLAN=p.plan best 2>err &&

@@ -4,21 +4,23 @@
 # spectrum, three heavy input channels), and what that projects to for a
 # whole 7B conversion.  Not a test: `make bench`.
 #
-#   BPW=1.0 SCALE=1 THREADS= TOKENS_PER_N=2
+#   BPW=1.0 SCALE=1 THREADS= TOKENS_PER_N=2 SHAPES="qkvo gate down"
 #
 # The layer: q, k, v, o (4096x4096), gate, up (11008x4096), down
 # (4096x11008); tensors of one shape are encoded once and counted as many
 # times as the layer has them, and each input's context is built once per
 # lead (q: q k v; o; gate: gate up; down), as convert.mk does.  SCALE divides
-# every dimension (SCALE=8 runs the script end to end in minutes).  Printed
+# every dimension (SCALE=8 runs the script end to end in minutes); SHAPES
+# names the shapes to run (qkvo: 4096x4096, gate: 11008x4096, down:
+# 4096x11008), so that one shape can run at full size alone.  Printed
 # per shape: contexts and encode wall seconds, counted flops, GFLOP/s and its
 # ratio to the dgemm rate measured just before, the peak RSS against the f64
 # size of the encoder's inputs (W and the Gram), and the profile.  Then the
 # projection: the layer's encode and context time times 32 layers, on this
 # machine and on Slurm nodes of 16, 32 and 64 such cores, at the per-core
 # rate measured here (a linear bound: no node's memory bandwidth or
-# OpenBLAS's scaling is modelled); the capture and advance steps, which run
-# the forward, are not in it.  The whole run at SCALE=1 is long (hours on two
+# OpenBLAS's scaling is modelled), printed only when every shape ran; the
+# capture and advance steps, which run the forward, are not in it.  The whole run at SCALE=1 is long (hours on two
 # cores): the contexts and Grams of 11008 inputs are 1 GB each in f64.
 set -eu
 
@@ -29,6 +31,13 @@ BPW=${BPW:-1.0}
 SCALE=${SCALE:-1}
 THREADS=${THREADS:-}
 TOKENS_PER_N=${TOKENS_PER_N:-2}
+SHAPES=${SHAPES:-qkvo gate down}
+for name in $SHAPES; do
+	case $name in
+	qkvo | gate | down) ;;
+	*) echo "bench-layer7b: SHAPES: unknown '$name' (qkvo gate down)" >&2; exit 2 ;;
+	esac
+done
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
@@ -45,7 +54,18 @@ echo "# OpenBLAS (OPENBLAS_VERBOSE=2): $(OPENBLAS_VERBOSE=2 "$work/dgemm-rate" 6
 d4=$((4096 / SCALE)) d11=$((11008 / SCALE))
 # shape, how many of the layer's tensors have it, whether its context is built here
 # (q's serves q, k, v; gate's serves gate and up)
-layer="${d4}x${d4}:4:2 ${d11}x${d4}:2:1 ${d4}x${d11}:1:1"
+layer="" all=1
+for name in qkvo gate down; do
+	case " $SHAPES " in
+	*" $name "*) ;;
+	*) all=0; continue ;;
+	esac
+	case $name in
+	qkvo) layer="$layer ${d4}x${d4}:4:2" ;;
+	gate) layer="$layer ${d11}x${d4}:2:1" ;;
+	down) layer="$layer ${d4}x${d11}:1:1" ;;
+	esac
+done
 
 printf '%-12s %3s | %9s %9s | %10s %8s %8s %6s | %8s %8s %5s | %s\n' shape "×" "hctx s" "nvg s" \
 	GFLOP GFLOP/s dgemm ratio "RSS MiB" "in MiB" "RSS/in" pick
@@ -81,6 +101,10 @@ for entry in $layer; do
 	layer_s=$(awk -v a="$layer_s" -v b="$s" 'BEGIN { print a + b }')
 	layer_f=$(awk -v a="$layer_f" -v b="$f" 'BEGIN { print a + b }')
 done
+if [ "$all" = 0 ]; then
+	echo "# SHAPES=\"$SHAPES\": not the whole layer, so no projection"
+	exit 0
+fi
 awk -v s="$layer_s" -v f="$layer_f" -v t="$threads" -v sc="$SCALE" 'BEGIN {
 	printf "# one layer (7 tensors, 4 contexts): %.0f s, %.1f TFLOP\n", s, f * 1e-12
 	printf "# 32 layers on this machine (%d thread(s)): %.1f h", t, 32 * s / 3600

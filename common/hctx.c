@@ -49,28 +49,56 @@ static int by_diag_desc(const void *pa, const void *pb, void *ctx)
 	return a < b ? -1 : a > b;
 }
 
-/* uc = J·inv(chol(J·Hp·J))·J */
-static int build_uc(nv_hctx *hc)
+/* ji = J·Hp·J (n × n), from hf */
+static int uc_system(const nv_hctx *hc, nv_mat *ji)
 {
 	size_t n = hc->n;
-	nv_mat jhj;
 
-	if (nv_mat_zeros(&jhj, n, n) < 0)
+	if (nv_mat_zeros(ji, n, n) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		size_t pi = hc->perm[n - 1 - i];
 		for (size_t j = 0; j < n; j++)
-			jhj.d[i * n + j] = nv_mat32_at(&hc->hf, pi, hc->perm[n - 1 - j]);
+			ji->d[i * n + j] = nv_mat32_at(&hc->hf, pi, hc->perm[n - 1 - j]);
 	}
-	if (nv_potrf_lower(&jhj) < 0 || nv_trtri_lower(&jhj) < 0 ||
-	    !(hc->uc = nv_malloc(n * (n + 1) / 2, sizeof(double)))) {
-		nv_mat_free(&jhj);
+	return 0;
+}
+
+/* ji ← inv(chol(ji)), lower: uc[i][j] = ji[n−1−i][n−1−j] (uc_of); freed on failure */
+static int uc_invert(nv_mat *ji)
+{
+	if (nv_potrf_lower(ji) < 0 || nv_trtri_lower(ji) < 0) {
+		nv_mat_free(ji);
+		nv_preerr("permuted Gram");
+		return -1;
+	}
+	return 0;
+}
+
+/* uc[i][j] (j ≥ i) of uc = J·ji·J */
+static inline double uc_of(const nv_mat *ji, size_t i, size_t j)
+{
+	size_t n = ji->r;
+
+	return ji->d[(n - 1 - i) * n + (n - 1 - j)];
+}
+
+/* uc = J·inv(chol(J·Hp·J))·J, packed by rows */
+static int build_uc(nv_hctx *hc)
+{
+	size_t n = hc->n;
+	nv_mat ji;
+
+	if (uc_system(hc, &ji) < 0 || uc_invert(&ji) < 0)
+		return -1;
+	if (!(hc->uc = nv_malloc(n * (n + 1) / 2, sizeof(double)))) {
+		nv_mat_free(&ji);
 		return -1;
 	}
 	for (size_t i = 0, k = 0; i < n; i++)
 		for (size_t j = i; j < n; j++, k++)
-			hc->uc[k] = jhj.d[(n - 1 - i) * n + (n - 1 - j)];
-	nv_mat_free(&jhj);
+			hc->uc[k] = uc_of(&ji, i, j);
+	nv_mat_free(&ji);
 	return 0;
 }
 
@@ -139,11 +167,31 @@ int nv_hctx_uc_full(const nv_hctx *hc, nv_mat *out)
 	return out->d ? 0 : -1;
 }
 
+/* hf from the Gram's f32 values d (n × n), which it takes: they become
+ * hf's off the diagonal (freed with hf, also on failure); its diagonal is
+ * g's where g is given (an f64 Gram's may be any double), else d's */
+static int damped_take(float *d, const double *g, size_t n, double rho, nv_mat32 *hf)
+{
+	double tr = 0.0;
+
+	hf->r = hf->c = n;
+	hf->d = d;
+	if (!(hf->diag = nv_malloc(n, sizeof(double))))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		hf->diag[i] = g ? g[i * n + i] : d[i * n + i];
+	for (size_t i = 0; i < n; i++)
+		tr += hf->diag[i];
+	for (size_t i = 0; i < n; i++)
+		hf->diag[i] += rho * (tr / (double)n);
+	return 0;
+}
+
 /* hf = g + ρ·(tr g / n)·I held as f32 off the diagonal: g's entries there
  * must be f32 values (a Gram file's), so that nothing is rounded */
 static int damped(const double *g, size_t n, double rho, nv_mat32 *hf)
 {
-	double tr = 0.0;
+	float *d;
 
 	for (size_t i = 0; i < n * n; i++)
 		if (i % (n + 1) && (double)(float)g[i] != g[i]) {
@@ -151,17 +199,34 @@ static int damped(const double *g, size_t n, double rho, nv_mat32 *hf)
 				  i / n, i % n, g[i]);
 			return -1;
 		}
-	hf->r = hf->c = n;
-	hf->d = nv_malloc(n * n, sizeof(float));
-	hf->diag = nv_malloc(n, sizeof(double));
-	if (!hf->d || !hf->diag)
+	if (!(d = nv_malloc(n * n, sizeof(float))))
 		return -1;
 	for (size_t i = 0; i < n * n; i++)
-		hf->d[i] = (float)g[i];
-	for (size_t i = 0; i < n; i++)
-		tr += g[i * n + i];
-	for (size_t i = 0; i < n; i++)
-		hf->diag[i] = g[i * n + i] + rho * (tr / (double)n);
+		d[i] = (float)g[i];
+	return damped_take(d, g, n, rho, hf);
+}
+
+/* l = chol(hf), sqd and the act order perm, from hc->hf */
+static int factor(nv_hctx *hc)
+{
+	size_t n = hc->n;
+
+	if (nv_mat32_widen(&hc->hf, &hc->l) < 0)
+		return -1;
+	if (nv_potrf_lower(&hc->l) < 0) {
+		nv_seterr("calibration Gram not positive definite after damping with rho %g: "
+			  "try a larger --rho", hc->rho);
+		return -1;
+	}
+	hc->sqd = nv_malloc(n, sizeof(double));
+	hc->perm = nv_malloc(n, sizeof(uint32_t));
+	if (!hc->sqd || !hc->perm)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		hc->sqd[i] = sqrt(hc->hf.diag[i]);
+		hc->perm[i] = (uint32_t)i;
+	}
+	qsort_r(hc->perm, n, sizeof(uint32_t), by_diag_desc, hc->hf.diag);
 	return 0;
 }
 
@@ -170,30 +235,11 @@ int nv_hctx_build(const double *g, size_t n, double rho, nv_hctx *hc)
 	memset(hc, 0, sizeof(*hc));
 	hc->n = n;
 	hc->rho = rho;
-	if (damped(g, n, rho, &hc->hf) < 0 || nv_mat32_widen(&hc->hf, &hc->l) < 0)
-		goto fail;
-	if (nv_potrf_lower(&hc->l) < 0) {
-		nv_seterr("calibration Gram not positive definite after damping with rho %g: "
-			  "try a larger --rho", rho);
-		goto fail;
-	}
-	hc->sqd = nv_malloc(n, sizeof(double));
-	hc->perm = nv_malloc(n, sizeof(uint32_t));
-	if (!hc->sqd || !hc->perm)
-		goto fail;
-	for (size_t i = 0; i < n; i++) {
-		hc->sqd[i] = sqrt(hc->hf.diag[i]);
-		hc->perm[i] = (uint32_t)i;
-	}
-	qsort_r(hc->perm, n, sizeof(uint32_t), by_diag_desc, hc->hf.diag);
-	if (build_uc(hc) < 0) {
-		nv_preerr("permuted Gram");
-		goto fail;
+	if (damped(g, n, rho, &hc->hf) < 0 || factor(hc) < 0 || build_uc(hc) < 0) {
+		nv_hctx_free(hc);
+		return -1;
 	}
 	return 0;
-fail:
-	nv_hctx_free(hc);
-	return -1;
 }
 
 size_t nv_hctx_file_size(size_t n)
@@ -206,57 +252,171 @@ size_t nv_hctx_file_size(size_t n)
 	return s;
 }
 
+/*
+ * The file's bytes go through a sink, a buffer at a time: into a buffer of
+ * the whole file (nv_hctx_serialize) or to an output file, so that one
+ * encoding of each field serves both, and a file is written without its
+ * bytes held whole.  crc: of every byte through the sink so far.
+ */
+#define SINK_BUF 65536
+typedef struct {
+	aout *o;      /* the file, or NULL: into mem */
+	uint8_t *mem; /* (the whole file) */
+	size_t off;
+	uint32_t crc;
+	int rc;       /* -1 once a write failed */
+	size_t nb;
+	uint8_t buf[SINK_BUF];
+} sink;
+
+static void sink_flush(sink *s)
+{
+	s->crc = nv_crc32_update(s->crc, s->buf, s->nb);
+	if (!s->o) {
+		memcpy(s->mem + s->off, s->buf, s->nb);
+		s->off += s->nb;
+	} else if (s->rc == 0 && aout_write(s->o, s->buf, s->nb) < 0) {
+		s->rc = -1;
+	}
+	s->nb = 0;
+}
+
+static void sink_f64(sink *s, double v)
+{
+	if (s->nb + 8 > SINK_BUF)
+		sink_flush(s);
+	put_f64(s->buf + s->nb, v);
+	s->nb += 8;
+}
+
+static void sink_u32(sink *s, uint32_t v)
+{
+	if (s->nb + 4 > SINK_BUF)
+		sink_flush(s);
+	put_u32(s->buf + s->nb, v);
+	s->nb += 4;
+}
+
+/* the header, then hf's and l's triangles, sqd and perm: everything before uc */
+static void emit_front(sink *s, const nv_hctx *hc)
+{
+	size_t n = hc->n;
+
+	sink_u32(s, HCTX_MAGIC);
+	sink_u32(s, HCTX_VERSION);
+	sink_u32(s, (uint32_t)n);
+	sink_u32(s, hc->gram_crc);
+	sink_f64(s, hc->rho);
+	sink_u32(s, (uint32_t)hc->count);
+	sink_u32(s, (uint32_t)(hc->count >> 32));
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++)
+			sink_f64(s, nv_mat32_at(&hc->hf, i, j));
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++)
+			sink_f64(s, hc->l.d[i * n + j]);
+	for (size_t i = 0; i < n; i++)
+		sink_f64(s, hc->sqd[i]);
+	for (size_t i = 0; i < n; i++)
+		sink_u32(s, hc->perm[i]);
+}
+
+/* uc's triangle by rows, from hc->uc or (ji not NULL) from ji (uc_of); then
+ * the CRC-32 of every byte before it */
+static void emit_back(sink *s, const nv_hctx *hc, const nv_mat *ji)
+{
+	size_t n = hc->n;
+	uint32_t crc;
+
+	for (size_t i = 0, k = 0; i < n; i++)
+		for (size_t j = i; j < n; j++, k++)
+			sink_f64(s, ji ? uc_of(ji, i, j) : hc->uc[k]);
+	sink_flush(s);
+	crc = s->crc;
+	sink_u32(s, crc);
+	sink_flush(s);
+}
+
+static sink *sink_new(aout *o, uint8_t *mem)
+{
+	sink *s = nv_calloc(1, sizeof(sink));
+
+	if (s) {
+		s->o = o;
+		s->mem = mem;
+	}
+	return s;
+}
+
 int nv_hctx_serialize(const nv_hctx *hc, uint8_t **buf, size_t *len)
 {
-	size_t n = hc->n, sz = nv_hctx_file_size(n);
-	uint8_t *b, *p;
+	size_t sz = nv_hctx_file_size(hc->n);
+	uint8_t *b;
+	sink *s;
 
 	if (!sz || !(b = nv_malloc(sz, 1)))
 		return -1;
-	put_u32(b, HCTX_MAGIC);
-	put_u32(b + 4, HCTX_VERSION);
-	put_u32(b + 8, (uint32_t)n);
-	put_u32(b + 12, hc->gram_crc);
-	put_f64(b + 16, hc->rho);
-	put_u64(b + 24, hc->count);
-	p = b + HCTX_HEAD;
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j <= i; j++, p += 8)
-			put_f64(p, nv_mat32_at(&hc->hf, i, j));
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j <= i; j++, p += 8)
-			put_f64(p, hc->l.d[i * n + j]);
-	for (size_t i = 0; i < n; i++, p += 8)
-		put_f64(p, hc->sqd[i]);
-	for (size_t i = 0; i < n; i++, p += 4)
-		put_u32(p, hc->perm[i]);
-	for (size_t k = 0; k < n * (n + 1) / 2; k++, p += 8)
-		put_f64(p, hc->uc[k]);
-	put_u32(p, nv_crc32(b, sz - 4));
+	if (!(s = sink_new(NULL, b))) {
+		free(b);
+		return -1;
+	}
+	emit_front(s, hc);
+	emit_back(s, hc, NULL);
+	free(s);
 	*buf = b;
 	*len = sz;
 	return 0;
 }
 
-int nv_hctx_write(const char *path, const nv_hctx *hc)
+/* hf, l, sqd and perm to s, l let go after it is written, then uc from hf
+ * (hf let go once the permuted system is formed from it); -2 when a write
+ * failed */
+static int build_emit(sink *s, nv_hctx *hc)
 {
-	uint8_t *buf;
-	size_t len;
-	aout o;
+	nv_mat ji;
 
-	if (nv_hctx_serialize(hc, &buf, &len) < 0)
+	if (factor(hc) < 0)
 		return -1;
+	emit_front(s, hc);
+	nv_mat_free(&hc->l);
+	if (s->rc < 0)
+		return -2;
+	if (uc_system(hc, &ji) < 0)
+		return -1;
+	nv_mat32_free(&hc->hf);
+	if (uc_invert(&ji) < 0)
+		return -1;
+	emit_back(s, hc, &ji);
+	nv_mat_free(&ji);
+	return s->rc < 0 ? -2 : 0;
+}
+
+int nv_hctx_build_write(float *g, size_t n, double rho, uint64_t count, uint32_t gram_crc,
+			const char *path)
+{
+	nv_hctx hc = {0};
+	sink *s = NULL;
+	aout o;
+	int rc = -1;
+
+	hc.n = n;
+	hc.rho = rho;
+	hc.count = count;
+	hc.gram_crc = gram_crc;
+	if (damped_take(g, NULL, n, rho, &hc.hf) < 0 || !(s = sink_new(&o, NULL)))
+		goto out;
 	if (aout_open(&o, path, AOUT_BINARY) < 0) {
-		free(buf);
-		return -1;
+		rc = -2;
+		goto out;
 	}
-	if (aout_write(&o, buf, len) < 0 || aout_commit(&o) < 0) {
+	if ((rc = build_emit(s, &hc)) < 0)
 		aout_abort(&o);
-		free(buf);
-		return -1;
-	}
-	free(buf);
-	return 0;
+	else if (aout_commit(&o) < 0)
+		rc = -2;
+out:
+	free(s);
+	nv_hctx_free(&hc);
+	return rc;
 }
 
 /* hf's packed lower triangle into its f32 form: off the diagonal, f32 values */

@@ -82,9 +82,18 @@ double nv_hctx_ridge(const nv_hctx *hc);
 /* bytes of the file for width n (0 on overflow) */
 size_t nv_hctx_file_size(size_t n);
 
-/* serialize into a fresh buffer / write atomically ("-" = stdout) */
+/* serialize into a fresh buffer */
 int nv_hctx_serialize(const nv_hctx *hc, uint8_t **buf, size_t *len);
-int nv_hctx_write(const char *path, const nv_hctx *hc);
+
+/* build from a mean Gram's f32 values g (n × n, taken: freed here, also on
+ * failure) and write it atomically to path ("-" = stdout), count and
+ * gram_crc into its header: the bytes nv_hctx_serialize gives for
+ * nv_hctx_build's context, holding hf's f32 values beside the f64 l, then
+ * the f64 permuted system (and, while each is factored, LAPACKE's row-major
+ * copy of its triangle), never the file's bytes whole.  -1 with reason as nv_hctx_build's, -2 when the
+ * output cannot be opened or written; nothing is left at path then */
+int nv_hctx_build_write(float *g, size_t n, double rho, uint64_t count, uint32_t gram_crc,
+			const char *path);
 
 /* validate and decode (magic, version, size, CRC, finiteness, factor
  * diagonals, permutation); -1 with reason naming the field */

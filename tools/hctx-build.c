@@ -68,7 +68,6 @@ int main(int argc, char **argv)
 {
 	opts o;
 	nvgg g;
-	nv_hctx hc;
 	uint32_t crc;
 	int rc;
 
@@ -77,17 +76,14 @@ int main(int argc, char **argv)
 		return rc;
 	if (o.threads)
 		nv_set_threads((int)o.threads);
-	if (nvgg_read_f64(o.gram, 0, &g, &crc) < 0)
+	if (nvgg_read_f32(o.gram, 0, &g, &crc) < 0)
 		return tool_fail("cannot read Gram", o.gram);
-	rc = nv_hctx_build(g.d, g.n, o.rho, &hc);
-	hc.count = g.count;
-	hc.gram_crc = crc;
-	nvgg_free(&g);
+	/* the Gram's values are taken by the build */
+	rc = nv_hctx_build_write(g.g, g.n, o.rho, g.count, crc, o.out);
+	g.g = NULL;
+	if (rc == -2)
+		return tool_fail("cannot write", aout_is_stdout(o.out) ? "standard output" : o.out);
 	if (rc < 0)
 		return tool_fail("cannot build context from", o.gram);
-	rc = nv_hctx_write(o.out, &hc);
-	nv_hctx_free(&hc);
-	if (rc < 0)
-		return tool_fail("cannot write", aout_is_stdout(o.out) ? "standard output" : o.out);
 	return tool_finish(EXIT_OK);
 }

@@ -220,6 +220,59 @@ static void test_not_pd(void)
 	nv_hctx_free(&hc);
 }
 
+/* a Gram's f32 values, fresh (what nv_hctx_build_write takes) */
+static float *gram_f32(const double *g, size_t n)
+{
+	float *d = malloc(n * n * sizeof(float));
+
+	for (size_t i = 0; d && i < n * n; i++)
+		d[i] = (float)g[i];
+	return d;
+}
+
+/* nv_hctx_build_write: nv_hctx_build's context as nv_hctx_serialize gives
+ * it, byte for byte, written without the file held; a failure leaves
+ * nothing at the path */
+static void test_build_write(const nv_mat *h)
+{
+	double bad[16] = {1, 2, 0, 0, 2, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+	char dir[] = "/tmp/test-hctx-bw.XXXXXX", path[64], missing[80];
+	size_t n = h->r, len, got_len;
+	uint8_t *buf, *got;
+	nv_hctx hc;
+
+	if (!mkdtemp(dir)) {
+		printf("Bail out! mkdtemp\n");
+		exit(1);
+	}
+	snprintf(path, sizeof(path), "%s/a.hctx", dir);
+	snprintf(missing, sizeof(missing), "%s/no/such/dir/a.hctx", dir);
+	nv_hctx_build(h->d, n, 0.03, &hc);
+	hc.count = (1ull << 33) + 7; /* both halves of the u64 */
+	hc.gram_crc = 0xdeadbeef;
+	nv_hctx_serialize(&hc, &buf, &len);
+	is_int(nv_hctx_build_write(gram_f32(h->d, n), n, 0.03, hc.count, 0xdeadbeef, path), 0,
+	       "build_write: built and written");
+	ok(nv_read_file(path, &got, &got_len) == 0 && got_len == len && !memcmp(got, buf, len),
+	   "its bytes are nv_hctx_serialize's of nv_hctx_build's context (%zu bytes)", len);
+	free(got);
+	is_int(nv_hctx_build_write(gram_f32(bad, 4), 4, 0.03, 1, 0, path), -1,
+	       "build_write: an indefinite Gram is refused as nv_hctx_build refuses it");
+	ok(strstr(nv_err(), "larger --rho") != NULL, "reason: %s", nv_err());
+	ok(nv_read_file(path, &got, &got_len) == 0 && got_len == len && !memcmp(got, buf, len),
+	   "and the file already there is untouched");
+	free(got);
+	unlink(path);
+	is_int(nv_hctx_build_write(gram_f32(bad, 4), 4, 0.03, 1, 0, path), -1,
+	       "refused again with no file there");
+	ok(access(path, F_OK) != 0, "and nothing is left at the path");
+	is_int(nv_hctx_build_write(gram_f32(h->d, n), n, 0.03, 1, 0, missing), -2,
+	       "an output that cannot be opened: -2 (%s)", nv_err());
+	ok(rmdir(dir) == 0, "no temporary file left beside it");
+	free(buf);
+	nv_hctx_free(&hc);
+}
+
 int main(void)
 {
 	nv_mat w, h;
@@ -230,6 +283,7 @@ int main(void)
 	synth_f32(&h, &h32); /* a Gram's values, as the context takes them */
 	test_uc(&h);
 	test_file(&h);
+	test_build_write(&h);
 	test_not_pd();
 	nv_mat_free(&w);
 	nv_mat_free(&h);

@@ -334,6 +334,34 @@ int nv_qr_r(const nv_mat *a, nv_mat *r)
 	return rc;
 }
 
+/*
+ * a's lower triangle into its upper (up 0) or the upper into the lower,
+ * the other triangle then zeroed (up 1), by blocks so that both triangles
+ * are read and written a cache's width at a time.  A row-major lower
+ * triangle mirrored into the upper is the same matrix's lower triangle in
+ * column-major order: what LAPACKE's row-major calls make in a transposed
+ * copy, here in place (the same values to the same routine, so the same
+ * bits, without a second n × n array)
+ */
+#define MIRROR_BLOCK 64
+static void mirror(nv_mat *a, int up)
+{
+	size_t n = a->r;
+	double *d = a->d;
+
+	for (size_t i0 = 0; i0 < n; i0 += MIRROR_BLOCK)
+		for (size_t j0 = 0; j0 <= i0; j0 += MIRROR_BLOCK)
+			for (size_t i = i0; i < n && i < i0 + MIRROR_BLOCK; i++)
+				for (size_t j = j0; j < i && j < j0 + MIRROR_BLOCK; j++) {
+					if (up) {
+						d[j * n + i] = d[i * n + j];
+					} else {
+						d[i * n + j] = d[j * n + i];
+						d[j * n + i] = 0.0;
+					}
+				}
+}
+
 int nv_potrf_lower(nv_mat *a)
 {
 	size_t n = a->r;
@@ -345,8 +373,9 @@ int nv_potrf_lower(nv_mat *a)
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "matrix entry") < 0)
 		return -1;
 	nv_flops_add((uint64_t)n * n * n / 3);
+	mirror(a, 1);
 	nv_serial();
-	info = nv_lapack_info(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, a->d,
+	info = nv_lapack_info(LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, a->d,
 					  (lapack_int)n));
 	nv_unserial();
 	if (info < 0)
@@ -355,8 +384,7 @@ int nv_potrf_lower(nv_mat *a)
 		nv_seterr("not positive definite (leading minor %d of %zu)", info, n);
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++)
-		memset(a->d + i * n + i + 1, 0, (n - i - 1) * sizeof(double));
+	mirror(a, 0);
 	return nv_check_finite(a->d, n, n, 'L', "Cholesky factor entry");
 }
 
@@ -371,8 +399,9 @@ int nv_trtri_lower(nv_mat *a)
 	if (lapack_dims(n, n) < 0 || nv_check_finite(a->d, n, n, 'L', "triangular factor entry") < 0)
 		return -1;
 	nv_flops_add((uint64_t)n * n * n / 3);
+	mirror(a, 1);
 	nv_serial();
-	info = nv_lapack_info(LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'L', 'N', (lapack_int)n, a->d,
+	info = nv_lapack_info(LAPACKE_dtrtri(LAPACK_COL_MAJOR, 'L', 'N', (lapack_int)n, a->d,
 					  (lapack_int)n));
 	nv_unserial();
 	if (info < 0)
@@ -381,6 +410,7 @@ int nv_trtri_lower(nv_mat *a)
 		nv_seterr("singular triangular factor (diagonal %d of %zu)", info, n);
 		return -1;
 	}
+	mirror(a, 0);
 	return nv_check_finite(a->d, n, n, 'L', "inverse factor entry");
 }
 

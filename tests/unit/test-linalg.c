@@ -377,6 +377,40 @@ static void test_polar(void)
 	polar_case(50, 100, 1e100, 0);
 }
 
+/* nv_potrf_lower and nv_trtri_lower factor in place (the lower triangle
+ * mirrored, read in column-major order): the bits of LAPACKE's row-major
+ * calls, which factor a transposed copy, at an order that takes the blocked
+ * paths, whatever lies above the diagonal, and the upper triangle zero */
+static void test_chol_bits(void)
+{
+	size_t n = 300;
+	nv_mat a, l, ref;
+	int upper0 = 1, ok_ref;
+
+	spd(&a, n);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			a.d[i * n + j] = 7.0 + (double)j; /* not read */
+	nv_mat_copy(&l, &a);
+	nv_mat_copy(&ref, &a);
+	is_int(nv_potrf_lower(&l), 0, "potrf at order %zu", n);
+	ok_ref = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', (lapack_int)n, ref.d, (lapack_int)n) == 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++) {
+			upper0 &= l.d[i * n + j] == 0.0;
+			ref.d[i * n + j] = 0.0;
+		}
+	ok(ok_ref && upper0 && !memcmp(l.d, ref.d, n * n * sizeof(double)),
+	   "potrf: LAPACKE's row-major bits, the upper triangle zero");
+	is_int(nv_trtri_lower(&l), 0, "trtri at order %zu", n);
+	ok_ref = LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'L', 'N', (lapack_int)n, ref.d, (lapack_int)n) == 0;
+	ok(ok_ref && !memcmp(l.d, ref.d, n * n * sizeof(double)),
+	   "trtri: LAPACKE's row-major bits, the upper triangle zero");
+	nv_mat_free(&a);
+	nv_mat_free(&l);
+	nv_mat_free(&ref);
+}
+
 /* nv_solve_spd_take: nv_solve_spd's bits without the copy, on an order
  * that takes dpotrf's blocked path, with garbage above the diagonal; its
  * refusals as nv_solve_spd's */
@@ -884,6 +918,7 @@ int main(void)
 	test_gemm();
 	test_syrk();
 	test_chol();
+	test_chol_bits();
 	test_eig();
 	test_eig_top();
 	test_polar();

@@ -14,8 +14,9 @@
 # names the shapes to run (qkvo: 4096x4096, gate: 11008x4096, down:
 # 4096x11008), so that one shape can run at full size alone.  Printed
 # per shape: contexts and encode wall seconds, counted flops, GFLOP/s and its
-# ratio to the dgemm rate measured just before, the peak RSS against the f64
-# size of the encoder's inputs (W and the Gram), and the profile.  Then the
+# ratio to the dgemm rate measured just before, the peak RSS of hctx-build
+# (ctx), that of the encode against the f64 size of the encoder's inputs (W
+# and the Gram), and the profile.  Then the
 # projection: the layer's encode and context time times 32 layers, on this
 # machine and on Slurm nodes of 16, 32 and 64 such cores, at the per-core
 # rate measured here (a linear bound: no node's memory bandwidth or
@@ -67,8 +68,8 @@ for name in qkvo gate down; do
 	esac
 done
 
-printf '%-12s %3s | %9s %9s | %10s %8s %8s %6s | %8s %8s %5s | %s\n' shape "×" "hctx s" "nvg s" \
-	GFLOP GFLOP/s dgemm ratio "RSS MiB" "in MiB" "RSS/in" pick
+printf '%-12s %3s | %9s %9s | %10s %8s %8s %6s | %8s %8s %8s %5s | %s\n' shape "×" "hctx s" \
+	"nvg s" GFLOP GFLOP/s dgemm ratio "ctx MiB" "RSS MiB" "in MiB" "RSS/in" pick
 layer_s=0 layer_f=0
 for entry in $layer; do
 	shape=${entry%%:*} rest=${entry#*:}
@@ -86,14 +87,15 @@ for entry in $layer; do
 		--shape "$shape" --hctx "$dir/fit.hctx" --fit "$dir/fit.gram" --sel "$dir/sel.gram" \
 		--bpw "$BPW" $thr --profile -o "$dir/out.blr" >"$dir/line" 2>"$dir/prof"
 	flop=$(sed -n 's/^total: [0-9.]*s \([0-9.e+]*\) flop.*/\1/p' "$dir/prof")
-	read -r th _ <"$dir/hctx.time"
+	read -r th hrss <"$dir/hctx.time"
 	read -r tn rss <"$dir/nvg.time"
 	out=$(awk -v s="$shape" -v c="$count" -v th="$th" -v tn="$tn" -v f="$flop" -v dg="$dg" \
-		-v rss="$rss" -v m="$m" -v n="$n" -v pick="$(cut -d'|' -f1 "$dir/line")" \
+		-v rss="$rss" -v hrss="$hrss" -v m="$m" -v n="$n" -v pick="$(cut -d'|' -f1 "$dir/line")" \
 		-v leads="$leads" 'BEGIN {
 			g = f / tn * 1e-9; inb = 8 * (m * n + n * n) / 1048576
-			printf "%-12s %3d | %9.2f %9.2f | %10.1f %8.2f %8.2f %5.0f%% | %8.1f %8.1f %5.2f | %s\n",
-				s, c, th, tn, f * 1e-9, g, dg, 100 * g / dg, rss / 1024, inb, rss / 1024 / inb, pick
+			printf "%-12s %3d | %9.2f %9.2f | %10.1f %8.2f %8.2f %5.0f%% | %8.1f %8.1f %8.1f %5.2f | %s\n",
+				s, c, th, tn, f * 1e-9, g, dg, 100 * g / dg, hrss / 1024, rss / 1024, inb,
+				rss / 1024 / inb, pick
 			printf "%.3f %.6g\n", leads * th + c * tn, c * f > "/dev/stderr" }' 2>"$dir/sum")
 	echo "$out"
 	sed -n 's/^profile: /    profile: /p' "$dir/prof"

@@ -297,6 +297,14 @@ static void sink_u32(sink *s, uint32_t v)
 	s->nb += 4;
 }
 
+static void sink_u64(sink *s, uint64_t v)
+{
+	if (s->nb + 8 > SINK_BUF)
+		sink_flush(s);
+	put_u64(s->buf + s->nb, v);
+	s->nb += 8;
+}
+
 /* the header, then hf's and l's triangles, sqd and perm: everything before uc */
 static void emit_front(sink *s, const nv_hctx *hc)
 {
@@ -307,8 +315,7 @@ static void emit_front(sink *s, const nv_hctx *hc)
 	sink_u32(s, (uint32_t)n);
 	sink_u32(s, hc->gram_crc);
 	sink_f64(s, hc->rho);
-	sink_u32(s, (uint32_t)hc->count);
-	sink_u32(s, (uint32_t)(hc->count >> 32));
+	sink_u64(s, hc->count);
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j <= i; j++)
 			sink_f64(s, nv_mat32_at(&hc->hf, i, j));

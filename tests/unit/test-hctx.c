@@ -256,6 +256,13 @@ static void test_build_write(const nv_mat *h)
 	ok(nv_read_file(path, &got, &got_len) == 0 && got_len == len && !memcmp(got, buf, len),
 	   "its bytes are nv_hctx_serialize's of nv_hctx_build's context (%zu bytes)", len);
 	free(got);
+	{
+		nv_hctx back;
+		ok(nv_hctx_read(path, 0, &back) == 0 && back.count == hc.count &&
+			   back.gram_crc == 0xdeadbeef && back.rho == 0.03,
+		   "read back: its count (both halves), Gram CRC and rho");
+		nv_hctx_free(&back);
+	}
 	is_int(nv_hctx_build_write(gram_f32(bad, 4), 4, 0.03, 1, 0, path), -1,
 	       "build_write: an indefinite Gram is refused as nv_hctx_build refuses it");
 	ok(strstr(nv_err(), "larger --rho") != NULL, "reason: %s", nv_err());

@@ -90,7 +90,7 @@ int nv_hctx_serialize(const nv_hctx *hc, uint8_t **buf, size_t *len);
  * gram_crc into its header: the bytes nv_hctx_serialize gives for
  * nv_hctx_build's context, holding hf's f32 values beside the f64 l, then
  * the f64 permuted system, never the file's bytes whole.  -1 with reason as nv_hctx_build's, -2 when the
- * output cannot be opened or written; nothing is left at path then */
+ * output cannot be opened or written; path is left as it was then */
 int nv_hctx_build_write(float *g, size_t n, double rho, uint64_t count, uint32_t gram_crc,
 			const char *path);
 

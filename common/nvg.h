@@ -20,7 +20,7 @@
  *   nv_flip_u        exact single-flip row search on S_U (monotone)
  *   nv_gptq_v        column-sequential search on S_V, act order, Schur
  *                    feedback through Uc in 128-column lazy blocks
- *   nv_refine        flip_u/gptq_v + 3 ALS sweeps (try_sweeps), kept only when the fit
+ *   nv_refine        flip_u/gptq_v + 2 ALS sweeps (try_sweeps), kept only when the fit
  *                    error drops (two sweeps over paths)
  *   selection        P=2 at its rank against P=1 at the same bits, on SEL,
  *                    after every sweep or after the first pick_after
@@ -326,8 +326,9 @@ typedef struct {
 /* the refinement sweeps of an encode unless told otherwise, and the most */
 #define NV_SWEEPS_DEFAULT 2
 #define NV_SWEEPS_MAX 16
-/* the ALS sweeps of a refinement try unless told otherwise, and the most */
-#define NV_TRY_SWEEPS_DEFAULT 3
+/* the ALS sweeps of a refinement try unless told otherwise (the seed's 3
+ * until whole conversions judged 2 level with it: README), and the most */
+#define NV_TRY_SWEEPS_DEFAULT 2
 #define NV_TRY_SWEEPS_MAX 8
 /* the ITQ gauge's steps, the most (nv_itq_weighted, the device's the same) */
 #define NV_ITQ_STEPS 50

@@ -2,7 +2,7 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
-#        [TRY_SWEEPS=3] [ITQ_TOL=0] [ITQ_PREC=f64|f32] [ALS_TOL=0] \
+#        [TRY_SWEEPS=2] [ITQ_TOL=0] [ITQ_PREC=f64|f32] [ALS_TOL=0] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
 #        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] [TUNE_LOSS=mse|normed] \
@@ -89,8 +89,10 @@ G_SOLVE_DEFAULT = $(if $(and $(filter nvg,$(METHOD)),$(filter cpu auto,$(DEVICE)
 G_SOLVE    ?= $(G_SOLVE_DEFAULT)
 # the ALS sweeps of each refinement try, ITQ's stop and ALS's (nvg-encode
 # --try-sweeps, --itq-tol, --als-tol: the tolerances above 0 the CPU
-# encoder's only)
-TRY_SWEEPS_DEFAULT := 3
+# encoder's only).  TRY_SWEEPS was 3 until whole conversions judged 2 level
+# with it (README): the stamp names it whenever it is not 3, so that a stamp
+# without it still means the 3 its conversion was made with
+TRY_SWEEPS_DEFAULT := 2
 TRY_SWEEPS ?= $(TRY_SWEEPS_DEFAULT)
 ITQ_TOL_DEFAULT := 0
 ITQ_TOL    ?= $(ITQ_TOL_DEFAULT)
@@ -287,10 +289,10 @@ endif
 # ---- OUT belongs to one conversion: its parameters are stamped there ----
 
 fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
-PARAMS := method=$(METHOD) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
+PARAMS := method=$(METHOD)$(if $(filter nvg,$(METHOD)),$(if $(filter-out 3,$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)), als_tol=$(ALS_TOL))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)), als_tol=$(ALS_TOL))
 STAMP := $(OUT)/params
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)

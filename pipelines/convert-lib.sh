@@ -388,10 +388,12 @@ best() {
 	m=$out/model.cmf
 	grep -qx 'kept plan' "$out/best.txt.tmp" && m=$out/plan/model.cmf
 	for who in cmf cmf.blr.txt; do
+		# the same model kept again: best.* is already a link to it (mv
+		# refuses to move a file onto another link of itself)
+		[ "$out/best.$who" -ef "${m%.cmf}.$who" ] && continue
 		ln -f "${m%.cmf}.$who" "$out/best.$who.tmp" 2>/dev/null || cp "${m%.cmf}.$who" "$out/best.$who.tmp"
+		mv "$out/best.$who.tmp" "$out/best.$who"
 	done
-	mv "$out/best.cmf.tmp" "$out/best.cmf"
-	mv "$out/best.cmf.blr.txt.tmp" "$out/best.cmf.blr.txt"
 	mv "$out/best.txt.tmp" "$out/best.txt"
 }
 

@@ -92,6 +92,9 @@ test_expect_success 'the judge keeps the plan when it is nearer the source, the 
 	bash "$LIB" best j1 s2.cmf tokens cal.u32 1024 512 128 &&
 	test_grep "^plan kl 0 .* body_bpw 2.5 model j1/plan/model.cmf$" j1/best.txt &&
 	test_grep "^kept plan$" j1/best.txt && cmp s2.cmf j1/best.cmf &&
+	# judged again, the same model kept: best.cmf is already a link to it
+	bash "$LIB" best j1 s2.cmf tokens cal.u32 1024 512 128 &&
+	test_grep "^kept plan$" j1/best.txt && cmp s2.cmf j1/best.cmf && test_no_tmp_files j1 &&
 	judge_dir j2 s2.cmf b/model.cmf &&
 	bash "$LIB" best j2 s2.cmf tokens cal.u32 1024 512 128 &&
 	test_grep "^kept uniform$" j2/best.txt && cmp s2.cmf j2/best.cmf &&

@@ -286,28 +286,72 @@ int nv_rel_raw(const nv_metric *mt, double ridge, const nv_bm *md, double *out)
 	return 0;
 }
 
-/* the factors B_p and H·B_p of every path (A_p is made where it is used) */
+void nv_hbk_void(nv_hbk *k, size_t p)
+{
+	if (k)
+		nv_mat_free(&k->hb[p]);
+}
+
+void nv_hbk_free(nv_hbk *k)
+{
+	nv_hbk_void(k, 0);
+	nv_hbk_void(k, 1);
+}
+
+/* path p's H·B in k, made there from b = gs(p) (or from gs(p) made here
+ * when b is NULL) where it is not known */
+static const nv_mat *hbk_get(nv_hbk *k, const nv_bm *md, const nv_metric *mt, size_t p,
+			     const nv_mat *b)
+{
+	nv_mat own = {0};
+	int rc;
+
+	if (k->hb[p].d)
+		return &k->hb[p];
+	if (!b && nv_path_gs(md, p, &own) < 0)
+		return NULL;
+	rc = nv_metric_hb(mt, b ? b : &own, &k->hb[p]);
+	nv_mat_free(&own);
+	return rc < 0 ? NULL : &k->hb[p];
+}
+
+/* the factors B_p and H·B_p of every path (A_p is made where it is used);
+ * H·B_p k's where k is given (hb[p] then borrowed from it) */
 typedef struct {
 	nv_mat b[2], hb[2];
+	int borrowed;
 } factors;
 
 static void factors_free(factors *f)
 {
 	for (int p = 0; p < 2; p++) {
 		nv_mat_free(&f->b[p]);
-		nv_mat_free(&f->hb[p]);
+		if (!f->borrowed)
+			nv_mat_free(&f->hb[p]);
 	}
 }
 
-static int factors_of(const nv_bm *md, const nv_metric *mt, factors *f)
+static int factors_of(const nv_bm *md, const nv_metric *mt, nv_hbk *k, factors *f)
 {
 	memset(f, 0, sizeof(*f));
-	for (size_t p = 0; p < md->np; p++)
-		if (nv_path_gs(md, p, &f->b[p]) < 0 || nv_metric_hb(mt, &f->b[p], &f->hb[p]) < 0) {
-			factors_free(f);
-			return -1;
+	f->borrowed = k != NULL;
+	for (size_t p = 0; p < md->np; p++) {
+		const nv_mat *hb;
+		if (nv_path_gs(md, p, &f->b[p]) < 0)
+			goto fail;
+		if (!k) {
+			if (nv_metric_hb(mt, &f->b[p], &f->hb[p]) < 0)
+				goto fail;
+		} else if ((hb = hbk_get(k, md, mt, p, &f->b[p]))) {
+			f->hb[p] = *hb;
+		} else {
+			goto fail;
 		}
+	}
 	return 0;
+fail:
+	factors_free(f);
+	return -1;
 }
 
 /* ⟨X·Y, Z·T⟩-style pieces: sum(A ∘ (P·Q)) with P·Q computed */
@@ -382,12 +426,17 @@ out:
 
 int nv_herr(const nv_metric *mt, const nv_bm *md, double *out)
 {
+	return nv_herr_k(mt, md, NULL, out);
+}
+
+int nv_herr_k(const nv_metric *mt, const nv_bm *md, nv_hbk *k, double *out)
+{
 	factors f;
 	nv_mat aa[2][2] = {{{0}}};
 	double e = mt->whw, x[2];
 	int rc = -1;
 
-	if (factors_of(md, mt, &f) < 0)
+	if (factors_of(md, mt, k, &f) < 0)
 		return -1;
 	if (herr_terms(mt, md, &f, x, aa) < 0)
 		goto out;
@@ -1634,7 +1683,13 @@ static int als_converged(const nv_tctx *c, double last, double now)
 
 int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 {
-	nv_mat hbk[2] = {{0}, {0}};
+	return nv_als_k(md, c, sweeps, pc, NULL);
+}
+
+int nv_als_k(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k)
+{
+	nv_hbk own = {{{0}}};
+	nv_mat *hbk = (k ? k : &own)->hb;
 	double last = NAN;
 	int rc = 0;
 
@@ -1665,8 +1720,9 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
 		als_state_free(&st);
 	}
-	nv_mat_free(&hbk[0]);
-	nv_mat_free(&hbk[1]);
+	if (rc < 0 && k) /* a failed step may have moved a g: nothing kept holds */
+		nv_hbk_free(k);
+	nv_hbk_free(&own);
 	return rc < 0 ? -1 : 0;
 }
 
@@ -1794,16 +1850,27 @@ out:
 	return rc;
 }
 
-static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
+/* path pi's H·B: kept's (made there if not known), else made into *own */
+static const nv_mat *flip_hb(const nv_bm *md, const nv_tctx *c, size_t pi, const nv_mat *b,
+			     nv_hbk *kept, nv_mat *own)
+{
+	if (kept)
+		return hbk_get(kept, md, &c->fit, pi, b);
+	return nv_metric_hb(&c->fit, b, own) < 0 ? NULL : own;
+}
+
+static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, nv_hbk *kept,
+			uint64_t *flips)
 {
 	size_t r = md->r;
-	nv_mat b = {0}, hb = {0}, k = {0}, whb = {0}, q = {0};
+	nv_mat b = {0}, own = {0}, k = {0}, whb = {0}, q = {0};
+	const nv_mat *hb = NULL;
 	double *qd = nv_malloc(r, sizeof(double));
 	const double *l = md->p[pi].l;
 	int rc = -1;
 
-	if (!qd || nv_path_gs(md, pi, &b) < 0 || nv_metric_hb(&c->fit, &b, &hb) < 0 ||
-	    nv_gemm_new(&b, 1, &hb, 0, &k) < 0 || wh_times(c, &b, &hb, &whb) < 0)
+	if (!qd || nv_path_gs(md, pi, &b) < 0 || !(hb = flip_hb(md, c, pi, &b, kept, &own)) ||
+	    nv_gemm_new(&b, 1, hb, 0, &k) < 0 || wh_times(c, &b, hb, &whb) < 0)
 		goto out;
 	/* whb = (W H − Σ_{q≠pi} Ŵ_q H)·B = W H B − Σ A_q·(B_qᵀ·H B) */
 	for (size_t o = 0; o < md->np; o++) {
@@ -1811,7 +1878,7 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 		int bad;
 		if (o == pi)
 			continue;
-		bad = nv_path_gs(md, o, &bq) < 0 || nv_gemm_new(&bq, 1, &hb, 0, &bhb) < 0 ||
+		bad = nv_path_gs(md, o, &bq) < 0 || nv_gemm_new(&bq, 1, hb, 0, &bhb) < 0 ||
 		      minus_path_times(md, c, o, &bhb, &whb) < 0;
 		nv_mat_free(&bq);
 		nv_mat_free(&bhb);
@@ -1826,12 +1893,12 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 		qd[x] = q.d[x * r + x];
 	}
 	nv_mat_free(&b);
-	nv_mat_free(&hb);
+	nv_mat_free(&own);
 	rc = flip_blocks(md, c, pi, &q, qd, &whb, flips);
 out:
 	free(qd);
 	nv_mat_free(&b);
-	nv_mat_free(&hb);
+	nv_mat_free(&own);
 	nv_mat_free(&k);
 	nv_mat_free(&whb);
 	nv_mat_free(&q);
@@ -1840,9 +1907,14 @@ out:
 
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
+	return nv_flip_u_k(md, c, pi, NULL, flips);
+}
+
+int nv_flip_u_k(nv_bm *md, const nv_tctx *c, size_t pi, nv_hbk *k, uint64_t *flips)
+{
 	double t = nv_now();
 	uint64_t f = 0;
-	int rc = flip_u_inner(md, c, pi, &f);
+	int rc = flip_u_inner(md, c, pi, k, &f);
 
 	nv_prof_add(c->prof, "flip_u", nv_now() - t, 1);
 	nv_prof_add(c->prof, "flip_u.flips", 0.0, f);

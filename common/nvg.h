@@ -132,6 +132,22 @@ void nv_metric_free(nv_metric *mt);
  * tr(W H Wᵀ) − 2 Σ_p ⟨A_p, W H B_p⟩ + Σ_pq ⟨A_pᵀA_q, B_pᵀ H B_q⟩,
  * A_p = diag(h)S_U diag(ℓ), B_p = diag(g)S_V */
 int nv_herr(const nv_metric *mt, const nv_bm *md, double *out);
+
+/*
+ * the products H·B_p (n × r) of one model on the FIT metric, B_p = gs(p)
+ * (nv_path_gs), kept between the steps of a refinement that read them
+ * (.d NULL: not known).  A change of path p's g or S_V voids hb[p]; S_U, h
+ * and ℓ do not enter it.  Each is made by nv_metric_hb on B_p alone, as a
+ * fresh one is, so a kept product gives the bits of a fresh one.
+ */
+typedef struct {
+	nv_mat hb[2];
+} nv_hbk;
+void nv_hbk_void(nv_hbk *k, size_t p);
+void nv_hbk_free(nv_hbk *k);
+/* nv_herr on mt, the FIT metric that k's products are of (k may be NULL):
+ * reads k's products and leaves every path's in k */
+int nv_herr_k(const nv_metric *mt, const nv_bm *md, nv_hbk *k, double *out);
 /* √(tr(E H Eᵀ) / tr(W H Wᵀ)) */
 int nv_rel(const nv_metric *mt, const nv_bm *md, double *out);
 /* the direct formula tr(E H Eᵀ) for an explicit E (m × n) */
@@ -267,8 +283,12 @@ int nv_als_l(nv_bm *md, const nv_tctx *c, double *err);
  * first, freed by the caller): a later call's first g steps start from
  * them, for a model that the calls between changed little */
 int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2]);
+/* nv_als_pc reading and leaving *md's products in k (NULL: none kept) */
+int nv_als_k(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
+/* the same reading path pi's H·B from k (made there when not known) */
+int nv_flip_u_k(nv_bm *md, const nv_tctx *c, size_t pi, nv_hbk *k, uint64_t *flips);
 /* column-sequential sign search on S_V of path pi; *flips may be NULL */
 int nv_gptq_v(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* the discrete refinement, in place; with c->g_pcg its tries share the

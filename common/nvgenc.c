@@ -301,49 +301,68 @@ int nv_gptq_v(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 
 /* ----------------------------------------------------------------- refine */
 
-static int fit_err(const nv_tctx *c, const nv_bm *md, double *e)
+static int fit_err(const nv_tctx *c, const nv_bm *md, nv_hbk *k, double *e)
 {
 	double t = nv_now();
-	int rc = nv_herr(&c->fit, md, e);
+	int rc = nv_herr_k(&c->fit, md, k, e);
 
 	nv_prof_add(c->prof, "err", nv_now() - t, 0);
 	return rc;
 }
 
+/*
+ * one try on path pi of trial (a copy of the model), kind 0 the row flips,
+ * 1 the column search, then its ALS sweeps and its fit error *e; k: the
+ * model's H·B products on entry, the trial's on return.  The flips move
+ * S_U only, so both products hold through them; the column search moves
+ * path pi's S_V and g, and its product goes before the search runs.
+ */
+static int refine_try(nv_bm *trial, const nv_tctx *c, size_t pi, int kind, nv_pchol pc[2],
+		      nv_hbk *k, double *e)
+{
+	int rc;
+
+	if (kind == 0) {
+		rc = nv_flip_u_k(trial, c, pi, k, NULL);
+	} else {
+		nv_hbk_void(k, pi);
+		rc = nv_gptq_v(trial, c, pi, NULL);
+	}
+	if (rc == 0)
+		rc = nv_als_k(trial, c, c->try_sweeps, pc, k);
+	if (rc == 0)
+		rc = fit_err(c, trial, k, e);
+	return rc;
+}
+
 /* the tries of a refinement share the paths' g-step factors (nv_als_pc):
- * a try moves one path's signs from the model the last factors were of */
+ * a try moves one path's signs from the model the last factors were of.
+ * The model's H·B products pass to each try, and stay with the model only
+ * when the try is kept (a try that is not leaves none: the next makes them) */
 static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 {
+	nv_hbk k = {{{0}}};
 	double cur, e;
+	int rc = fit_err(c, md, &k, &cur);
 
-	if (fit_err(c, md, &cur) < 0)
-		return -1;
-	for (int s = 0; s < sweeps; s++)
-		for (size_t pi = 0; pi < md->np; pi++)
-			for (int kind = 0; kind < 2; kind++) {
+	for (int s = 0; s < sweeps && rc == 0; s++)
+		for (size_t pi = 0; pi < md->np && rc == 0; pi++)
+			for (int kind = 0; kind < 2 && rc == 0; kind++) {
 				nv_bm trial;
-				int rc;
-				if (nv_bm_copy(&trial, md) < 0)
-					return -1;
-				rc = kind == 0 ? nv_flip_u(&trial, c, pi, NULL)
-					       : nv_gptq_v(&trial, c, pi, NULL);
-				if (rc == 0)
-					rc = nv_als_pc(&trial, c, c->try_sweeps, pc);
-				if (rc == 0)
-					rc = fit_err(c, &trial, &e);
-				if (rc < 0) {
-					nv_bm_free(&trial);
-					return -1;
-				}
-				if (e < cur) {
+				if ((rc = nv_bm_copy(&trial, md)) < 0)
+					break;
+				rc = refine_try(&trial, c, pi, kind, pc, &k, &e);
+				if (rc == 0 && e < cur) {
 					nv_bm_free(md);
 					*md = trial;
 					cur = e;
 				} else {
 					nv_bm_free(&trial);
+					nv_hbk_free(&k);
 				}
 			}
-	return 0;
+	nv_hbk_free(&k);
+	return rc < 0 ? -1 : 0;
 }
 
 int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])

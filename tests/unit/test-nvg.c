@@ -325,6 +325,124 @@ static void test_als_kept_hb(const nv_tctx *c)
 	nv_bm_free(&b);
 }
 
+/* every product k holds is nv_metric_hb's of its path's gs, bit for bit */
+static int hbk_holds(const nv_tctx *c, const nv_bm *md, const nv_hbk *k)
+{
+	int same = 1;
+
+	for (size_t p = 0; p < md->np; p++) {
+		nv_mat b = {0}, hb = {0};
+		if (!k->hb[p].d)
+			continue;
+		nv_path_gs(md, p, &b);
+		nv_metric_hb(&c->fit, &b, &hb);
+		same &= hb.r == k->hb[p].r && hb.c == k->hb[p].c &&
+			!memcmp(hb.d, k->hb[p].d, hb.r * hb.c * sizeof(double));
+		nv_mat_free(&b), nv_mat_free(&hb);
+	}
+	return same;
+}
+
+/*
+ * the kept products H·B_p (nv_hbk): nv_herr_k, nv_flip_u_k and nv_als_k
+ * give the bits of their versions without (fresh products) and leave in k
+ * only products that hold for the model, each read one where it saves one
+ * (2n²r flops)
+ */
+static void test_hbk(const nv_tctx *c)
+{
+	nv_bm a, b;
+	nv_hbk k = {{{0}}};
+	double e, ek;
+	uint64_t f0, f1, hb;
+
+	nv_build_nvg_init(c, 16, 2, &a);
+	hb = 2ull * a.n * a.n * a.r;
+	nv_herr(&c->fit, &a, &e);
+	nv_herr_k(&c->fit, &a, &k, &ek);
+	ok(e == ek && k.hb[0].d && k.hb[1].d && hbk_holds(c, &a, &k),
+	   "nv_herr_k: nv_herr's bits, both products left in k and holding");
+	nv_flops_reset();
+	nv_herr_k(&c->fit, &a, &k, &ek);
+	f1 = nv_flops();
+	nv_flops_reset();
+	nv_herr(&c->fit, &a, &e);
+	f0 = nv_flops();
+	ok(e == ek && f0 - f1 == 2 * hb, "nv_herr_k from k: the same bits, 2 products fewer (%llu)",
+	   (unsigned long long)(f0 - f1));
+	nv_bm_copy(&b, &a);
+	nv_flops_reset();
+	nv_flip_u(&a, c, 1, NULL);
+	f0 = nv_flops();
+	nv_flops_reset();
+	nv_flip_u_k(&b, c, 1, &k, NULL);
+	f1 = nv_flops();
+	ok(same_model(&a, &b) && f0 - f1 == hb && hbk_holds(c, &b, &k),
+	   "nv_flip_u_k: nv_flip_u's signs, one product fewer, k still holds");
+	nv_flops_reset();
+	nv_als(&a, c, 2);
+	f0 = nv_flops();
+	nv_flops_reset();
+	nv_als_k(&b, c, 2, (nv_pchol[2]){{0}, {0}}, &k);
+	f1 = nv_flops();
+	ok(same_model(&a, &b) && f1 < f0 && hbk_holds(c, &b, &k) && (k.hb[0].d || k.hb[1].d),
+	   "nv_als_k: nv_als's bits, fewer flops (%llu against %llu), what k keeps holds",
+	   (unsigned long long)f1, (unsigned long long)f0);
+	nv_hbk_free(&k);
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+}
+
+/*
+ * nv_refine against the refinement written out with fresh products (each
+ * try: a copy, its sign move, nv_als_pc, nv_herr, kept when lower): the same
+ * bits, with fewer flops
+ */
+static void test_refine_kept(nv_tctx *c)
+{
+	nv_bm a, b;
+	nv_pchol pa[2] = {{0}, {0}}, pb[2] = {{0}, {0}};
+	double cur, e;
+	uint64_t f0, f1;
+
+	c->g_pcg = 1;
+	nv_build_nvg_init(c, 16, 2, &a);
+	nv_bm_copy(&b, &a);
+	nv_flops_reset();
+	nv_herr(&c->fit, &a, &cur);
+	for (int s = 0; s < 2; s++)
+		for (size_t pi = 0; pi < a.np; pi++)
+			for (int kind = 0; kind < 2; kind++) {
+				nv_bm t;
+				nv_bm_copy(&t, &a);
+				if (kind == 0)
+					nv_flip_u(&t, c, pi, NULL);
+				else
+					nv_gptq_v(&t, c, pi, NULL);
+				nv_als_pc(&t, c, c->try_sweeps, pa);
+				nv_herr(&c->fit, &t, &e);
+				if (e < cur) {
+					nv_bm_free(&a);
+					a = t;
+					cur = e;
+				} else {
+					nv_bm_free(&t);
+				}
+			}
+	f0 = nv_flops();
+	nv_flops_reset();
+	nv_refine_pc(&b, c, 2, pb);
+	f1 = nv_flops();
+	ok(same_model(&a, &b) && f1 < f0,
+	   "nv_refine with kept products: the fresh refinement's bits, %llu flops against %llu",
+	   (unsigned long long)f1, (unsigned long long)f0);
+	for (int p = 0; p < 2; p++)
+		nv_pchol_free(&pa[p]), nv_pchol_free(&pb[p]);
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+	c->g_pcg = 0;
+}
+
 /*
  * nv_als_pc with the g steps by PCG: factors kept from a call on the model
  * before a sign move serve the next call (nv_refine's tries): its error is
@@ -1175,6 +1293,8 @@ int main(void)
 	test_als_kept_factors(&c);
 	test_als_tol(&c);
 	test_als_kept_hb(&c);
+	test_hbk(&c);
+	test_refine_kept(&c);
 	test_wh_dropped(&c);
 	test_row_blocks(&c);
 	test_init_halves(&c);

@@ -891,6 +891,17 @@ static int generic_core(const char *core)
 	return 0;
 }
 
+/* cores of OpenBLAS 0.3 whose kernels use AVX2 and FMA, not AVX-512 */
+static int avx2_core(const char *core)
+{
+	static const char *const names[] = { "Haswell", "Zen", "Excavator" };
+
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (!strcasecmp(core, names[i]))
+			return 1;
+	return 0;
+}
+
 const char *nv_blas_core(char *hint, size_t cap)
 {
 	const char *core = openblas_get_corename(), *set = getenv("OPENBLAS_CORETYPE");
@@ -907,11 +918,19 @@ const char *nv_blas_core(char *hint, size_t cap)
 	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
 		better = "Haswell";
 #endif
-	if (better && (!set || !*set) && generic_core(core) && cap)
+	if (!better || !cap)
+		return core;
+	/* generic kernels on a CPU OpenBLAS does not know, AVX2 ones on one
+	 * newer than the library (an AMD Zen 4 taken for a Zen), or either
+	 * chosen by an OPENBLAS_CORETYPE that the environment sets */
+	if (generic_core(core) || (avx2_core(core) && !strcmp(better, "SkylakeX")))
 		snprintf(hint, cap,
-			 "OpenBLAS runs its generic %s kernels on a CPU with %s: "
-			 "OPENBLAS_CORETYPE=%s runs its products several times faster",
-			 core, strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better);
+			 "OpenBLAS runs its %s %s kernels%s on a CPU with %s: "
+			 "OPENBLAS_CORETYPE=%s runs its products %s",
+			 generic_core(core) ? "generic" : "AVX2", core,
+			 set && *set ? " (OPENBLAS_CORETYPE chose them)" : "",
+			 strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better,
+			 generic_core(core) ? "several times faster" : "up to twice as fast");
 	return core;
 }
 

@@ -157,10 +157,12 @@ int nv_get_threads(void);
 
 /*
  * the core whose kernels OpenBLAS runs (its name for it), and into hint
- * (cap bytes) one line when those kernels are generic ones that the CPU
- * outruns and OPENBLAS_CORETYPE does not choose them: OpenBLAS takes an
- * unknown CPU (a virtual one, say) for a Prescott, whose products ran 4x
- * slower than SkylakeX's on an AVX-512 machine.  hint is "" otherwise.
+ * (cap bytes) one line when the CPU outruns those kernels, whether OpenBLAS
+ * chose them or OPENBLAS_CORETYPE did: OpenBLAS takes an unknown CPU (a
+ * virtual one, say) for a generic Prescott, whose products ran 4x slower
+ * than SkylakeX's on an AVX-512 machine, and some environments set
+ * OPENBLAS_CORETYPE=Haswell on AVX-512 CPUs, whose dgemm then ran at 0.6 of
+ * SkylakeX's.  hint is "" otherwise.
  */
 const char *nv_blas_core(char *hint, size_t cap);
 

@@ -21,12 +21,42 @@ test_expect_success '--version names the tool and the version' '
 	test_grep "^blr-pack \(nvgkit\) [0-9]+\.[0-9]+\.[0-9]+$" out
 '
 
-test_expect_success '--version names the OpenBLAS core; no note once OPENBLAS_CORETYPE names it' '
+# the kernels the CPU can run best: SkylakeX's with AVX-512, Haswell's with
+# AVX2 and FMA, none named otherwise
+best_core() {
+	if grep -qw avx512f /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo &&
+		grep -qw avx512bw /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then
+		echo SkylakeX
+	elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+		echo Haswell
+	fi
+}
+
+test_expect_success '--version names the OpenBLAS core; no note under the CPU'"'"'s best kernels' '
 	blr-pack --version >out &&
 	core=$(sed -n "s/^OpenBLAS core: //p" out) &&
 	test -n "$core" &&
-	OPENBLAS_CORETYPE=$core blr-pack --version >out2 &&
+	OPENBLAS_CORETYPE=${best:=$(best_core)} blr-pack --version >out2 &&
 	test_no_grep "^note:" out2
+'
+
+test_expect_success '--version notes generic kernels that OPENBLAS_CORETYPE chose on a faster CPU' '
+	OPENBLAS_CORETYPE=Prescott blr-pack --version >out &&
+	test_grep "^OpenBLAS core: Prescott$" out &&
+	if [ -n "$(best_core)" ]; then
+		test_grep "^note: OpenBLAS runs its generic Prescott kernels [(]OPENBLAS_CORETYPE chose them[)] on a CPU with AVX.*: OPENBLAS_CORETYPE=$(best_core) runs" out
+	else
+		test_no_grep "^note:" out
+	fi
+'
+
+test_expect_success '--version notes AVX2 kernels on a CPU with AVX-512' '
+	OPENBLAS_CORETYPE=Haswell blr-pack --version >out &&
+	if [ "$(best_core)" = SkylakeX ]; then
+		test_grep "^note: OpenBLAS runs its AVX2 Haswell kernels [(]OPENBLAS_CORETYPE chose them[)] on a CPU with AVX-512: OPENBLAS_CORETYPE=SkylakeX runs its products up to twice as fast$" out
+	else
+		test_no_grep "^note:" out
+	fi
 '
 
 usage_error() {

@@ -6,6 +6,12 @@
 # stories260K on 32768 tokens, SmolLM2 on 4096 (eight windows: the model's
 # loading, 0.5 GB, stays a small part of the time).
 # Medians of RUNS runs (default 3).  Not a test: run by `make bench`.
+#
+# LLAMA_BIN=DIR (llama.cpp's llama-perplexity and llama-quantize, built by
+# tests/bench/llama-yardstick.sh) adds #12's yardstick: SmolLM2's GGUF
+# requantized to F32, llama-perplexity on the same text at window 512 (8
+# windows, logits at every position) alternating with cmf-eval, each one's
+# tokens/s without the model's loading, and their ratio.
 
 set -u
 TOP=${NVG_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -80,5 +86,38 @@ bench() {
 		'BEGIN { printf "%-44s %8.1f %% of the measured sgemm rate (%s GFLOP/s)\n", "'"$name"' eval", 100 * g / s, s }'
 }
 
+# llama_tps LOG: the tokens/s of a llama-perplexity run of 8 windows of 512,
+# from its log's timestamps (minutes.seconds.milliseconds) at the start of
+# the scoring and at its final estimate
+llama_tps() {
+	awk '/perplexity: calculating perplexity/ { split($1, t, "."); a = t[1] * 60 + t[2] + t[3] / 1000 }
+	     /Final estimate/ { split($1, t, "."); b = t[1] * 60 + t[2] + t[3] / 1000 }
+	     END { if (b > a) printf "%.1f\n", 4096 / (b - a); else exit 1 }' "$1"
+}
+
+# yardstick: cmf-eval on SmolLM2's 4096 tokens and llama.cpp's F32 forward
+# on the same text, alternating
+yardstick() {
+	echo
+	[ -s sm-f32.gguf ] || "$LLAMA_BIN/llama-quantize" --allow-requantize "$GGUF" sm-f32.gguf F32 \
+		>quantize.log 2>&1 || { echo "llama-quantize failed: $W/quantize.log"; return 1; }
+	head -c 16384 sm.u32 >b.u32
+	: >y.ours; : >y.llama
+	for i in $(seq "$RUNS"); do
+		"$BIN/cmf-eval" -q -m sm.cmf --tokens b.u32 --window 512 --json |
+			sed -n 's/.*"tokens_per_s":\([0-9.e+]*\).*/\1/p' >>y.ours
+		"$LLAMA_BIN/llama-perplexity" -m sm-f32.gguf -f t.txt -c 512 -b 512 --chunks 8 \
+			-t "$(nproc)" >llama.log 2>&1 && llama_tps llama.log >>y.llama ||
+			{ echo "llama-perplexity failed: $W/llama.log"; return 1; }
+	done
+	awk -v a="$(median <y.ours)" -v b="$(median <y.llama)" 'BEGIN {
+		printf "%-44s %8.1f tok/s\n", "SmolLM2-135M cmf-eval (window 512)", a
+		printf "%-44s %8.1f tok/s\n", "SmolLM2-135M llama.cpp F32 llama-perplexity", b
+		printf "%-44s %8.2f x llama.cpp'"'"'s rate\n", "SmolLM2-135M cmf-eval", a / b }'
+}
+
 bench s.cmf s.u32 32768 stories260K
 bench sm.cmf sm.u32 4096 SmolLM2-135M
+if [ -n "${LLAMA_BIN:-}" ]; then
+	yardstick || exit 1
+fi

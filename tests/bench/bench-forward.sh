@@ -103,12 +103,14 @@ yardstick() {
 		>quantize.log 2>&1 || { echo "llama-quantize failed: $W/quantize.log"; return 1; }
 	head -c 16384 sm.u32 >b.u32
 	: >y.ours; : >y.llama
-	for i in $(seq "$RUNS"); do
+	for _ in $(seq "$RUNS"); do
 		"$BIN/cmf-eval" -q -m sm.cmf --tokens b.u32 --window 512 --json |
 			sed -n 's/.*"tokens_per_s":\([0-9.e+]*\).*/\1/p' >>y.ours
-		"$LLAMA_BIN/llama-perplexity" -m sm-f32.gguf -f t.txt -c 512 -b 512 --chunks 8 \
-			-t "$(nproc)" >llama.log 2>&1 && llama_tps llama.log >>y.llama ||
-			{ echo "llama-perplexity failed: $W/llama.log"; return 1; }
+		if ! "$LLAMA_BIN/llama-perplexity" -m sm-f32.gguf -f t.txt -c 512 -b 512 \
+			--chunks 8 -t "$(nproc)" >llama.log 2>&1 || ! llama_tps llama.log >>y.llama; then
+			echo "llama-perplexity failed: $W/llama.log"
+			return 1
+		fi
 	done
 	awk -v a="$(median <y.ours)" -v b="$(median <y.llama)" 'BEGIN {
 		printf "%-44s %8.1f tok/s\n", "SmolLM2-135M cmf-eval (window 512)", a

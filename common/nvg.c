@@ -298,21 +298,12 @@ void nv_hbk_free(nv_hbk *k)
 	nv_hbk_void(k, 1);
 }
 
-/* path p's H·B in k, made there from b = gs(p) (or from gs(p) made here
- * when b is NULL) where it is not known */
-static const nv_mat *hbk_get(nv_hbk *k, const nv_bm *md, const nv_metric *mt, size_t p,
-			     const nv_mat *b)
+/* path p's H·B in k, made there from b = gs(p) where it is not known */
+static const nv_mat *hbk_get(nv_hbk *k, const nv_metric *mt, size_t p, const nv_mat *b)
 {
-	nv_mat own = {0};
-	int rc;
-
-	if (k->hb[p].d)
-		return &k->hb[p];
-	if (!b && nv_path_gs(md, p, &own) < 0)
+	if (!k->hb[p].d && nv_metric_hb(mt, b, &k->hb[p]) < 0)
 		return NULL;
-	rc = nv_metric_hb(mt, b ? b : &own, &k->hb[p]);
-	nv_mat_free(&own);
-	return rc < 0 ? NULL : &k->hb[p];
+	return &k->hb[p];
 }
 
 /* the factors B_p and H·B_p of every path (A_p is made where it is used);
@@ -342,7 +333,7 @@ static int factors_of(const nv_bm *md, const nv_metric *mt, nv_hbk *k, factors *
 		if (!k) {
 			if (nv_metric_hb(mt, &f->b[p], &f->hb[p]) < 0)
 				goto fail;
-		} else if ((hb = hbk_get(k, md, mt, p, &f->b[p]))) {
+		} else if ((hb = hbk_get(k, mt, p, &f->b[p]))) {
 			f->hb[p] = *hb;
 		} else {
 			goto fail;
@@ -1851,11 +1842,11 @@ out:
 }
 
 /* path pi's H·B: kept's (made there if not known), else made into *own */
-static const nv_mat *flip_hb(const nv_bm *md, const nv_tctx *c, size_t pi, const nv_mat *b,
-			     nv_hbk *kept, nv_mat *own)
+static const nv_mat *flip_hb(const nv_tctx *c, size_t pi, const nv_mat *b, nv_hbk *kept,
+			     nv_mat *own)
 {
 	if (kept)
-		return hbk_get(kept, md, &c->fit, pi, b);
+		return hbk_get(kept, &c->fit, pi, b);
 	return nv_metric_hb(&c->fit, b, own) < 0 ? NULL : own;
 }
 
@@ -1869,7 +1860,7 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, nv_hbk *kept,
 	const double *l = md->p[pi].l;
 	int rc = -1;
 
-	if (!qd || nv_path_gs(md, pi, &b) < 0 || !(hb = flip_hb(md, c, pi, &b, kept, &own)) ||
+	if (!qd || nv_path_gs(md, pi, &b) < 0 || !(hb = flip_hb(c, pi, &b, kept, &own)) ||
 	    nv_gemm_new(&b, 1, hb, 0, &k) < 0 || wh_times(c, &b, hb, &whb) < 0)
 		goto out;
 	/* whb = (W H − Σ_{q≠pi} Ŵ_q H)·B = W H B − Σ A_q·(B_qᵀ·H B) */

@@ -299,7 +299,7 @@ ifneq ($(file <$(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
 # the settings that differ, named both ways: a default that changed since the
 # conversion began (TRANSPORT's did) is resumed by giving the stamp's setting
-$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1), or choose another OUT)
+$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(if $(and $(filter try_sweeps=%,$(PARAMS)),$(filter method=nvg,$(file <$(STAMP))),$(if $(filter try_sweeps=%,$(file <$(STAMP))),,x)),; a stamp without try_sweeps was made with TRY_SWEEPS=3)), or choose another OUT)
 endif
 else
 ifneq ($(filter-out logs params .lock,$(shell ls -A '$(OUT)' 2>/dev/null)),)

@@ -267,7 +267,7 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 	test "$(prov_value sw2/model.cmf try_sweeps)" = 2 &&
 	cp -rp sw2 old3 && sed -i "s/ try_sweeps=2 / /" old3/params &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=old3 BPW=2.5 2>err &&
-	test_grep "the stamp has .., this command .try_sweeps=2." err &&
+	test_grep "the stamp has .., this command .try_sweeps=2..; give the stamp.s settings to resume it .transport=1 is TRANSPORT=1; a stamp without try_sweeps was made with TRY_SWEEPS=3., or" err &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=old3 BPW=2.5 TRY_SWEEPS=3 2>err &&
 	for f in sw2/L*/*.blr; do cmp $f old3/${f#sw2/} || return 1; done &&
 	test "$(prov_value old3/model.cmf try_sweeps)" = 3 &&

@@ -1216,10 +1216,11 @@ typedef struct {
 /*
  * H·B = [H·B_0 | H·B_1] (n × np·r) for B = [gs] (b): path p's columns from
  * hbk[p], its H·B_p kept from the sweep before, where that is valid (.d
- * set: g_p has not moved since), else by a product of their own
+ * set: g_p has not moved since), else by a product of their own.  A kept
+ * one is let go once copied: the sweep's g steps move every g, so nothing
+ * reads it again, and it is not held beside its copy
  */
-static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, const nv_mat hbk[2],
-		  nv_mat *hb)
+static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, nv_mat hbk[2], nv_mat *hb)
 {
 	size_t n = md->n, r = md->r, pr = md->np * r;
 	int fresh = 0;
@@ -1246,6 +1247,7 @@ static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, const nv_m
 		for (size_t j = 0; j < n; j++)
 			memcpy(hb->d + j * pr + p * r, nv_row(src, j), r * sizeof(double));
 		nv_mat_free(&one);
+		nv_mat_free(&hbk[p]);
 	}
 	return 0;
 }

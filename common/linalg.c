@@ -878,26 +878,17 @@ int nv_get_threads(void)
 	return openblas_get_num_threads();
 }
 
-/* cores of OpenBLAS 0.3 whose kernels use neither AVX2 nor FMA */
-static int generic_core(const char *core)
-{
-	static const char *const names[] = { "Prescott", "Core2", "Penryn", "Dunnington",
+/* cores of OpenBLAS 0.3 whose kernels use neither AVX2 nor FMA, and those
+ * whose kernels use AVX2 and FMA but not AVX-512 */
+static const char *const generic_cores[] = { "Prescott", "Core2", "Penryn", "Dunnington",
 					     "Nehalem", "Atom", "Sandybridge", "Katmai",
-					     "Coppermine", "Northwood", "Banias" };
+					     "Coppermine", "Northwood", "Banias", NULL };
+static const char *const avx2_cores[] = { "Haswell", "Zen", "Excavator", NULL };
 
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-		if (!strcasecmp(core, names[i]))
-			return 1;
-	return 0;
-}
-
-/* cores of OpenBLAS 0.3 whose kernels use AVX2 and FMA, not AVX-512 */
-static int avx2_core(const char *core)
+static int core_in(const char *core, const char *const *names)
 {
-	static const char *const names[] = { "Haswell", "Zen", "Excavator" };
-
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-		if (!strcasecmp(core, names[i]))
+	for (; *names; names++)
+		if (!strcasecmp(core, *names))
 			return 1;
 	return 0;
 }
@@ -906,6 +897,7 @@ const char *nv_blas_core(char *hint, size_t cap)
 {
 	const char *core = openblas_get_corename(), *set = getenv("OPENBLAS_CORETYPE");
 	const char *better = NULL;
+	int generic;
 
 	core = core ? core : "unknown";
 	if (cap)
@@ -923,14 +915,15 @@ const char *nv_blas_core(char *hint, size_t cap)
 	/* generic kernels on a CPU OpenBLAS does not know, AVX2 ones on one
 	 * newer than the library (an AMD Zen 4 taken for a Zen), or either
 	 * chosen by an OPENBLAS_CORETYPE that the environment sets */
-	if (generic_core(core) || (avx2_core(core) && !strcmp(better, "SkylakeX")))
+	generic = core_in(core, generic_cores);
+	if (generic || (core_in(core, avx2_cores) && !strcmp(better, "SkylakeX")))
 		snprintf(hint, cap,
 			 "OpenBLAS runs its %s %s kernels%s on a CPU with %s: "
 			 "OPENBLAS_CORETYPE=%s runs its products %s",
-			 generic_core(core) ? "generic" : "AVX2", core,
+			 generic ? "generic" : "AVX2", core,
 			 set && *set ? " (OPENBLAS_CORETYPE chose them)" : "",
 			 strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better,
-			 generic_core(core) ? "several times faster" : "up to twice as fast");
+			 generic ? "several times faster" : "up to twice as fast");
 	return core;
 }
 

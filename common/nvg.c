@@ -307,42 +307,29 @@ static const nv_mat *hbk_get(nv_hbk *k, const nv_metric *mt, size_t p, const nv_
 }
 
 /* the factors B_p and H·B_p of every path (A_p is made where it is used);
- * H·B_p k's where k is given (hb[p] then borrowed from it) */
+ * H·B_p borrowed from k, made there where not known */
 typedef struct {
 	nv_mat b[2], hb[2];
-	int borrowed;
 } factors;
 
 static void factors_free(factors *f)
 {
-	for (int p = 0; p < 2; p++) {
+	for (int p = 0; p < 2; p++)
 		nv_mat_free(&f->b[p]);
-		if (!f->borrowed)
-			nv_mat_free(&f->hb[p]);
-	}
 }
 
 static int factors_of(const nv_bm *md, const nv_metric *mt, nv_hbk *k, factors *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->borrowed = k != NULL;
 	for (size_t p = 0; p < md->np; p++) {
 		const nv_mat *hb;
-		if (nv_path_gs(md, p, &f->b[p]) < 0)
-			goto fail;
-		if (!k) {
-			if (nv_metric_hb(mt, &f->b[p], &f->hb[p]) < 0)
-				goto fail;
-		} else if ((hb = hbk_get(k, mt, p, &f->b[p]))) {
-			f->hb[p] = *hb;
-		} else {
-			goto fail;
+		if (nv_path_gs(md, p, &f->b[p]) < 0 || !(hb = hbk_get(k, mt, p, &f->b[p]))) {
+			factors_free(f);
+			return -1;
 		}
+		f->hb[p] = *hb;
 	}
 	return 0;
-fail:
-	factors_free(f);
-	return -1;
 }
 
 /* ⟨X·Y, Z·T⟩-style pieces: sum(A ∘ (P·Q)) with P·Q computed */
@@ -417,7 +404,11 @@ out:
 
 int nv_herr(const nv_metric *mt, const nv_bm *md, double *out)
 {
-	return nv_herr_k(mt, md, NULL, out);
+	nv_hbk k = {{{0}}};
+	int rc = nv_herr_k(mt, md, &k, out);
+
+	nv_hbk_free(&k);
+	return rc;
 }
 
 int nv_herr_k(const nv_metric *mt, const nv_bm *md, nv_hbk *k, double *out)
@@ -1843,26 +1834,17 @@ out:
 	return rc;
 }
 
-/* path pi's H·B: kept's (made there if not known), else made into *own */
-static const nv_mat *flip_hb(const nv_tctx *c, size_t pi, const nv_mat *b, nv_hbk *kept,
-			     nv_mat *own)
-{
-	if (kept)
-		return hbk_get(kept, &c->fit, pi, b);
-	return nv_metric_hb(&c->fit, b, own) < 0 ? NULL : own;
-}
-
 static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, nv_hbk *kept,
 			uint64_t *flips)
 {
 	size_t r = md->r;
-	nv_mat b = {0}, own = {0}, k = {0}, whb = {0}, q = {0};
+	nv_mat b = {0}, k = {0}, whb = {0}, q = {0};
 	const nv_mat *hb = NULL;
 	double *qd = nv_malloc(r, sizeof(double));
 	const double *l = md->p[pi].l;
 	int rc = -1;
 
-	if (!qd || nv_path_gs(md, pi, &b) < 0 || !(hb = flip_hb(c, pi, &b, kept, &own)) ||
+	if (!qd || nv_path_gs(md, pi, &b) < 0 || !(hb = hbk_get(kept, &c->fit, pi, &b)) ||
 	    nv_gemm_new(&b, 1, hb, 0, &k) < 0 || wh_times(c, &b, hb, &whb) < 0)
 		goto out;
 	/* whb = (W H − Σ_{q≠pi} Ŵ_q H)·B = W H B − Σ A_q·(B_qᵀ·H B) */
@@ -1886,12 +1868,10 @@ static int flip_u_inner(nv_bm *md, const nv_tctx *c, size_t pi, nv_hbk *kept,
 		qd[x] = q.d[x * r + x];
 	}
 	nv_mat_free(&b);
-	nv_mat_free(&own);
 	rc = flip_blocks(md, c, pi, &q, qd, &whb, flips);
 out:
 	free(qd);
 	nv_mat_free(&b);
-	nv_mat_free(&own);
 	nv_mat_free(&k);
 	nv_mat_free(&whb);
 	nv_mat_free(&q);
@@ -1900,7 +1880,11 @@ out:
 
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips)
 {
-	return nv_flip_u_k(md, c, pi, NULL, flips);
+	nv_hbk k = {{{0}}};
+	int rc = nv_flip_u_k(md, c, pi, &k, flips);
+
+	nv_hbk_free(&k);
+	return rc;
 }
 
 int nv_flip_u_k(nv_bm *md, const nv_tctx *c, size_t pi, nv_hbk *k, uint64_t *flips)

@@ -145,8 +145,8 @@ typedef struct {
 } nv_hbk;
 void nv_hbk_void(nv_hbk *k, size_t p);
 void nv_hbk_free(nv_hbk *k);
-/* nv_herr on mt, the FIT metric that k's products are of (k may be NULL):
- * reads k's products and leaves every path's in k */
+/* nv_herr on mt, the metric that k's products are of: reads k's products
+ * and leaves every path's in k (nv_herr: with a k of its own) */
 int nv_herr_k(const nv_metric *mt, const nv_bm *md, nv_hbk *k, double *out);
 /* √(tr(E H Eᵀ) / tr(W H Wᵀ)) */
 int nv_rel(const nv_metric *mt, const nv_bm *md, double *out);

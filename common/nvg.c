@@ -856,11 +856,6 @@ int nv_latents_minus(const nv_mat *w, const nv_mat *a, const nv_mat *b, size_t r
 
 /* -------------------------------------------------------------------- ITQ */
 
-static double sgn(double v)
-{
-	return v >= 0.0 ? 1.0 : -1.0;
-}
-
 /*
  * The ITQ's inputs: x = row-normalised [up; vp] ((m+n) × r), held as its two
  * parts xs[0] (m × r) and xs[1] (n × r), never joined; w2 = [wu²; wv²] / mean.
@@ -927,13 +922,24 @@ static int itq_inputs(nv_mat *up, nv_mat *vp, const double *wu, const double *wv
 	return in->f32 ? itq_inputs_f32(in) : 0;
 }
 
-/* the sign of entry b (pos: ≥ 0) set in prev's bits; 1 where it changed */
-static size_t sign_bit(uint64_t *prev, size_t b, int pos)
+/* the signs (≥ 0: 1) of the cnt entries from entry b0 on (doubles, or
+ * floats with f32) set in prev's bits, 64 at a time; the number that changed */
+static size_t sign_bits(uint64_t *prev, size_t b0, const void *e, int f32, size_t cnt)
 {
-	uint64_t m = UINT64_C(1) << (b & 63), *w = prev + (b >> 6);
-	size_t ch = ((*w & m) != 0) != pos;
+	const double *ed = e;
+	const float *ef = e;
+	size_t ch = 0;
 
-	*w = pos ? *w | m : *w & ~m;
+	for (size_t k = 0, take; k < cnt; k += take) {
+		size_t b = b0 + k, off = b & 63;
+		uint64_t nb = 0, mask, *w = prev + (b >> 6);
+		take = 64 - off < cnt - k ? 64 - off : cnt - k;
+		for (size_t t = 0; t < take; t++)
+			nb |= (uint64_t)(f32 ? ef[k + t] >= 0.0f : ed[k + t] >= 0.0) << (off + t);
+		mask = (take == 64 ? ~UINT64_C(0) : (UINT64_C(1) << take) - 1) << off;
+		ch += (size_t)__builtin_popcountll((*w ^ nb) & mask);
+		*w = (*w & ~mask) | nb;
+	}
 	return ch;
 }
 
@@ -956,16 +962,16 @@ typedef struct {
 static size_t itq_block64(const itq_blk *k, size_t h, size_t i0, size_t rows, size_t i)
 {
 	const itq_in *in = k->in;
-	size_t r = k->mm->r, ch = 0;
+	size_t r = k->mm->r, ch;
 	nv_mat xb = rows_of(&in->xs[h], i0, rows), xr = { rows, r, k->buf };
 
 	nv_gemm(1.0, &xb, 0, k->rot, 0, 0.0, &xr);
-	for (size_t a = 0, b = i * r; a < rows; a++)
-		for (size_t c = 0; c < r; c++, b++) {
-			double *e = xr.d + a * r + c;
-			ch += sign_bit(k->prev, b, *e >= 0.0);
-			*e = sgn(*e) * in->w2[i + a];
-		}
+	ch = sign_bits(k->prev, i * r, xr.d, 0, rows * r);
+	for (size_t a = 0; a < rows; a++) {
+		double w = in->w2[i + a], *e = xr.d + a * r;
+		for (size_t c = 0; c < r; c++)
+			e[c] = e[c] >= 0.0 ? w : -w; /* sgn(e)·w, the same bits */
+	}
 	nv_gemm(1.0, &xb, 1, &xr, 0, i ? 1.0 : 0.0, k->mm);
 	return ch;
 }
@@ -973,17 +979,17 @@ static size_t itq_block64(const itq_blk *k, size_t h, size_t i0, size_t rows, si
 static size_t itq_block32(const itq_blk *k, size_t h, size_t i0, size_t rows, size_t i)
 {
 	const itq_in *in = k->in;
-	size_t r = k->mm->r, ch = 0;
+	size_t r = k->mm->r, ch;
 	const float *xb = in->xf[h] + i0 * r;
 	float *xr = k->buf;
 
 	nv_sgemm(0, 0, rows, r, r, 1.0f, xb, r, k->rf, r, 0.0f, xr, r);
-	for (size_t a = 0, b = i * r; a < rows; a++)
-		for (size_t c = 0; c < r; c++, b++) {
-			float *e = xr + a * r + c, w = (float)in->w2[i + a];
-			ch += sign_bit(k->prev, b, *e >= 0.0f);
-			*e = *e >= 0.0f ? w : -w;
-		}
+	ch = sign_bits(k->prev, i * r, xr, 1, rows * r);
+	for (size_t a = 0; a < rows; a++) {
+		float w = (float)in->w2[i + a], *e = xr + a * r;
+		for (size_t c = 0; c < r; c++)
+			e[c] = e[c] >= 0.0f ? w : -w;
+	}
 	nv_sgemm(1, 0, r, r, rows, 1.0f, xb, r, xr, r, 0.0f, k->mf, r);
 	for (size_t a = 0; a < r * r; a++)
 		k->mm->d[a] = (i ? k->mm->d[a] : 0.0) + (double)k->mf[a];

@@ -529,10 +529,13 @@ static void test_itq_stop(void)
 }
 
 /* the ITQ of before, whole: x = row-normalised [up; vp], R ← polar(xᵀ·(sgn(x·R)∘w2))
- * for steps steps from R = I; returns up·R, vp·R (the reference for the blocks) */
+ * for steps steps from R = I; returns up·R, vp·R (the reference for the blocks)
+ * and, with changes, the number of signs each step changed from the last
+ * (from all negative before the first) */
 static void itq_whole(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
-		      int steps, nv_mat *uo, nv_mat *vo)
+		      int steps, nv_mat *uo, nv_mat *vo, size_t *changes)
 {
+	static signed char last[256 * 16];
 	size_t m = up->r, nn = up->r + vp->r, r = up->c;
 	nv_mat x, rot, xr, mm, nr;
 	double w2[256], mean = 0;
@@ -550,11 +553,19 @@ static void itq_whole(const nv_mat *up, const nv_mat *vp, const double *wu, cons
 		mean += w2[i] / (double)nn;
 	}
 	nv_mat_eye(&rot, r);
+	memset(last, -1, sizeof last);
 	for (int t = 0; t < steps; t++) {
 		nv_gemm_new(&x, 0, &rot, 0, &xr);
+		if (changes)
+			changes[t] = 0;
 		for (size_t i = 0; i < nn; i++)
-			for (size_t k = 0; k < r; k++)
-				xr.d[i * r + k] = (xr.d[i * r + k] >= 0 ? 1.0 : -1.0) * (w2[i] / mean);
+			for (size_t k = 0; k < r; k++) {
+				signed char sg = xr.d[i * r + k] >= 0 ? 1 : -1;
+				if (changes)
+					changes[t] += sg != last[i * r + k];
+				last[i * r + k] = sg;
+				xr.d[i * r + k] = sg * (w2[i] / mean);
+			}
 		nv_gemm_new(&x, 1, &xr, 0, &mm);
 		nv_polar(&mm, &nr);
 		nv_mat_free(&rot), nv_mat_free(&xr), nv_mat_free(&mm);
@@ -593,7 +604,7 @@ static void test_itq_blocks(void)
 	size_t blocks[] = {1, 7, 40, 64, 1000};
 
 	itq_case(&up, &vp, wu, wv);
-	itq_whole(&up, &vp, wu, wv, 12, &ur, &vr);
+	itq_whole(&up, &vp, wu, wv, 12, &ur, &vr, NULL);
 	for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
 		int same = 1, used = 0;
 		double du, dv;
@@ -605,6 +616,46 @@ static void test_itq_blocks(void)
 		   blocks[b], du, dv);
 		nv_mat_free(&uo), nv_mat_free(&vo);
 	}
+	nv_mat_free(&ur), nv_mat_free(&vr), nv_mat_free(&up), nv_mat_free(&vp);
+}
+
+/*
+ * the stop counts the signs a step changed, 64 to a word of bits, whatever
+ * the row blocks (blocks of 1, 7 and 40 rows start mid-word): for a
+ * tolerance set from the reference's counts, each block size stops at the
+ * first step after the first whose count is at most tol·(entries), as the
+ * whole computation above counts them
+ */
+static void test_itq_counts(void)
+{
+	nv_mat up, vp, ur, vr, uo, vo;
+	double wu[40], wv[30];
+	size_t ch[12], blocks[] = {1, 7, 40, 64, 1000}, nn, cells;
+	int all = 1, tried = 0;
+
+	itq_case(&up, &vp, wu, wv);
+	nn = up.r + vp.r;
+	cells = nn * up.c;
+	itq_whole(&up, &vp, wu, wv, 12, &ur, &vr, ch);
+	for (int t = 1; t < 12; t++) {
+		double tol = ((double)ch[t] + 0.5) / (double)cells;
+		int want = 12;
+		for (int k = 1; k < 12; k++)
+			if ((double)ch[k] <= tol * (double)cells) {
+				want = k + 1;
+				break;
+			}
+		for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+			int used = 0;
+			nv_itq_weighted(&up, &vp, wu, wv, &(nv_itq_cfg){ 12, tol, blocks[b], 0 }, NULL,
+					&uo, &vo, &used);
+			all &= used == want;
+			nv_mat_free(&uo), nv_mat_free(&vo);
+			tried++;
+		}
+	}
+	ok(all && ch[0] > 0 && ch[1] > 0, "the stop's sign counts are the reference's (%d runs; "
+	   "%zu, %zu, %zu changed in steps 1-3)", tried, ch[0], ch[1], ch[2]);
 	nv_mat_free(&ur), nv_mat_free(&vr), nv_mat_free(&up), nv_mat_free(&vp);
 }
 
@@ -693,6 +744,7 @@ int main(void)
 	test_path();
 	test_itq_stop();
 	test_itq_blocks();
+	test_itq_counts();
 	test_itq_f32();
 	test_dual(&w, &h);
 	nv_mat_free(&w);

@@ -352,10 +352,11 @@ typedef struct {
 #define NV_TRY_SWEEPS_MAX 8
 /* the ITQ gauge's steps, the most (nv_itq_weighted, the device's the same) */
 #define NV_ITQ_STEPS 50
-/* the CPU encoder's ITQ stop unless told otherwise (nv_enc_opts.itq_tol) */
-#define NV_ITQ_TOL_DEFAULT 0.0
-/* ALS's early stop: 0, every sweep of the fixed counts (the bytes of before) */
-#define NV_ALS_TOL_DEFAULT 0.0
+/* the CPU encoder's ITQ stop and ALS's early stop unless told otherwise
+ * (nv_enc_opts.itq_tol, .als_tol; 0 until whole conversions judged 0.001
+ * level with it: README; 0 runs every step of the fixed counts, a device's) */
+#define NV_ITQ_TOL_DEFAULT 0.001
+#define NV_ALS_TOL_DEFAULT 0.001
 /* nv_tctx.row_block: a tall W's m × r pieces held 1024 rows at a time */
 #define NV_ROW_BLOCK_DEFAULT 1024
 

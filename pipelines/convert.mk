@@ -2,7 +2,7 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
-#        [TRY_SWEEPS=2] [ITQ_TOL=0] [ITQ_PREC=f64|f32] [ALS_TOL=0] \
+#        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [ALS_TOL=0.001] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
 #        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] [TUNE_LOSS=mse|normed] \
@@ -89,18 +89,19 @@ G_SOLVE_DEFAULT = $(if $(and $(filter nvg,$(METHOD)),$(filter cpu auto,$(DEVICE)
 G_SOLVE    ?= $(G_SOLVE_DEFAULT)
 # the ALS sweeps of each refinement try, ITQ's stop and ALS's (nvg-encode
 # --try-sweeps, --itq-tol, --als-tol: the tolerances above 0 the CPU
-# encoder's only).  TRY_SWEEPS was 3 until whole conversions judged 2 level
-# with it (README): the stamp names it whenever it is not 3, so that a stamp
-# without it still means the 3 its conversion was made with
+# encoder's only, so a device's default is 0).  TRY_SWEEPS was 3, and the
+# tolerances 0, until whole conversions judged 2 and 0.001 level with them
+# (README): the stamp names each whenever it is not that old value, so that a
+# stamp without it still means what its conversion was made with
 TRY_SWEEPS_DEFAULT := 2
 TRY_SWEEPS ?= $(TRY_SWEEPS_DEFAULT)
-ITQ_TOL_DEFAULT := 0
+ITQ_TOL_DEFAULT = $(if $(filter cpu,$(DEVICE)),0.001,0)
 ITQ_TOL    ?= $(ITQ_TOL_DEFAULT)
 # the precision of the ITQ's products (nvg-encode --itq-prec: f32 the CPU
 # encoder's option, other bytes; a device's ITQ is f32 already)
 ITQ_PREC_DEFAULT := f64
 ITQ_PREC   ?= $(ITQ_PREC_DEFAULT)
-ALS_TOL_DEFAULT := 0
+ALS_TOL_DEFAULT = $(if $(filter cpu,$(DEVICE)),0.001,0)
 ALS_TOL    ?= $(ALS_TOL_DEFAULT)
 RHO        ?= 0.03
 KV_FACTOR  ?= 1
@@ -292,14 +293,17 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD)$(if $(filter nvg,$(METHOD)),$(if $(filter-out 3,$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)), itq_tol=$(ITQ_TOL))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)), als_tol=$(ALS_TOL))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))
 STAMP := $(OUT)/params
+# $(call stamp_was,TOKEN,VAR,OLD): an nvg stamp without TOKEN where this
+# command names one was made with VAR=OLD, the default of before
+stamp_was = $(if $(and $(filter $(1)=%,$(PARAMS)),$(filter method=nvg,$(file <$(STAMP))),$(if $(filter $(1)=%,$(file <$(STAMP))),,x)),; a stamp without $(1) was made with $(2)=$(3))
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
 # the settings that differ, named both ways: a default that changed since the
 # conversion began (TRANSPORT's did) is resumed by giving the stamp's setting
-$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(if $(and $(filter try_sweeps=%,$(PARAMS)),$(filter method=nvg,$(file <$(STAMP))),$(if $(filter try_sweeps=%,$(file <$(STAMP))),,x)),; a stamp without try_sweeps was made with TRY_SWEEPS=3)), or choose another OUT)
+$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)), or choose another OUT)
 endif
 else
 ifneq ($(filter-out logs params .lock,$(shell ls -A '$(OUT)' 2>/dev/null)),)
@@ -414,7 +418,10 @@ SVID_OPTS = --method dual-svid
 ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)),--g-solve $(G_SOLVE)) $(EFFORT_OPTS) $(DEVICE_OPT) $(NVG_CTX),$(SVID_OPTS) \
 	$(if $(CAPTURE_GRAMS),--sel $(SEL_GRAM)))
 DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
-EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(if $(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),--itq-tol $(ITQ_TOL)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) $(if $(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)),--als-tol $(ALS_TOL))
+# a tolerance always given on the CPU (nvg-encode's own default never decides
+# what the stamp says), elsewhere only above 0, where nvg-encode refuses it
+tol_opt = $(if $(or $(filter cpu,$(DEVICE)),$(filter-out 0,$(2))),--$(1)-tol $(2))
+EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(call tol_opt,itq,$(ITQ_TOL)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) $(call tol_opt,als,$(ALS_TOL))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
 # the sweep's dual-svid stays data-free (its curves use the Frobenius error)
 SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))

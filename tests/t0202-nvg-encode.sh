@@ -159,17 +159,20 @@ test_expect_success '--g-solve: an unknown solver, dual-svid and the device are 
 	test_path_is_missing x.blr
 '
 
-# the ITQ stop: tol 0 is every step's answer; a tolerance takes fewer steps,
-# counted in the profile, and stays deterministic
-test_expect_success '--itq-tol: 0 the bytes of all 50 steps; above 0 fewer steps, the same bytes twice' '
+# the ITQ stop: the default is 0.001 (beside --als-tol 0.001); 0 is every
+# step's answer, so it takes more steps than the default, and a larger
+# tolerance no more, counted in the profile; deterministic
+test_expect_success '--itq-tol: 0.001 the default bytes; 0 more steps, 0.01 no more, the same bytes twice' '
+	enc --itq-tol 0.001 --als-tol 0.001 --profile -o id.blr >ld 2>errd &&
+	cmp id.blr gp.blr &&
 	enc --itq-tol 0 --profile -o i0.blr >l0 2>err0 &&
-	cmp i0.blr gp.blr &&
 	enc --itq-tol 0.01 --profile -o i1.blr >l1 2>err1 &&
+	nd=$(prof_count itq.steps errd) &&
 	n0=$(prof_count itq.steps err0) && n1=$(prof_count itq.steps err1) &&
-	test "$n1" -lt "$n0" && test "$n0" -le $((50 * 3)) &&
+	test "$nd" -lt "$n0" && test "$n1" -le "$nd" && test "$n0" -le $((50 * 3)) &&
 	OPENBLAS_NUM_THREADS=2 enc --itq-tol 0.01 -o i2.blr >/dev/null &&
 	cmp i1.blr i2.blr ||
-	{ cat err0 err1; false; }
+	{ cat errd err0 err1; false; }
 '
 
 # the ITQ's products in f32: f64 is the default's bytes; f32 a payload whose
@@ -197,16 +200,18 @@ test_expect_success '--itq-prec: f64 the default bytes, f32 near them and determ
 '
 
 # the ALS sweeps of each refinement try
+# (the sweeps counted with --als-tol 0, which runs every one)
 test_expect_success '--try-sweeps: 2 the default bytes; 3 more sweeps, 1 fewer, deterministic' '
-	enc --try-sweeps 2 --profile -o t2.blr >l2 2>err2 &&
-	cmp t2.blr gp.blr &&
-	enc --try-sweeps 3 --profile -o t3.blr >l3 2>err3 &&
-	! cmp -s t3.blr gp.blr &&
-	enc --try-sweeps 1 --profile -o t1.blr >l1 2>err1 &&
+	enc --try-sweeps 2 -o t2d.blr >/dev/null &&
+	cmp t2d.blr gp.blr &&
+	enc --try-sweeps 2 --als-tol 0 --profile -o t2.blr >l2 2>err2 &&
+	enc --try-sweeps 3 --als-tol 0 --profile -o t3.blr >l3 2>err3 &&
+	! cmp -s t3.blr t2.blr &&
+	enc --try-sweeps 1 --als-tol 0 --profile -o t1.blr >l1 2>err1 &&
 	a3=$(prof_count als.l err3) && a2=$(prof_count als.l err2) &&
 	a1=$(prof_count als.l err1) &&
 	test "$a1" -lt "$a2" && test "$a2" -lt "$a3" &&
-	OPENBLAS_NUM_THREADS=2 enc --try-sweeps 1 -o t1b.blr >/dev/null &&
+	OPENBLAS_NUM_THREADS=2 enc --try-sweeps 1 --als-tol 0 -o t1b.blr >/dev/null &&
 	cmp t1.blr t1b.blr &&
 	for t in 0 9 x; do
 		test_expect_code 1 enc --try-sweeps $t -o x.blr 2>err &&
@@ -236,11 +241,12 @@ test_expect_success '--itq-tol, --als-tol: out of range, dual-svid and a device 
 	done
 '
 
-# ALS's early stop: tol 0 is every sweep's answer; a tolerance takes fewer
-# sweeps (the stops counted in the profile), never more, deterministically
-test_expect_success '--als-tol: 0 the default bytes; above 0 fewer sweeps, the same bytes twice' '
+# ALS's early stop: the default is 0.001; 0 runs every sweep (no stop in
+# the profile), and a tolerance fewer sweeps, never more, deterministically
+test_expect_success '--als-tol: 0.001 the default bytes; 0 every sweep, 0.01 fewer, the same bytes twice' '
+	enc --als-tol 0.001 -o ad.blr >/dev/null &&
+	cmp ad.blr gp.blr &&
 	enc --als-tol 0 --profile -o a0.blr >l0 2>err0 &&
-	cmp a0.blr gp.blr &&
 	enc --als-tol 0.01 --profile -o a1.blr >l1 2>err1 &&
 	g0=$(prof_count als.g err0) && g1=$(prof_count als.g err1) &&
 	s1=$(prof_count als.stop err1) &&

@@ -88,20 +88,21 @@ REFINE     ?= 2
 G_SOLVE_DEFAULT = $(if $(and $(filter nvg,$(METHOD)),$(filter cpu auto,$(DEVICE))),pcg,direct)
 G_SOLVE    ?= $(G_SOLVE_DEFAULT)
 # the ALS sweeps of each refinement try, ITQ's stop and ALS's (nvg-encode
-# --try-sweeps, --itq-tol, --als-tol: the tolerances above 0 the CPU
-# encoder's only, so a device's default is 0).  TRY_SWEEPS was 3, and the
-# tolerances 0, until whole conversions judged 2 and 0.001 level with them
-# (README): the stamp names each whenever it is not that old value, so that a
-# stamp without it still means what its conversion was made with
+# --try-sweeps, --itq-tol, --als-tol: the tolerances are the CPU encoder's,
+# a device takes every step, and another value is refused with one).
+# TRY_SWEEPS was 3, and the tolerances 0, until whole conversions judged 2
+# and 0.001 level with them (README): the stamp names each whenever it is not
+# that old value, so that a stamp without it still means what its conversion
+# was made with
 TRY_SWEEPS_DEFAULT := 2
 TRY_SWEEPS ?= $(TRY_SWEEPS_DEFAULT)
-ITQ_TOL_DEFAULT = $(if $(filter cpu,$(DEVICE)),0.001,0)
+ITQ_TOL_DEFAULT := 0.001
 ITQ_TOL    ?= $(ITQ_TOL_DEFAULT)
 # the precision of the ITQ's products (nvg-encode --itq-prec: f32 the CPU
 # encoder's option, other bytes; a device's ITQ is f32 already)
 ITQ_PREC_DEFAULT := f64
 ITQ_PREC   ?= $(ITQ_PREC_DEFAULT)
-ALS_TOL_DEFAULT = $(if $(filter cpu,$(DEVICE)),0.001,0)
+ALS_TOL_DEFAULT := 0.001
 ALS_TOL    ?= $(ALS_TOL_DEFAULT)
 RHO        ?= 0.03
 KV_FACTOR  ?= 1
@@ -190,10 +191,10 @@ endif
 ifeq ($(ITQ_PREC)$(filter-out cpu,$(DEVICE)),f32$(DEVICE))
 $(error convert.mk: ITQ_PREC=f32 is the CPU encoder's (a device's ITQ is f32 already): DEVICE=cpu)
 endif
-ifneq ($(and $(filter-out cpu,$(DEVICE)),$(shell awk -v v='$(ITQ_TOL)' 'BEGIN { if (v + 0 > 0) print "y" }')),)
+ifneq ($(and $(filter-out cpu,$(DEVICE)),$(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),$(shell awk -v v='$(ITQ_TOL)' 'BEGIN { if (v + 0 > 0) print "y" }')),)
 $(error convert.mk: ITQ_TOL above 0 is the CPU encoder's (a device takes every ITQ step): DEVICE=cpu)
 endif
-ifneq ($(and $(filter-out cpu,$(DEVICE)),$(shell awk -v v='$(ALS_TOL)' 'BEGIN { if (v + 0 > 0) print "y" }')),)
+ifneq ($(and $(filter-out cpu,$(DEVICE)),$(filter-out $(ALS_TOL_DEFAULT),$(ALS_TOL)),$(shell awk -v v='$(ALS_TOL)' 'BEGIN { if (v + 0 > 0) print "y" }')),)
 $(error convert.mk: ALS_TOL above 0 is the CPU encoder's (a device runs every ALS sweep): DEVICE=cpu)
 endif
 ifeq ($(if $(filter 2,$(REFINE)),,x)$(METHOD),xdual-svid)
@@ -419,9 +420,10 @@ ENC_OPTS = $(if $(filter nvg,$(METHOD)),--method nvg --refine $(REFINE) $(if $(f
 	$(if $(CAPTURE_GRAMS),--sel $(SEL_GRAM)))
 DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 # a tolerance always given on the CPU (nvg-encode's own default never decides
-# what the stamp says), elsewhere only above 0, where nvg-encode refuses it
-tol_opt = $(if $(or $(filter cpu,$(DEVICE)),$(filter-out 0,$(2))),--$(1)-tol $(2))
-EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(call tol_opt,itq,$(ITQ_TOL)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) $(call tol_opt,als,$(ALS_TOL))
+# what the stamp says); with a device only another than the default (0: an
+# auto that finds none runs the CPU encoder; above 0 is refused above)
+tol_opt = $(if $(or $(filter cpu,$(DEVICE)),$(filter-out $(3),$(2))),--$(1)-tol $(2))
+EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
 # the sweep's dual-svid stays data-free (its curves use the Frobenius error)
 SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))

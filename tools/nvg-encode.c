@@ -47,7 +47,7 @@ typedef struct {
 	double kv_factor;
 	int paths, profile, have_rho, have_damp;
 	int g_pcg; /* --g-solve: -1 not given (pcg for nvg: the CPU encoder), 0 direct, 1 pcg */
-	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; 0 where a device may encode) */
+	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; a device takes every step) */
 	int itq_prec;   /* --itq-prec: 0 not given (f64), 64, 32 */
 	double als_tol; /* --als-tol: -1 not given (likewise) */
 	long sweeps;
@@ -335,13 +335,6 @@ static int check_usage(const opts *o)
 	return check_transport(o) ? EXIT_USAGE : check_several(o);
 }
 
-/* whether the payload is the CPU encoder's for certain (cpu, or both,
- * whose device run is the comparison) */
-static int cpu_encodes(const opts *o)
-{
-	return o->dev.mode == NVCL_CPU || o->dev.mode == NVCL_BOTH;
-}
-
 /* 0: go on; 1: exit now with *st */
 static int parse_args(int argc, char **argv, opts *o, int *st)
 {
@@ -386,12 +379,11 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->dev.profile = o->profile;
 	if (o->g_pcg < 0) /* the CPU encoder's default (a device solves directly) */
 		o->g_pcg = o->method == NV_METHOD_NVG;
-	/* the CPU encoder's stops where only it runs (both: the payload is its);
-	 * 0 where a device may encode, which runs every ITQ step and ALS sweep */
+	/* likewise the stops (a device takes every ITQ step and ALS sweep) */
 	if (o->itq_tol < 0)
-		o->itq_tol = cpu_encodes(o) ? NV_ITQ_TOL_DEFAULT : 0.0;
+		o->itq_tol = NV_ITQ_TOL_DEFAULT;
 	if (o->als_tol < 0)
-		o->als_tol = cpu_encodes(o) ? NV_ALS_TOL_DEFAULT : 0.0;
+		o->als_tol = NV_ALS_TOL_DEFAULT;
 	if (o->shape && nv_parse_shape(o->shape, &o->s.m, &o->s.n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	if (o->shape && (o->s.m < 8 || o->s.n < 8)) {

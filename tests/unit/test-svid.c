@@ -1,4 +1,5 @@
 /* test-svid.c - latents, the ITQ gauge, SVID paths and dual-SVID (TAP) */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -540,6 +541,7 @@ static void itq_whole(const nv_mat *up, const nv_mat *vp, const double *wu, cons
 	nv_mat x, rot, xr, mm, nr;
 	double w2[256], mean = 0;
 
+	assert(nn <= sizeof w2 / sizeof w2[0] && nn * r <= sizeof last);
 	nv_mat_zeros(&x, nn, r);
 	memcpy(x.d, up->d, m * r * sizeof(double));
 	memcpy(x.d + m * r, vp->d, vp->r * r * sizeof(double));

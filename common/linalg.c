@@ -206,6 +206,40 @@ int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
 	return 0;
 }
 
+int nv_gemm32s_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
+{
+	size_t k = a->c, m = a->r, nc = b->c;
+	float *bf = nv_malloc(k * nc + 1, sizeof(float)), *cf = nv_malloc(F32_BLOCK * nc + 1, sizeof(float));
+	float *ab = a->diag ? nv_malloc(F32_BLOCK * k + 1, sizeof(float)) : NULL;
+
+	assert(b->r == k);
+	if (!bf || !cf || (a->diag && !ab) || nv_mat_zeros(c, m, nc) < 0) {
+		free(bf), free(cf), free(ab);
+		return -1;
+	}
+	for (size_t x = 0; x < k * nc; x++)
+		bf[x] = (float)b->d[x];
+	nv_flops_add(2ull * m * nc * k);
+	for (size_t i0 = 0; i0 < m; i0 += F32_BLOCK) {
+		size_t nb = m - i0 < F32_BLOCK ? m - i0 : F32_BLOCK;
+		const float *rows = a->d + i0 * k;
+		if (ab) { /* d's own diagonal is no entry: 0 in the sums */
+			memcpy(ab, rows, nb * k * sizeof(float));
+			for (size_t i = i0; i < i0 + nb && i < k; i++)
+				ab[(i - i0) * k + i] = 0.0f;
+			rows = ab;
+		}
+		nv_sgemm(0, 0, nb, nc, k, 1.0f, rows, k, bf, nc, 0.0f, cf, nc);
+		for (size_t x = 0; x < nb * nc; x++)
+			c->d[i0 * nc + x] = cf[x];
+	}
+	for (size_t i = 0; a->diag && i < m && i < k; i++) /* the diagonal's terms in f64 */
+		for (size_t j = 0; j < nc; j++)
+			c->d[i * nc + j] += a->diag[i] * b->d[i * nc + j];
+	free(bf), free(cf), free(ab);
+	return 0;
+}
+
 int nv_gemm32b(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
 {
 	size_t k = b->r, m = a->r, n = b->c;

@@ -67,6 +67,14 @@ int nv_mat32_widen(const nv_mat32 *a, nv_mat *out);
 /* C = A·B (fresh) with A in f32, in f64 arithmetic: A widened 256 rows at a
  * time, so no f64 copy of it is ever whole */
 int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);
+/* C = A·B (fresh) with A in f32, in f32 arithmetic: B rounded to f32, the
+ * sums of nv_sgemm (fixed tiles: the same bits at any thread count), 256
+ * rows of C at a time, widened; a diagonal in f64 enters in f64 (d's own
+ * is no entry: the bits do not depend on it).  Each entry is within
+ * γ_{k+1}·(|A|·|B|)_ij of the exact A·B (γ_j = j·u/(1 − j·u), u = 2⁻²⁴;
+ * B's rounding included): at twice nv_gemm32a_new's rate, for products
+ * whose users need no more */
+int nv_gemm32s_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);
 /* C = A·B (fresh) with B in f32, widened 256 columns at a time */
 int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c);
 /* the same into c (A's rows × B's columns), already made */

@@ -836,6 +836,58 @@ static void test_gemm32(void)
 	test_gemm32_diag();
 }
 
+/*
+ * H·B in f32 (nv_gemm32s_new), H square with its diagonal in f64 and rows
+ * beyond one block: every entry within its bound γ_{k+1}·(|H|·|B|)_ij of
+ * the f64 product (the f64 product's own error is 1e-9 of that bound), the
+ * bound not slack by orders (the largest gap at least 1e-3 of it), the same
+ * bits at one and two threads of nv_sgemm and whatever d's own diagonal holds
+ */
+static void test_gemm32s(void)
+{
+	size_t n = 600, nc = 40;
+	nv_mat32 h = { n, n, malloc(n * n * sizeof(float)), malloc(n * sizeof(double)) };
+	nv_mat b, h64, habs, babs, want, bound, c, c2;
+	double u = ldexp(1.0, -24), g = (double)(n + 1) * u / (1.0 - (double)(n + 1) * u);
+	double worst = 0.0;
+	int inside = 1;
+
+	for (size_t i = 0; i < n * n; i++)
+		h.d[i] = (float)rng_normal(&rng);
+	for (size_t i = 0; i < n; i++)
+		h.diag[i] = 30.0 + 1e-9 * (double)i; /* not an f32 value */
+	nv_mat32_widen(&h, &h64);
+	fill(&b, n, nc);
+	nv_mat_copy(&habs, &h64), nv_mat_copy(&babs, &b);
+	for (size_t i = 0; i < n * n; i++)
+		habs.d[i] = fabs(habs.d[i]);
+	for (size_t i = 0; i < n * nc; i++)
+		babs.d[i] = fabs(babs.d[i]);
+	nv_gemm_new(&h64, 0, &b, 0, &want);
+	nv_gemm_new(&habs, 0, &babs, 0, &bound);
+	is_int(nv_gemm32s_new(&h, &b, &c), 0, "gemm32s: H (600 × 600, f32, f64 diagonal) · B");
+	for (size_t i = 0; i < n * nc; i++) {
+		double gap = fabs(c.d[i] - want.d[i]) / (g * bound.d[i]);
+		inside &= gap <= 1.0;
+		worst = fmax(worst, gap);
+	}
+	ok(c.r == n && c.c == nc && inside && worst >= 1e-3,
+	   "gemm32s within gamma_(k+1)·|H|·|B| of the f64 product (largest gap %.3g of it)", worst);
+	nv_set_threads(2);
+	nv_gemm32s_new(&h, &b, &c2);
+	nv_set_threads(1);
+	ok(memcmp(c.d, c2.d, n * nc * sizeof(double)) == 0, "gemm32s: the same bits at two threads");
+	nv_mat_free(&c2);
+	for (size_t i = 0; i < n; i++)
+		h.d[i * n + i] = (float)(i % 3) - 1.0f; /* d's own diagonal, which the diagonal replaces */
+	nv_gemm32s_new(&h, &b, &c2);
+	ok(memcmp(c.d, c2.d, n * nc * sizeof(double)) == 0,
+	   "gemm32s: the same bits whatever d holds on its diagonal");
+	nv_mat_free(&b), nv_mat_free(&h64), nv_mat_free(&habs), nv_mat_free(&babs);
+	nv_mat_free(&want), nv_mat_free(&bound), nv_mat_free(&c), nv_mat_free(&c2);
+	nv_mat32_free(&h);
+}
+
 /* max |(RᵀR − AᵀA)_ij| / max |AᵀA| */
 static double qr_gap(const nv_mat *a, const nv_mat *r)
 {
@@ -932,6 +984,7 @@ int main(void)
 	test_solve();
 	test_solve_take();
 	test_gemm32();
+	test_gemm32s();
 	test_qr();
 	test_nonfinite();
 	test_sgemm();

@@ -227,7 +227,7 @@ int nv_metric_hb(const nv_metric *mt, const nv_mat *b, nv_mat *out)
 		return nv_gemm_new(mt->h, 0, b, 0, out);
 	if (!(h32 = metric_h32(mt)))
 		return -1;
-	return nv_gemm32a_new(h32, b, out);
+	return mt->hb32 ? nv_gemm32s_new(h32, b, out) : nv_gemm32a_new(h32, b, out);
 }
 
 void nv_metric_release(const nv_metric *mt)
@@ -1215,7 +1215,10 @@ typedef struct {
  * hbk[p], its H·B_p kept from the sweep before, where that is valid (.d
  * set: g_p has not moved since), else by a product of their own.  A kept
  * one is let go once copied: the sweep's g steps move every g, so nothing
- * reads it again, and it is not held beside its copy
+ * reads it again, and it is not held beside its copy.  In f32 each path's
+ * product is its own, also where none is kept: nv_sgemm's tiles follow the
+ * product's width, so that H·B_p has the bits of every other H·B_p (kept,
+ * or made for an error) only when it is made alone
  */
 static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, nv_mat hbk[2], nv_mat *hb)
 {
@@ -1224,14 +1227,14 @@ static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, nv_mat hbk
 
 	for (size_t p = 0; p < md->np; p++)
 		fresh += !hbk || !hbk[p].d;
-	if (fresh == (int)md->np)
+	if (fresh == (int)md->np && !c->fit.hb32)
 		return nv_metric_hb(&c->fit, b, hb);
 	if (nv_mat_zeros(hb, n, pr) < 0)
 		return -1;
 	for (size_t p = 0; p < md->np; p++) {
 		nv_mat one = {0}, bp;
-		const nv_mat *src = &hbk[p];
-		if (!hbk[p].d) {
+		const nv_mat *src = hbk ? &hbk[p] : &one;
+		if (!src->d) {
 			int rc;
 			if (nv_path_gs(md, p, &bp) < 0)
 				return -1;
@@ -1244,7 +1247,8 @@ static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, nv_mat hbk
 		for (size_t j = 0; j < n; j++)
 			memcpy(hb->d + j * pr + p * r, nv_row(src, j), r * sizeof(double));
 		nv_mat_free(&one);
-		nv_mat_free(&hbk[p]);
+		if (hbk)
+			nv_mat_free(&hbk[p]);
 	}
 	return 0;
 }

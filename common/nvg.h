@@ -111,6 +111,7 @@ typedef struct {
 	nv_mat32 *held;
 	nv_mat wh;           /* (m × n) W·H; empty with load (not kept) */
 	double whw;          /* tr(W H Wᵀ) */
+	int hb32;            /* H·B in f32 (nv_gemm32s_new) where H is held in f32 */
 } nv_metric;
 
 /* W·H is computed once here (m·n·n); every error after is low-rank */
@@ -122,7 +123,8 @@ int nv_metric_init32(nv_metric *mt, const nv_mat *w, const nv_mat32 *h);
  * while errors are measured, not between.  Nor is W·H kept: the errors'
  * cross terms are ⟨A_p, W·(H·B_p)⟩, equal to the held metric's to rounding */
 int nv_metric_init_load(nv_metric *mt, const nv_mat *w, nv_gram_load load, void *arg);
-/* H·B (fresh) on the metric's H, f64 or f32 (read first when not held) */
+/* H·B (fresh) on the metric's H, f64 or f32 (read first when not held); an f32
+ * H's product in f64 arithmetic, or with hb32 in f32's (nv_gemm32s_new) */
 int nv_metric_hb(const nv_metric *mt, const nv_mat *b, nv_mat *out);
 /* what load read goes (nothing when H is the caller's) */
 void nv_metric_release(const nv_metric *mt);
@@ -331,6 +333,8 @@ typedef struct {
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
 	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: at a fixed point) */
 	int itq_f32;      /* 1: the ITQ's products in f32 (0, the default: f64) */
+	int hb_f32;       /* 1 (default): the FIT Gram's products with the paths (H·B) in f32
+			   * (nv_gemm32s_new); 0: in f64, the bytes of before */
 	double als_tol;   /* ALS stops at a sweep whose fit error gain is below this fraction (0: never early) */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
 	nv_method method;

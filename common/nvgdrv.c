@@ -19,6 +19,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	o->sweeps = NV_SWEEPS_DEFAULT;
 	o->g_pcg = 1;
 	o->itq_tol = NV_ITQ_TOL_DEFAULT;
+	o->hb_f32 = 1;
 	o->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
 	o->als_tol = NV_ALS_TOL_DEFAULT;
 	o->threads = 1;
@@ -127,13 +128,20 @@ static int finish_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, size_t
 static int init_cands(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o)
 {
 	size_t want = 0;
+	nv_enc_opts au = *o;
 
-	/* the basis keeps the pairs of the largest rank a candidate asks */
+	/* the basis keeps the pairs of the largest rank a candidate asks, and
+	 * those of paths auto's too when the paths are forced: its eigenpairs
+	 * then have the bits of auto's, and so the candidate's latents (whose
+	 * last bits the FIT Gram's f32 products would carry into the payload) */
+	au.paths = 0;
 	for (size_t np = 1; np <= 2; np++) {
 		size_t r;
 		blr_clip clip;
 		if (o->paths != (int)(3 - np) && rank_for(o, c->w->r, c->w->c, np, &r, &clip) == 0 &&
 		    r > want)
+			want = r;
+		if (rank_for(&au, c->w->r, c->w->c, np, &r, &clip) == 0 && r > want)
 			want = r;
 	}
 	c->wlat->want = want;
@@ -272,6 +280,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 	c.g_pcg = o->g_pcg;
 	c.itq_tol = o->itq_tol;
 	c.itq_f32 = o->itq_f32;
+	c.fit.hb32 = o->hb_f32;
 	c.try_sweeps = o->try_sweeps;
 	c.als_tol = o->als_tol;
 	t = nv_now();

@@ -175,6 +175,20 @@ test_expect_success '--itq-tol: 0.001 the default bytes; 0 more steps, 0.01 no m
 	{ cat errd err0 err1; false; }
 '
 
+# the refusals of the precision option OPT (prec_refused OPT DUAL VAL DEV): an
+# unknown value; with dual-svid (DUAL, the message's words); VAL with a
+# device (DEV); and no payload
+prec_refused() {
+	test_expect_code 1 enc --$1 f16 -o x.blr 2>err &&
+	test_grep "invalid --$1 .f16.: expected f64 or f32" err &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--$1 f32 -o x.blr 2>err &&
+	test_grep "$2" err &&
+	test_expect_code 2 enc --$1 $3 --device opencl -o x.blr 2>err &&
+	test_grep "$4" err &&
+	test_path_is_missing x.blr
+}
+
 # the ITQ's products in f32: f64 is the default's bytes; f32 a payload whose
 # SEL error is the f64 one's within 1% (the same rotation to f32's rounding
 # where no sign is that near zero; test-svid bounds the latents), the same
@@ -188,15 +202,29 @@ test_expect_success '--itq-prec: f64 the default bytes, f32 near them and determ
 	awk "BEGIN { d = $s32 / $s64 - 1; exit !(d < 0.01 && d > -0.01) }" &&
 	OPENBLAS_NUM_THREADS=2 enc --itq-prec f32 -o q32b.blr >/dev/null &&
 	cmp q32.blr q32b.blr &&
-	test_expect_code 1 enc --itq-prec f16 -o x.blr 2>err &&
-	test_grep "invalid --itq-prec .f16.: expected f64 or f32" err &&
-	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
-		--itq-prec f32 -o x.blr 2>err &&
-	test_grep "dual-svid has no ITQ" err &&
-	test_expect_code 2 enc --itq-prec f32 --device opencl -o x.blr 2>err &&
-	test_grep "the CPU encoder.s .a device.s ITQ is f32 already.: give --device cpu" err &&
-	test_path_is_missing x.blr ||
+	prec_refused itq-prec "dual-svid has no ITQ" f32 \
+		"the CPU encoder.s .a device.s ITQ is f32 already.: give --device cpu" ||
 	{ cat l64 l32; false; }
+'
+
+# the FIT Gram's products with the paths (H·B) in f32, the default: f32 is
+# the default's bytes; f64 other bytes whose SEL error is the f32 one's
+# within 1% (the products differ by f32's rounding, which test-linalg
+# bounds); f32 the same bytes at 1 and 2 threads (nv_sgemm's fixed tiles);
+# the refusals (f32 with a device is what a device does, and not refused)
+test_expect_success '--hb-prec: f32 the default bytes, f64 near them, both deterministic' '
+	enc --hb-prec f32 -o h32.blr >l32 &&
+	cmp h32.blr gp.blr &&
+	enc --hb-prec f64 -o h64.blr >l64 &&
+	! cmp -s h32.blr h64.blr &&
+	awk -v a="$(sel_of l64)" -v b="$(sel_of l32)" "BEGIN { d = b / a - 1; exit !(d < 0.01 && d > -0.01) }" &&
+	OPENBLAS_NUM_THREADS=2 enc -o h32b.blr >/dev/null &&
+	cmp h32.blr h32b.blr &&
+	OPENBLAS_NUM_THREADS=2 enc --hb-prec f64 -o h64b.blr >/dev/null &&
+	cmp h64.blr h64b.blr &&
+	prec_refused hb-prec "dual-svid has no FIT Gram" f64 \
+		"the CPU encoder.s .a device.s products are f32.: give --device cpu" ||
+	{ cat l32 l64; false; }
 '
 
 # the ALS sweeps of each refinement try

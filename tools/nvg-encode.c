@@ -23,9 +23,10 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
-	"[--itq-prec f64|f32] [--try-sweeps N] [--itq-tol F]\n"
-	"[--als-tol F] [--pick-after N] [--threads N] [--profile]\n"
-	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
+	"[--itq-prec f64|f32] [--hb-prec f32|f64] [--try-sweeps N]\n"
+	"[--itq-tol F] [--als-tol F] [--pick-after N] [--threads N]\n"
+	"[--profile] [--target-raw M.raw]\n"
+	"[--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
 	"[--device cpu|opencl|auto|both] [--cl-platform P]\n"
@@ -49,6 +50,7 @@ typedef struct {
 	int g_pcg; /* --g-solve: -1 not given (pcg for nvg: the CPU encoder), 0 direct, 1 pcg */
 	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; a device takes every step) */
 	int itq_prec;   /* --itq-prec: 0 not given (f64), 64, 32 */
+	int hb_prec;    /* --hb-prec: 0 not given (f32), 64, 32 */
 	double als_tol; /* --als-tol: -1 not given (likewise) */
 	long sweeps;
 	long try_sweeps; /* --try-sweeps: 0 not given */
@@ -66,7 +68,7 @@ enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
-	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER
+	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_HB_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER
 };
 
 static const struct option longopts[] = {
@@ -78,6 +80,7 @@ static const struct option longopts[] = {
 	{"refine", required_argument, NULL, O_REFINE},
 	{"g-solve", required_argument, NULL, O_GSOLVE},
 	{"itq-prec", required_argument, NULL, O_ITQ_PREC},
+	{"hb-prec", required_argument, NULL, O_HB_PREC},
 	{"itq-tol", required_argument, NULL, O_ITQ_TOL},
 	{"als-tol", required_argument, NULL, O_ALS_TOL},
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
@@ -181,12 +184,13 @@ static int choice_opt(int c, const char *a, opts *o)
 		nv_seterr("expected direct or pcg");
 		return tool_fail("invalid --g-solve", a), -1;
 	case O_ITQ_PREC:
+	case O_HB_PREC:
 		if (!strcmp(a, "f64") || !strcmp(a, "f32")) {
-			o->itq_prec = a[1] == '3' ? 32 : 64;
+			*(c == O_ITQ_PREC ? &o->itq_prec : &o->hb_prec) = a[1] == '3' ? 32 : 64;
 			return 0;
 		}
 		nv_seterr("expected f64 or f32");
-		return tool_fail("invalid --itq-prec", a), -1;
+		return tool_fail(c == O_ITQ_PREC ? "invalid --itq-prec" : "invalid --hb-prec", a), -1;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
 			o->paths = a[0] == 'a' ? 0 : a[0] - '0';
@@ -273,32 +277,10 @@ static int check_transport(const opts *o)
 	return 0;
 }
 
-/* combinations that make no command; returns a usage status or 0 */
-static int check_usage(const opts *o)
+/* nvg's effort and precision options: nvg's, and some the CPU encoder's only;
+ * returns a usage status or 0 */
+static int check_effort(const opts *o)
 {
-	if (o->s.model && !o->s.tname)
-		return tool_usage_error("-m MODEL.cmf needs -t NAME");
-	if (o->s.model && o->s.w)
-		return tool_usage_error("give one of -w W.raw and -m MODEL.cmf");
-	if (o->s.target_from && !o->s.model)
-		return tool_usage_error("--target-from needs -m MODEL.cmf -t NAME");
-	if (o->s.target_from && o->s.target)
-		return tool_usage_error("give one of --target-raw and --target-from");
-	if (!o->shape && !o->s.model)
-		return tool_usage_error("missing --shape MxN");
-	if (!o->s.model && !o->s.w == !o->s.target)
-		return tool_usage_error("give exactly one of -w W.raw and --target-raw M.raw");
-	if (o->s.plan && !o->s.tname)
-		return tool_usage_error("--plan needs the tensor's name, -t NAME");
-	if (!o->s.have_bpw && !o->s.plan)
-		return tool_usage_error("missing --bpw B");
-	if (o->method == NV_METHOD_NVG && (!o->s.fit || !o->s.sel))
-		return tool_usage_error("nvg needs --fit FIT.gram and --sel SEL.gram");
-	if (o->s.hctx && o->have_rho)
-		return tool_usage_error("--rho applies when the context is built from --fit, "
-					"not with --hctx");
-	if (o->method == NV_METHOD_DUAL_SVID && o->s.hctx)
-		return tool_usage_error("dual-svid reads no context");
 	if (o->method == NV_METHOD_DUAL_SVID && o->sweeps)
 		return tool_usage_error("--refine is nvg's: dual-svid refines nothing");
 	if (o->method == NV_METHOD_DUAL_SVID && o->g_pcg >= 0)
@@ -327,6 +309,44 @@ static int check_usage(const opts *o)
 		return tool_usage_error("--als-tol is nvg's: dual-svid has no ALS");
 	if (o->als_tol > 0 && o->dev.mode != NVCL_CPU)
 		return tool_usage_error("--als-tol above 0 is the CPU encoder's: give --device cpu");
+	if (o->method == NV_METHOD_DUAL_SVID && o->hb_prec)
+		return tool_usage_error("--hb-prec is nvg's: dual-svid has no FIT Gram");
+	if (o->hb_prec == 64 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--hb-prec f64 is the CPU encoder's (a device's products are "
+					"f32): give --device cpu");
+	return 0;
+}
+
+/* combinations that make no command; returns a usage status or 0 */
+static int check_usage(const opts *o)
+{
+	int st;
+
+	if (o->s.model && !o->s.tname)
+		return tool_usage_error("-m MODEL.cmf needs -t NAME");
+	if (o->s.model && o->s.w)
+		return tool_usage_error("give one of -w W.raw and -m MODEL.cmf");
+	if (o->s.target_from && !o->s.model)
+		return tool_usage_error("--target-from needs -m MODEL.cmf -t NAME");
+	if (o->s.target_from && o->s.target)
+		return tool_usage_error("give one of --target-raw and --target-from");
+	if (!o->shape && !o->s.model)
+		return tool_usage_error("missing --shape MxN");
+	if (!o->s.model && !o->s.w == !o->s.target)
+		return tool_usage_error("give exactly one of -w W.raw and --target-raw M.raw");
+	if (o->s.plan && !o->s.tname)
+		return tool_usage_error("--plan needs the tensor's name, -t NAME");
+	if (!o->s.have_bpw && !o->s.plan)
+		return tool_usage_error("missing --bpw B");
+	if (o->method == NV_METHOD_NVG && (!o->s.fit || !o->s.sel))
+		return tool_usage_error("nvg needs --fit FIT.gram and --sel SEL.gram");
+	if (o->s.hctx && o->have_rho)
+		return tool_usage_error("--rho applies when the context is built from --fit, "
+					"not with --hctx");
+	if (o->method == NV_METHOD_DUAL_SVID && o->s.hctx)
+		return tool_usage_error("dual-svid reads no context");
+	if ((st = check_effort(o)))
+		return st;
 	if (!o->s.gauge != !o->s.blocks || (o->s.shuffle && !o->s.gauge))
 		return tool_usage_error("--row-gauge and --head-blocks go together "
 					"(--gauge-shuffle with them)");
@@ -536,6 +556,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	eo.g_pcg = o->g_pcg;
 	eo.itq_tol = o->itq_tol;
 	eo.itq_f32 = o->itq_prec == 32;
+	eo.hb_f32 = o->hb_prec != 64;
 	eo.als_tol = o->als_tol;
 	if (o->try_sweeps)
 		eo.try_sweeps = (int)o->try_sweeps;

@@ -208,15 +208,15 @@ test_expect_success '--itq-prec: f64 the default bytes, f32 near them and determ
 '
 
 # the FIT Gram's products with the paths (H·B) in f32, the default: f32 is
-# the default's bytes; f64 other bytes whose SEL error is the f32 one's
-# within 1% (the products differ by f32's rounding, which test-linalg
-# bounds); f32 the same bytes at 1 and 2 threads (nv_sgemm's fixed tiles);
-# the refusals (f32 with a device is what a device does, and not refused)
+# the default's bytes; f64 a payload whose SEL error is the f32 one's within
+# 1% (the products differ by f32's rounding, which test-linalg bounds, and
+# f16's rounding of the scales may hide it); both the same bytes at 1 and 2
+# threads (nv_sgemm's fixed tiles); the refusals (f32 with a device is what
+# a device does, and not refused)
 test_expect_success '--hb-prec: f32 the default bytes, f64 near them, both deterministic' '
 	enc --hb-prec f32 -o h32.blr >l32 &&
 	cmp h32.blr gp.blr &&
 	enc --hb-prec f64 -o h64.blr >l64 &&
-	! cmp -s h32.blr h64.blr &&
 	awk -v a="$(sel_of l64)" -v b="$(sel_of l32)" "BEGIN { d = b / a - 1; exit !(d < 0.01 && d > -0.01) }" &&
 	OPENBLAS_NUM_THREADS=2 enc -o h32b.blr >/dev/null &&
 	cmp h32.blr h32b.blr &&

@@ -3,9 +3,9 @@
 #include "err.h"
 #include "f16.h"
 #include "le.h"
+#include "linalg.h"
 #include "mem.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -382,8 +382,7 @@ int blr_dequantize(const uint8_t *buf, size_t len, float *w)
 		rows = hd.m - i0 < DEQ_ROWS ? hd.m - i0 : DEQ_ROWS;
 		left_factor(&hd, v, l, i0, rows, a);
 		/* C (rows × n) = A (rows × kk) · Bᵀ (kk × n) */
-		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)kk,
-			    1.0, a, (int)kk, b, (int)kk, 0.0, c, (int)n);
+		nv_dgemm(0, 1, rows, n, kk, 1.0, a, kk, b, kk, 0.0, c, n);
 		for (size_t i = 0; i < rows * n; i++)
 			w[i0 * n + i] = (float)c[i];
 	}

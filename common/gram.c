@@ -2,9 +2,9 @@
 #include "gram.h"
 #include "err.h"
 #include "le.h"
+#include "linalg.h"
 #include "mem.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -73,8 +73,7 @@ int gr_add(gr_acc *a, const float *x, size_t T)
 		if (block_f64(x, r0, k, n, a->buf) < 0)
 			return -1;
 		/* G (n × n) += Bᵀ B, B (k × n) */
-		cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)k, 1.0, a->buf,
-			    (int)n, 1.0, a->g, (int)n);
+		nv_dsyrk(1, 1, n, k, 1.0, a->buf, n, 1.0, a->g, n);
 		a->count += k;
 	}
 	return 0;
@@ -90,8 +89,7 @@ int gr_add_cross(gr_acc *a, const float *xq, const float *xs, size_t T)
 		if (block_f64(xq, r0, k, n, a->buf) < 0 || block_f64(xs, r0, k, n, a->buf2) < 0)
 			return -1;
 		/* C (n × n) += Bqᵀ Bs, Bq and Bs (k × n) */
-		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)n, (int)k, 1.0,
-			    a->buf, (int)n, a->buf2, (int)n, 1.0, a->g, (int)n);
+		nv_dgemm(1, 0, n, n, k, 1.0, a->buf, n, a->buf2, n, 1.0, a->g, n);
 		a->count += k;
 	}
 	return 0;

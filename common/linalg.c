@@ -140,9 +140,7 @@ void nv_gemm(double alpha, const nv_mat *a, int ta, const nv_mat *b, int tb, dou
 		return;
 	}
 	nv_flops_add(2ull * m * n * k);
-	cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-		    (int)m, (int)n, (int)k, alpha, a->d, (int)ld(a->c), b->d, (int)ld(b->c), beta,
-		    c->d, (int)ld(c->c));
+	nv_dgemm(ta, tb, m, n, k, alpha, a->d, ld(a->c), b->d, ld(b->c), beta, c->d, ld(c->c));
 }
 
 int nv_gemm_new(const nv_mat *a, int ta, const nv_mat *b, int tb, nv_mat *c)
@@ -257,8 +255,7 @@ int nv_gemm32b(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
 			blk[j * nb + (j - j0)] = b->diag[j];
 		if (m && nb && k) {
 			nv_flops_add(2ull * m * nb * k);
-			cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)nb, (int)k,
-				    1.0, a->d, (int)ld(a->c), blk, (int)nb, 0.0, c->d + j0, (int)n);
+			nv_dgemm(0, 0, m, nb, k, 1.0, a->d, ld(a->c), blk, nb, 0.0, c->d + j0, n);
 		}
 	}
 	free(blk);
@@ -285,8 +282,7 @@ int nv_syrk_new(double alpha, const nv_mat *a, int ta, nv_mat *c)
 	if (n == 0 || k == 0)
 		return 0;
 	nv_flops_add((uint64_t)n * n * k);
-	cblas_dsyrk(CblasRowMajor, CblasLower, ta ? CblasTrans : CblasNoTrans, (int)n, (int)k,
-		    alpha, a->d, (int)ld(a->c), 0.0, c->d, (int)n);
+	nv_dsyrk(0, ta, n, k, alpha, a->d, ld(a->c), 0.0, c->d, n);
 	nv_sym_mirror(c);
 	return 0;
 }
@@ -299,8 +295,7 @@ void nv_syrk_t_lower(const nv_mat *a, double beta, nv_mat *c)
 	if (n == 0)
 		return;
 	nv_flops_add((uint64_t)n * n * k);
-	cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, (int)n, (int)k, 1.0, a->d,
-		    (int)ld(a->c), beta, c->d, (int)n);
+	nv_dsyrk(0, 1, n, k, 1.0, a->d, ld(a->c), beta, c->d, n);
 }
 
 void nv_sym_mirror(nv_mat *c)
@@ -902,14 +897,39 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 	return rc;
 }
 
+/* our thread count (0: not yet read from OpenBLAS) and the serial
+ * sections open, under one lock */
+static pthread_mutex_t threads_mu = PTHREAD_MUTEX_INITIALIZER;
+static int threads_n, serial_depth;
+
+/* the first call takes OpenBLAS's count for ours and holds OpenBLAS to one */
+static void threads_init(void)
+{
+	if (threads_n == 0) {
+		int n = openblas_get_num_threads();
+
+		threads_n = n < 1 ? 1 : n;
+		openblas_set_num_threads(1);
+	}
+}
+
 void nv_set_threads(int n)
 {
-	openblas_set_num_threads(n < 1 ? 1 : n);
+	pthread_mutex_lock(&threads_mu);
+	threads_init();
+	threads_n = n < 1 ? 1 : n;
+	pthread_mutex_unlock(&threads_mu);
 }
 
 int nv_get_threads(void)
 {
-	return openblas_get_num_threads();
+	int n;
+
+	pthread_mutex_lock(&threads_mu);
+	threads_init();
+	n = serial_depth ? 1 : threads_n;
+	pthread_mutex_unlock(&threads_mu);
+	return n;
 }
 
 /* cores of OpenBLAS 0.3 whose kernels use neither AVX2 nor FMA, and those
@@ -961,28 +981,19 @@ const char *nv_blas_core(char *hint, size_t cap)
 	return core;
 }
 
-/* OpenBLAS's count is global: the first of the threads in a serial section
- * sets it to one, the last gives back what the first found */
-static pthread_mutex_t serial_mu = PTHREAD_MUTEX_INITIALIZER;
-static int serial_depth, serial_saved;
-
 void nv_serial(void)
 {
-	pthread_mutex_lock(&serial_mu);
-	if (serial_depth++ == 0) {
-		serial_saved = openblas_get_num_threads();
-		if (serial_saved > 1)
-			openblas_set_num_threads(1);
-	}
-	pthread_mutex_unlock(&serial_mu);
+	pthread_mutex_lock(&threads_mu);
+	threads_init();
+	serial_depth++;
+	pthread_mutex_unlock(&threads_mu);
 }
 
 void nv_unserial(void)
 {
-	pthread_mutex_lock(&serial_mu);
-	if (--serial_depth == 0 && serial_saved > 1)
-		openblas_set_num_threads(serial_saved);
-	pthread_mutex_unlock(&serial_mu);
+	pthread_mutex_lock(&threads_mu);
+	serial_depth--;
+	pthread_mutex_unlock(&threads_mu);
 }
 
 #if defined(__x86_64__) || defined(__i386__)

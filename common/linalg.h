@@ -13,12 +13,12 @@
  * an abort, so no value in a file can reach LAPACKE's own NaN check.  BLAS
  * products are not checked: their callers check what they keep.
  *
- * Results do not depend on the thread count.  The f64 level-3 products
- * gave the same bits at every thread count where measured (OpenBLAS
- * 0.3.21: its threads split a product's output, never a sum); LAPACK's
- * factorizations did not, and run on one thread (nv_serial); the f32
- * products did not either with the Haswell kernels, and go through
- * nv_sgemm, whose bits do not depend on it by construction.
+ * Results do not depend on the thread count.  OpenBLAS's threaded calls
+ * did (its threads split a product's output in parts whose shapes follow
+ * the thread count, and its kernels' sums follow the part's shape; its
+ * level-2 and LAPACK routines split sums), so OpenBLAS runs on one thread
+ * (nv_set_threads) and the level-3 products go through the fixed tiles
+ * below, on threads of our own.
  */
 #ifndef NV_LINALG_H
 #define NV_LINALG_H
@@ -158,9 +158,17 @@ int nv_posv_rm(const double *a, size_t n, char uplo, double shift, double *w, do
  * (dposv); a matrix that is not positive definite is an error with reason */
 int nv_posv_many(const nv_mat *a, double shift, nv_mat *x);
 
-/* the thread count of OpenBLAS; tools call it once */
+/*
+ * The thread count of our own threads (the tiles' products, the forward's
+ * jobs); tools call nv_set_threads once.  Until they do it is what
+ * OpenBLAS found (OPENBLAS_NUM_THREADS or the CPUs).  OpenBLAS itself
+ * runs on one thread from the first call of either on: its own threads
+ * would split products and sums by the thread count, and would spin
+ * between calls on the cores that ours need (on the 2-core VM an encode at
+ * 2 threads took 1.3× its time with OpenBLAS's pool awake beside the
+ * tiles).  nv_get_threads is 1 inside a serial section.
+ */
 void nv_set_threads(int n);
-/* the thread count OpenBLAS uses now */
 int nv_get_threads(void);
 
 /*
@@ -174,12 +182,11 @@ int nv_get_threads(void);
  */
 const char *nv_blas_core(char *hint, size_t cap);
 
-/* OpenBLAS's LAPACK factorizations (potrf, trtri, and what calls them)
- * split their work by the thread count, and their bits change with it:
- * every LAPACK call here and in cl/ runs on one thread, between
- * nv_serial() and nv_unserial().  OpenBLAS's count is global: sections may
- * overlap on several threads (nvg-encode --jobs), the count is one while
- * any is open and comes back when the last closes. */
+/* A serial section: work that runs on the calling thread alone (jobs
+ * already spread over our threads, r-vector work a thread's wake-up would
+ * only slow), between nv_serial() and nv_unserial(): the tiles' products
+ * inside take one thread.  The count is global: sections may overlap on
+ * several threads (nvg-encode --jobs), and it is one while any is open. */
 void nv_serial(void);
 void nv_unserial(void);
 
@@ -195,12 +202,27 @@ void nv_unserial(void);
  */
 int nv_fp_flush(int on);
 
-/* C (M × N) = alpha·op(A)·op(B) + beta·C in f32, row-major with leading
- * dimensions (sgemm.c): C in tiles whose shape depends on M and N alone, each
- * a single-threaded sgemm, shared among nv_get_threads() threads, so that the bits
- * of C do not depend on the thread count.  Not counted in nv_flops. */
+/*
+ * The level-3 products in fixed tiles (tiles.c): the output cut into tiles
+ * whose shape depends on the product's shape alone, each a single-threaded
+ * BLAS call, shared among nv_get_threads() threads of our own, so that the
+ * bits do not depend on the thread count.  Row-major with leading
+ * dimensions; not counted in nv_flops (their callers count).
+ *
+ * nv_sgemm, nv_dgemm: C (M × N) = alpha·op(A)·op(B) + beta·C.
+ * nv_dsyrk: C (N × N) = alpha·op(A)·op(A)ᵀ + beta·C, op(A) N × K, on C's
+ * upper triangle (upper 1) or lower one; the other is not touched.
+ * nv_dtrsm_left: B (M × N) = alpha·op(A)⁻¹·B, A (M × M) upper (upper 1) or
+ * lower triangular, its diagonal taken as ones where unit is 1.
+ */
 void nv_sgemm(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *A,
 	      size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
+void nv_dgemm(int ta, int tb, size_t M, size_t N, size_t K, double alpha, const double *A,
+	      size_t lda, const double *B, size_t ldb, double beta, double *C, size_t ldc);
+void nv_dsyrk(int upper, int ta, size_t N, size_t K, double alpha, const double *A,
+	      size_t lda, double beta, double *C, size_t ldc);
+void nv_dtrsm_left(int upper, int ta, int unit, size_t M, size_t N, double alpha,
+		   const double *A, size_t lda, double *B, size_t ldb);
 
 /* floating-point operations counted from the shapes of every call above,
  * process-wide (LAPACK routines by their textbook leading terms) */

@@ -120,9 +120,8 @@ static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 		rows = m - i0 < st->bs ? m - i0 : st->bs;
 		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
 		nv_flops_add(2ull * nb * r * rows);
-		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nb, (int)r, (int)rows,
-			    1.0, wblk.d + i0, (int)m, st->blk, (int)r, i0 ? 1.0 : 0.0, bv.d,
-			    (int)r);
+		nv_dgemm(0, 0, nb, r, rows, 1.0, wblk.d + i0, m, st->blk, r, i0 ? 1.0 : 0.0, bv.d,
+			 r);
 	}
 	/* the columns one by one: r-vector work that OpenBLAS's threads would
 	 * only slow down (a wake-up per call, and spinning on a busy machine) */
@@ -149,17 +148,14 @@ static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 		rows = m - i0 < st->bs ? m - i0 : st->bs;
 		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
 		nv_flops_add(2ull * nb * rows * r);
-		cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nb, (int)rows, (int)r, -1.0,
-			    gs.d, (int)r, st->blk, (int)r, 1.0, res.d + i0, (int)m);
+		nv_dgemm(0, 1, nb, rows, r, -1.0, gs.d, r, st->blk, r, 1.0, res.d + i0, m);
 	}
 	nv_flops_add((uint64_t)nb * nb * m);
-	cblas_dtrsm(CblasRowMajor, CblasLeft, CblasUpper, CblasTrans, CblasNonUnit, (int)nb, (int)m,
-		    1.0, uc, (int)w, res.d, (int)m);
+	nv_dtrsm_left(1, 1, 0, nb, m, 1.0, uc, w, res.d, m);
 	if (b1 < n) {
 		nv_flops_add(2ull * (n - b1) * m * nb);
-		cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(n - b1), (int)m, (int)nb,
-			    -1.0, uc + nb, (int)w, res.d, (int)m, 1.0,
-			    st->wpt.d + b1 * m, (int)m);
+		nv_dgemm(1, 0, n - b1, m, nb, -1.0, uc + nb, w, res.d, m, 1.0, st->wpt.d + b1 * m,
+			 m);
 	}
 	rc = 0;
 out:

@@ -16,6 +16,7 @@ void nv_rank1_pos(const nv_mat *mabs, double *left, double *right)
 
 	for (size_t k = 0; k < c; k++)
 		v[k] = 1.0 / sqrt((double)c);
+	nv_serial(); /* threaded gemv splits its sums by the thread count */
 	for (int it = 0; it < 60 && v2; it++) {
 		double nv, diff = 0.0;
 		cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)c, 1.0, mabs->d, (int)c, v,
@@ -35,6 +36,7 @@ void nv_rank1_pos(const nv_mat *mabs, double *left, double *right)
 	cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)c, 1.0, mabs->d, (int)c, v, 1,
 		    0.0, u, 1);
 	s = cblas_dnrm2((int)rows, u, 1);
+	nv_unserial();
 	for (size_t i = 0; i < rows; i++) {
 		left[i] = sqrt(s) * (u[i] / fmax(s, 1e-300));
 		lmax = fmax(lmax, left[i]);

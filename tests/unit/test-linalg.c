@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include <cblas.h>
 #include <lapacke.h>
 
 #include "err.h"
@@ -641,6 +642,190 @@ static void test_sgemm(void)
 	nv_set_threads(1);
 }
 
+/* our count is what was set, one inside a serial section (nested too) and
+ * back after it, and OpenBLAS's own stays one throughout */
+static void test_threads(void)
+{
+	nv_set_threads(3);
+	is_int(nv_get_threads(), 3, "nv_get_threads: the count set");
+	is_int(openblas_get_num_threads(), 1, "OpenBLAS's own count held at one");
+	nv_serial();
+	nv_serial();
+	is_int(nv_get_threads(), 1, "one inside nested serial sections");
+	nv_unserial();
+	is_int(nv_get_threads(), 1, "one while a section is still open");
+	nv_unserial();
+	is_int(nv_get_threads(), 3, "the count back after the last section");
+	is_int(openblas_get_num_threads(), 1, "OpenBLAS's still one");
+	nv_set_threads(1);
+}
+
+/* |C − op(A)·op(B)| / (Σ_k |a_ik b_kj|) at its largest over C, in long double */
+static double dgemm_gap(int ta, int tb, size_t M, size_t N, size_t K, const double *A,
+			const double *B, const double *C)
+{
+	size_t lda = ta ? M : K, ldb = tb ? K : N;
+	double worst = 0;
+
+	for (size_t i = 0; i < M; i++)
+		for (size_t j = 0; j < N; j++) {
+			long double s = 0, mag = 0;
+
+			for (size_t k = 0; k < K; k++) {
+				long double a = ta ? A[k * lda + i] : A[i * lda + k];
+				long double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+
+				s += a * b;
+				mag += fabsl(a * b);
+			}
+			worst = fmax(worst, (double)(fabsl(C[i * N + j] - s) / (mag > 0 ? mag : 1)));
+		}
+	return worst;
+}
+
+static double *normals(size_t n)
+{
+	double *x = malloc(n * sizeof(double));
+
+	for (size_t i = 0; i < n; i++)
+		x[i] = rng_normal(&rng);
+	return x;
+}
+
+/* nv_dgemm as test_sgemm, within γ_K of Σ|a·b| (K·2⁻⁵³, any order of
+ * summation; the reference in long double), on shapes where one
+ * cblas_dgemm under OpenBLAS's threads gave different bits at 2 or 3
+ * threads (100 × 576 × 1536, 577 × 1535 × 577, 256 × 1536 × 1536 measured
+ * with 0.3.21's Haswell and SkylakeX kernels) and on small ones */
+static void test_dgemm(void)
+{
+	static const size_t shapes[][3] = {{1, 7, 5}, {65, 300, 200}, {100, 576, 1536},
+					   {577, 1535, 37}, {256, 1100, 300}};
+
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+		for (int t = 0; t < 4; t++) {
+			size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+			int ta = t & 1, tb = t >> 1, same = 1;
+			double *A = normals(M * K), *B = normals(K * N), *C1 = normals(M * N);
+			double *C = malloc(M * N * sizeof(double));
+
+			nv_set_threads(1);
+			nv_dgemm(ta, tb, M, N, K, 1.0, A, ta ? M : K, B, tb ? K : N, 0.0, C1, N);
+			ok(dgemm_gap(ta, tb, M, N, K, A, B, C1) <= (double)K * 0x1p-53,
+			   "nv_dgemm %zux%zux%zu ta %d tb %d: within K·2^-53 of the product", M, N, K,
+			   ta, tb);
+			for (int nt = 2; nt <= 5; nt++) {
+				nv_set_threads(nt);
+				memset(C, 0xff, M * N * sizeof(double));
+				nv_dgemm(ta, tb, M, N, K, 1.0, A, ta ? M : K, B, tb ? K : N, 0.0, C, N);
+				same &= memcmp(C, C1, M * N * sizeof(double)) == 0;
+			}
+			ok(same, "nv_dgemm %zux%zux%zu ta %d tb %d: the same bits at 1 to 5 threads", M,
+			   N, K, ta, tb);
+			free(A), free(B), free(C1), free(C);
+		}
+	nv_set_threads(1);
+}
+
+/* nv_dsyrk: the stored triangle within N·2⁻⁵³ of Σ|a·a| of op(A)·op(A)ᵀ
+ * (beta 1 onto a C of ones: the sum C + A·Aᵀ checked), the other triangle
+ * untouched, the same bits at 1 to 5 threads; N = 600 makes 3 × 3 tiles,
+ * the last partial */
+static void test_dsyrk(void)
+{
+	const size_t N = 600, K = 300;
+
+	for (int t = 0; t < 4; t++) {
+		int upper = t & 1, ta = t >> 1, same = 1, kept = 1;
+		double *A = normals(N * K), *C1 = malloc(N * N * sizeof(double));
+		double *C = malloc(N * N * sizeof(double)), worst = 0;
+
+		for (int nt = 1; nt <= 5; nt++) {
+			double *c = nt == 1 ? C1 : C;
+
+			nv_set_threads(nt);
+			for (size_t i = 0; i < N * N; i++)
+				c[i] = 1.0;
+			nv_dsyrk(upper, ta, N, K, 1.0, A, ta ? N : K, 1.0, c, N);
+			same &= nt == 1 || memcmp(C, C1, N * N * sizeof(double)) == 0;
+		}
+		for (size_t i = 0; i < N; i++)
+			for (size_t j = 0; j < N; j++) {
+				long double s = 1, mag = 1;
+
+				if (upper ? j < i : j > i) {
+					kept &= C1[i * N + j] == 1.0;
+					continue;
+				}
+				for (size_t k = 0; k < K; k++) {
+					long double a = ta ? A[k * N + i] : A[i * K + k];
+					long double b = ta ? A[k * N + j] : A[j * K + k];
+
+					s += a * b;
+					mag += fabsl(a * b);
+				}
+				worst = fmax(worst, (double)(fabsl(C1[i * N + j] - s) / mag));
+			}
+		ok(worst <= (double)(K + 1) * 0x1p-53,
+		   "nv_dsyrk %s ta %d: C + op(A)·op(A)ᵀ within (K+1)·2^-53 (%.3g)",
+		   upper ? "upper" : "lower", ta, worst / 0x1p-53);
+		ok(kept, "nv_dsyrk %s ta %d: the other triangle untouched", upper ? "upper" : "lower",
+		   ta);
+		ok(same, "nv_dsyrk %s ta %d: the same bits at 1 to 5 threads",
+		   upper ? "upper" : "lower", ta);
+		free(A), free(C1), free(C);
+	}
+	nv_set_threads(1);
+}
+
+/* nv_dtrsm_left: op(T)·X = alpha·B with a backward error within γ_M's
+ * bound (|alpha·B − op(T)·X| ≤ M·2⁻⁵³·|op(T)|·|X|, componentwise, for any
+ * substitution order), the same bits at 1 to 5 threads; 1100 columns make
+ * three tiles, the last partial */
+static void test_dtrsm(void)
+{
+	const size_t M = 90, N = 1100;
+
+	for (int t = 0; t < 8; t++) {
+		int upper = t & 1, ta = (t >> 1) & 1, unit = t >> 2, same = 1;
+		double *T = normals(M * M), *B = normals(M * N), worst = 0;
+		double *X1 = malloc(M * N * sizeof(double)), *X = malloc(M * N * sizeof(double));
+
+		for (size_t i = 0; i < M; i++) /* a well-conditioned triangle */
+			T[i * M + i] = 4.0 + fabs(T[i * M + i]);
+		for (int nt = 1; nt <= 5; nt++) {
+			double *x = nt == 1 ? X1 : X;
+
+			nv_set_threads(nt);
+			memcpy(x, B, M * N * sizeof(double));
+			nv_dtrsm_left(upper, ta, unit, M, N, 0.5, T, M, x, N);
+			same &= nt == 1 || memcmp(X, X1, M * N * sizeof(double)) == 0;
+		}
+		for (size_t i = 0; i < M; i++)
+			for (size_t j = 0; j < N; j++) {
+				long double s = 0, mag = 0;
+
+				for (size_t k = 0; k < M; k++) {
+					/* op(T)[i][k], zero outside its triangle, one on a unit diagonal */
+					size_t r = ta ? k : i, c = ta ? i : k;
+					long double v = (upper ? c < r : c > r) ? 0
+							: (unit && r == c) ? 1 : T[r * M + c];
+
+					s += v * X1[k * N + j];
+					mag += fabsl(v * X1[k * N + j]);
+				}
+				worst = fmax(worst, (double)(fabsl(0.5L * B[i * N + j] - s) / mag));
+			}
+		ok(worst <= (double)M * 0x1p-53,
+		   "nv_dtrsm_left %s ta %d unit %d: backward error within M·2^-53 (%.3g)",
+		   upper ? "upper" : "lower", ta, unit, worst / 0x1p-53);
+		ok(same, "nv_dtrsm_left %s ta %d unit %d: the same bits at 1 to 5 threads",
+		   upper ? "upper" : "lower", ta, unit);
+		free(T), free(B), free(X1), free(X);
+	}
+	nv_set_threads(1);
+}
+
 /* whether /proc/cpuinfo's flags list flag (an independent reading of the CPU's features) */
 static int cpu_flag(const char *flag)
 {
@@ -988,5 +1173,9 @@ int main(void)
 	test_qr();
 	test_nonfinite();
 	test_sgemm();
+	test_threads();
+	test_dgemm();
+	test_dsyrk();
+	test_dtrsm();
 	return done_testing();
 }

@@ -333,8 +333,8 @@ typedef struct {
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
 	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: at a fixed point) */
 	int itq_f32;      /* 1: the ITQ's products in f32 (0, the default: f64) */
-	int hb_f32;       /* 1: the FIT Gram's products with the paths (H·B) in f32
-			   * (nv_gemm32s_new); 0 (default): in f64 */
+	int hb_f32;       /* 1 (default): the FIT Gram's products with the paths (H·B) in f32
+			   * (nv_gemm32s_new); 0: in f64, the bytes of before */
 	double als_tol;   /* ALS stops at a sweep whose fit error gain is below this fraction (0: never early) */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
 	nv_method method;

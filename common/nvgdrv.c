@@ -19,6 +19,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	o->sweeps = NV_SWEEPS_DEFAULT;
 	o->g_pcg = 1;
 	o->itq_tol = NV_ITQ_TOL_DEFAULT;
+	o->hb_f32 = 1;
 	o->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
 	o->als_tol = NV_ALS_TOL_DEFAULT;
 	o->threads = 1;

@@ -246,7 +246,7 @@ summarise() {
 	local out=$1 rep=$1/model.cmf.blr.txt.tmp prov=$1/provenance.json.tmp calibjson=null planjson=null
 	{
 		echo "# nvgkit BLR conversion: method $2, target $3 bpw, paths $5$([ "$2" = nvg ] &&
-			echo ", refinement sweeps ${13}, ALS sweeps a try ${15}, ITQ stop ${16}$([ "${18}" = f32 ] && echo ", ITQ products in f32")$([ "${19}" = f32 ] && echo ", Gram products in f32"), ALS stop ${17}$([ "${14}" = pcg ] && echo ", g steps by PCG")"), kv factor $4"
+			echo ", refinement sweeps ${13}, ALS sweeps a try ${15}, ITQ stop ${16}$([ "${18}" = f32 ] && echo ", ITQ products in f32")$([ "${19}" = f64 ] && echo ", Gram products in f64"), ALS stop ${17}$([ "${14}" = pcg ] && echo ", g steps by PCG")"), kv factor $4"
 		echo "# tensor layer shape requested_bpw delivered_bpw rank paths clip sel_error | encoder report"
 		awk '$5 != "-" { split($3, d, "x"); w = d[1] * d[2]; printf "%s %s %s %s %.6f %s %s %s %s", $1, $2, $3, $4, $5 / w, $6, $7, $8, $9
 			for (i = 10; i <= NF; i++) printf " %s", $i; printf "\n"; next } { print }' "$out/report.body.tmp"

@@ -2,7 +2,7 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
-#        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f64|f32] \
+#        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
 #        [ALS_TOL=0.001] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
@@ -104,9 +104,10 @@ ITQ_TOL    ?= $(ITQ_TOL_DEFAULT)
 ITQ_PREC_DEFAULT := f64
 ITQ_PREC   ?= $(ITQ_PREC_DEFAULT)
 # the precision of the FIT Gram's products with the paths (nvg-encode
-# --hb-prec: f32 the CPU encoder's option, other bytes, and bytes that
-# depend on the thread count, README; a device's products are f32 already)
-HB_PREC_DEFAULT := f64
+# --hb-prec): f64 until whole conversions judged f32 level (README), and
+# the CPU encoder's only (a device's products are f32); a CPU stamp names
+# hb_prec=f32, so that one without it still means f64
+HB_PREC_DEFAULT := f32
 HB_PREC    ?= $(HB_PREC_DEFAULT)
 ALS_TOL_DEFAULT := 0.001
 ALS_TOL    ?= $(ALS_TOL_DEFAULT)
@@ -195,8 +196,8 @@ endif
 ifeq ($(ITQ_PREC)$(filter-out cpu,$(DEVICE)),f32$(DEVICE))
 $(error convert.mk: ITQ_PREC=f32 is the CPU encoder's (a device's ITQ is f32 already): DEVICE=cpu)
 endif
-ifeq ($(HB_PREC)$(filter-out cpu,$(DEVICE)),f32$(DEVICE))
-$(error convert.mk: HB_PREC=f32 is the CPU encoder's (a device's products are f32 already): DEVICE=cpu)
+ifeq ($(HB_PREC)$(filter-out cpu,$(DEVICE)),f64$(DEVICE))
+$(error convert.mk: HB_PREC=f64 is the CPU encoder's (a device's products are f32): DEVICE=cpu)
 endif
 ifneq ($(and $(filter-out cpu,$(DEVICE)),$(filter-out $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),$(shell awk -v v='$(ITQ_TOL)' 'BEGIN { if (v + 0 > 0) print "y" }')),)
 $(error convert.mk: ITQ_TOL above 0 is the CPU encoder's (a device takes every ITQ step): DEVICE=cpu)
@@ -301,7 +302,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD)$(if $(filter nvg,$(METHOD)),$(if $(filter-out 3,$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter-out $(HB_PREC_DEFAULT),$(HB_PREC)), hb_prec=$(HB_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))
 STAMP := $(OUT)/params
 # $(call stamp_was,TOKEN,VAR,OLD): an nvg stamp without TOKEN where this
 # command names one was made with VAR=OLD, the default of before
@@ -311,7 +312,7 @@ ifneq ($(file <$(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
 # the settings that differ, named both ways: a default that changed since the
 # conversion began (TRANSPORT's did) is resumed by giving the stamp's setting
-$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)), or choose another OUT)
+$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)$(call stamp_was,hb_prec,HB_PREC,f64)), or choose another OUT)
 endif
 else
 ifneq ($(filter-out logs params .lock,$(shell ls -A '$(OUT)' 2>/dev/null)),)
@@ -430,7 +431,9 @@ DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 # what the stamp says); with a device only another than the default (0: an
 # auto that finds none runs the CPU encoder; above 0 is refused above)
 tol_opt = $(if $(or $(filter cpu,$(DEVICE)),$(filter-out $(3),$(2))),--$(1)-tol $(2))
-EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) $(if $(filter-out $(HB_PREC_DEFAULT),$(HB_PREC)),--hb-prec $(HB_PREC)) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))
+# --hb-prec always given, to a device too (f32 there, what it does; f64 is
+# refused above), so that the tool's own default never decides it
+EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) --hb-prec $(HB_PREC) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
 # the sweep's dual-svid stays data-free (its curves use the Frobenius error)
 SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))

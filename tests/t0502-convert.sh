@@ -201,7 +201,7 @@ test_expect_success 'a tensor the encoder refuses stays in its source dtype and 
 
 test_expect_success 'G_SOLVE=direct: its own stamp, recorded, the layer-0 SEL errors of the default (pcg) within 0.5% of it; pcg on the CPU only' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gd BPW=2.5 G_SOLVE=direct -j2 2>err &&
-	test_grep " g_solve=direct itq_tol=0.001 als_tol=0.001$" gd/params &&
+	test_grep " g_solve=direct itq_tol=0.001 hb_prec=f32 als_tol=0.001$" gd/params &&
 	test "$(prov_value gd/model.cmf g_solve)" = direct &&
 	test_no_grep "g steps by PCG" gd/model.cmf.blr.txt &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gd BPW=2.5 2>err &&
@@ -225,7 +225,7 @@ test_expect_success 'G_SOLVE=direct: its own stamp, recorded, the layer-0 SEL er
 test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg only' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw3 BPW=2.5 REFINE=3 -j2 2>err &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw2 BPW=2.5 -j2 2>err &&
-	test_grep " refine=3 itq_tol=0.001 als_tol=0.001$" sw3/params &&
+	test_grep " refine=3 itq_tol=0.001 hb_prec=f32 als_tol=0.001$" sw3/params &&
 	test_no_grep "refine" sw2/params &&
 	test "$(prov_value sw3/model.cmf refine_sweeps)" = 3 &&
 	test_must_fail cmp -s sw3/L1/down.blr sw2/L1/down.blr &&
@@ -240,7 +240,7 @@ test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg onl
 	test_path_is_missing swd
 '
 
-test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets them, stamped, recorded; nvg only, a tolerance and f32 on the CPU only (HB_PREC=f32 too)' '
+test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets them, stamped, recorded; nvg only, a tolerance and f32 on the CPU only (HB_PREC=f64 too)' '
 	mkdir argwrap &&
 	for t in "$NVG_BIN"/*; do ln -s "$t" argwrap/; done &&
 	rm argwrap/nvg-encode &&
@@ -252,11 +252,11 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 	chmod +x argwrap/nvg-encode &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=lean BPW=2.5 TRY_SWEEPS=1 ITQ_TOL=0.0025 ALS_TOL=0.002 \
 		ITQ_PREC=f32 BIN="$PWD/argwrap" -j2 2>err &&
-	test "$(grep -c -- "--method nvg .*--try-sweeps 1 --itq-tol 0.0025 --itq-prec f32 --als-tol 0.002 " encode.args)" = 14 &&
+	test "$(grep -c -- "--method nvg .*--try-sweeps 1 --itq-tol 0.0025 --itq-prec f32 --hb-prec f32 --als-tol 0.002 " encode.args)" = 14 &&
 	test_grep "^method=nvg try_sweeps=1 bpw=" lean/params &&
-	test_grep " itq_tol=0.0025 itq_prec=f32 als_tol=0.002$" lean/params &&
+	test_grep " itq_tol=0.0025 itq_prec=f32 hb_prec=f32 als_tol=0.002$" lean/params &&
 	test_grep "^method=nvg try_sweeps=2 bpw=" sw2/params &&
-	test_grep " plan= itq_tol=0.001 als_tol=0.001$" sw2/params &&
+	test_grep " plan= itq_tol=0.001 hb_prec=f32 als_tol=0.001$" sw2/params &&
 	test_no_grep "try_sweeps" svid/params && test_no_grep "itq_tol" svid/params &&
 	test_no_grep "als_tol" svid/params && test_no_grep "itq_prec" sw2/params &&
 	test "$(prov_value lean/model.cmf try_sweeps)" = 1 &&
@@ -274,7 +274,7 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 	test "$(prov_value old3/model.cmf try_sweeps)" = 3 &&
 	test "$(prov_value sw2/model.cmf itq_tol)" = 0.001 &&
 	test "$(prov_value sw2/model.cmf als_tol)" = 0.001 &&
-	cp -rp sw2 old0 && sed -i "s/ itq_tol=0.001 als_tol=0.001$//" old0/params &&
+	cp -rp sw2 old0 && sed -i "s/ itq_tol=0.001 hb_prec=f32 als_tol=0.001$/ hb_prec=f32/" old0/params &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=old0 BPW=2.5 2>err &&
 	test_grep "this command .itq_tol=0.001 als_tol=0.001..; give the stamp.s settings to resume it .transport=1 is TRANSPORT=1; a stamp without itq_tol was made with ITQ_TOL=0; a stamp without als_tol was made with ALS_TOL=0., or" err &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=old0 BPW=2.5 ITQ_TOL=0 ALS_TOL=0 2>err &&
@@ -298,8 +298,8 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 		"ITQ_TOL=0.01 DEVICE=opencl:ITQ_TOL above 0 is the CPU encoder.s" \
 		"ALS_TOL=0.01 DEVICE=opencl:ALS_TOL above 0 is the CPU encoder.s" \
 		"HB_PREC=f16:HB_PREC .f16. is not f64 or f32" \
-		"HB_PREC=f32 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC and ALS_TOL are nvg.s" \
-		"HB_PREC=f32 DEVICE=opencl:HB_PREC=f32 is the CPU encoder.s .a device.s products are f32 already.: DEVICE=cpu"; do
+		"HB_PREC=f64 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC and ALS_TOL are nvg.s" \
+		"HB_PREC=f64 DEVICE=opencl:HB_PREC=f64 is the CPU encoder.s .a device.s products are f32.: DEVICE=cpu"; do
 		test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=lbad BPW=2.5 ${bad%%:*} 2>err &&
 		test_grep "${bad#*:}" err &&
 		test_path_is_missing lbad || return 1
@@ -307,20 +307,20 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 '
 
 # (this model's tensors come out the same bytes either way at 2.5 bpw: f16
-# hides the products' rounding; t0202 compares them on a larger one)
-test_expect_success 'HB_PREC=f32: given to the encoder, stamped, recorded and reported; f64 the default, neither' '
-	test_no_grep "hb-prec" encode.args &&
-	test "$(prov_value sw2/model.cmf hb_prec)" = f64 &&
+# hides the products' rounding; t0202 sees them differ on a larger one)
+test_expect_success 'HB_PREC: f32 the default, given to the CPU encoder, stamped as hb_prec=f32 and recorded; f64 its own stamp, refused on resuming without it' '
+	test "$(grep -c -- "--method nvg .* --hb-prec f32 " encode.args)" -ge 14 &&
+	test "$(prov_value sw2/model.cmf hb_prec)" = f32 &&
 	test "$(prov_value svid/model.cmf hb_prec)" = null &&
 	test_no_grep "Gram products" sw2/model.cmf.blr.txt &&
 	: >encode.args &&
-	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=hb32 BPW=2.5 HB_PREC=f32 BIN="$PWD/argwrap" -j2 2>err &&
-	test "$(grep -c -- "--method nvg .* --hb-prec f32 " encode.args)" = 14 &&
-	test_grep " itq_tol=0.001 hb_prec=f32 als_tol=0.001$" hb32/params &&
-	test "$(prov_value hb32/model.cmf hb_prec)" = f32 &&
-	test_grep "Gram products in f32, ALS stop 0.001" hb32/model.cmf.blr.txt &&
-	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=hb32 BPW=2.5 2>err &&
-	test_grep "the stamp has .hb_prec=f32., this command ..);" err
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=hb64 BPW=2.5 HB_PREC=f64 BIN="$PWD/argwrap" -j2 2>err &&
+	test "$(grep -c -- "--method nvg .* --hb-prec f64 " encode.args)" = 14 &&
+	test_no_grep "hb_prec" hb64/params &&
+	test "$(prov_value hb64/model.cmf hb_prec)" = f64 &&
+	test_grep "Gram products in f64, ALS stop 0.001" hb64/model.cmf.blr.txt &&
+	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=hb64 BPW=2.5 2>err &&
+	test_grep "this command .hb_prec=f32..; give the stamp.s settings to resume it .transport=1 is TRANSPORT=1; a stamp without hb_prec was made with HB_PREC=f64., or" err
 '
 
 test_expect_success 'every value is checked before OUT is touched; an empty stamp is no stamp' '
@@ -338,7 +338,7 @@ test_expect_success 'every value is checked before OUT is touched; an empty stam
 test_expect_success 'by default nvg follows the source (tuning, calibration, end to end; transport only when asked); dual-svid calibrates only' '
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
 		TOKENS=cal.u32 OUT=dflt BPW=2.5 E2E_FIT_TOKENS=1024 layers &&
-	test_grep " tune=1 itq_tol=0.001 als_tol=0.001$" dflt/params && ! grep -q transport dflt/params &&
+	test_grep " tune=1 itq_tol=0.001 hb_prec=f32 als_tol=0.001$" dflt/params && ! grep -q transport dflt/params &&
 	! ls dflt/L1/g.*.cross 2>/dev/null &&
 	test "$(cat dflt/calibrate.set)" = 1 && test "$(cat dflt/e2e.set)" = "1 fit=1024 steps=120 tokens=cal.u32" &&
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \

@@ -23,7 +23,7 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
-	"[--itq-prec f64|f32] [--hb-prec f64|f32] [--try-sweeps N]\n"
+	"[--itq-prec f64|f32] [--hb-prec f32|f64] [--try-sweeps N]\n"
 	"[--itq-tol F] [--als-tol F] [--pick-after N] [--threads N]\n"
 	"[--profile] [--target-raw M.raw]\n"
 	"[--cross C.fit.cross [--cross-damp D]]\n"
@@ -50,7 +50,7 @@ typedef struct {
 	int g_pcg; /* --g-solve: -1 not given (pcg for nvg: the CPU encoder), 0 direct, 1 pcg */
 	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; a device takes every step) */
 	int itq_prec;   /* --itq-prec: 0 not given (f64), 64, 32 */
-	int hb_prec;    /* --hb-prec: likewise */
+	int hb_prec;    /* --hb-prec: 0 not given (f32), 64, 32 */
 	double als_tol; /* --als-tol: -1 not given (likewise) */
 	long sweeps;
 	long try_sweeps; /* --try-sweeps: 0 not given */
@@ -311,9 +311,9 @@ static int check_effort(const opts *o)
 		return tool_usage_error("--als-tol above 0 is the CPU encoder's: give --device cpu");
 	if (o->method == NV_METHOD_DUAL_SVID && o->hb_prec)
 		return tool_usage_error("--hb-prec is nvg's: dual-svid has no FIT Gram");
-	if (o->hb_prec == 32 && o->dev.mode != NVCL_CPU)
-		return tool_usage_error("--hb-prec f32 is the CPU encoder's (a device's products are "
-					"f32 already): give --device cpu");
+	if (o->hb_prec == 64 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--hb-prec f64 is the CPU encoder's (a device's products are "
+					"f32): give --device cpu");
 	return 0;
 }
 
@@ -556,7 +556,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	eo.g_pcg = o->g_pcg;
 	eo.itq_tol = o->itq_tol;
 	eo.itq_f32 = o->itq_prec == 32;
-	eo.hb_f32 = o->hb_prec == 32;
+	eo.hb_f32 = o->hb_prec != 64;
 	eo.als_tol = o->als_tol;
 	if (o->try_sweeps)
 		eo.try_sweeps = (int)o->try_sweeps;

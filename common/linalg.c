@@ -19,10 +19,6 @@
 #include "err.h"
 #include "mem.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
-#endif
-
 static _Atomic uint64_t flop_count;
 
 uint64_t nv_flops(void)
@@ -995,33 +991,6 @@ void nv_unserial(void)
 	serial_depth--;
 	pthread_mutex_unlock(&threads_mu);
 }
-
-#if defined(__x86_64__) || defined(__i386__)
-int nv_fp_flush(int on)
-{
-	const unsigned int bits = 0x8040; /* MXCSR's FTZ (bit 15) and DAZ (bit 6) */
-	unsigned int csr = _mm_getcsr();
-
-	_mm_setcsr(on ? csr | bits : csr & ~bits);
-	return (csr & bits) == bits;
-}
-#elif defined(__aarch64__)
-int nv_fp_flush(int on)
-{
-	const unsigned long fz = 1ul << 24; /* FPCR.FZ */
-	unsigned long fpcr;
-
-	__asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
-	__asm__ volatile("msr fpcr, %0" : : "r"(on ? fpcr | fz : fpcr & ~fz));
-	return (fpcr & fz) != 0;
-}
-#else
-int nv_fp_flush(int on)
-{
-	(void)on;
-	return 0;
-}
-#endif
 
 double nv_dot_acc(double s, const double *a, const double *b, size_t n)
 {

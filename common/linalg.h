@@ -190,17 +190,6 @@ const char *nv_blas_core(char *hint, size_t cap);
 void nv_serial(void);
 void nv_unserial(void);
 
-/*
- * subnormal floats flushed to zero (on, 1) or kept (0) in the calling
- * thread's arithmetic, results and operands both (x86's FTZ and DAZ,
- * aarch64's FZ), for it and the threads it creates afterwards (nv_par's
- * inherit it); returns the previous setting (0 where the CPU has no such
- * mode).  The forward's softmax and SwiGLU can make subnormals (a model far
- * from its source, a very peaked attention), and each product that reads
- * one runs several times slower: the f32 tools (cmf-eval, gram-capture,
- * blr-tune) flush from the start of main.
- */
-int nv_fp_flush(int on);
 
 /*
  * The level-3 products in fixed tiles (tiles.c): the output cut into tiles

@@ -5,39 +5,131 @@
 #include <stdatomic.h>
 #include <pthread.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
+/* a job of a batch (one nv_par call) waiting in the pool's queue */
+typedef struct par_task par_task;
 typedef struct {
+	size_t left; /* the batch's jobs not yet done */
+} par_batch;
+struct par_task {
 	void (*fn)(void *);
 	void *job;
-} par_call;
+	int flush; /* nv_fp_flush of the caller */
+	par_batch *batch;
+	par_task *next;
+};
 
-static void *par_start(void *arg)
+/* the pool: its queue, its threads, one lock; work: a job queued; done: a
+ * batch finished */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_work = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t pool_done = PTHREAD_COND_INITIALIZER;
+static par_task *queue_head, *queue_tail;
+static size_t pool_threads;
+static int pool_broken; /* a thread could not be started: start no more */
+
+/* the next queued job, under the lock, or NULL */
+static par_task *queue_pop(void)
 {
-	const par_call *c = arg;
+	par_task *t = queue_head;
 
-	c->fn(c->job);
+	if (t) {
+		queue_head = t->next;
+		if (!queue_head)
+			queue_tail = NULL;
+	}
+	return t;
+}
+
+/* task t run in its caller's flush mode, then counted done (the lock held
+ * on entry and on return, not while it runs) */
+static void task_run(par_task *t)
+{
+	int was;
+
+	pthread_mutex_unlock(&pool_mu);
+	was = nv_fp_flush(t->flush);
+	t->fn(t->job);
+	nv_fp_flush(was);
+	pthread_mutex_lock(&pool_mu);
+	if (--t->batch->left == 0)
+		pthread_cond_broadcast(&pool_done);
+}
+
+static void *pool_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&pool_mu);
+	for (;;) {
+		par_task *t = queue_pop();
+
+		if (t)
+			task_run(t);
+		else
+			pthread_cond_wait(&pool_work, &pool_mu);
+	}
 	return NULL;
+}
+
+/* the pool grown to n threads where it can be (the lock held) */
+static void pool_grow(size_t n)
+{
+	pthread_attr_t at;
+
+	if (pool_broken || pool_threads >= n || pthread_attr_init(&at) != 0)
+		return;
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	while (pool_threads < n) {
+		pthread_t tid;
+
+		if (pthread_create(&tid, &at, pool_thread, NULL) != 0) {
+			pool_broken = 1;
+			break;
+		}
+		pool_threads++;
+	}
+	pthread_attr_destroy(&at);
 }
 
 void nv_par(void *jobs, size_t n, size_t size, void (*fn)(void *))
 {
-	pthread_t tid[NV_PAR_MAX];
-	par_call call[NV_PAR_MAX];
-	int started[NV_PAR_MAX] = {0};
+	par_task task[NV_PAR_MAX];
+	par_batch batch = { n ? n - 1 : 0 };
 	char *base = jobs;
+	int flush;
 
 	assert(n <= NV_PAR_MAX);
+	if (n == 0)
+		return;
+	flush = nv_fp_flush(0);
+	nv_fp_flush(flush);
+	pthread_mutex_lock(&pool_mu);
+	pool_grow(n - 1);
 	for (size_t t = 1; t < n; t++) {
-		call[t] = (par_call){fn, base + t * size};
-		started[t] = pthread_create(&tid[t], NULL, par_start, &call[t]) == 0;
-	}
-	if (n)
-		fn(base);
-	for (size_t t = 1; t < n; t++) {
-		if (started[t])
-			pthread_join(tid[t], NULL);
+		task[t] = (par_task){ fn, base + t * size, flush, &batch, NULL };
+		if (queue_tail)
+			queue_tail->next = &task[t];
 		else
-			fn(base + t * size); /* no thread to be had: that job here */
+			queue_head = &task[t];
+		queue_tail = &task[t];
 	}
+	if (n > 1)
+		pthread_cond_broadcast(&pool_work);
+	pthread_mutex_unlock(&pool_mu);
+	fn(base);
+	pthread_mutex_lock(&pool_mu);
+	while (batch.left > 0) { /* the queue's jobs run here while ours are not done */
+		par_task *t = queue_pop();
+
+		if (t)
+			task_run(t);
+		else
+			pthread_cond_wait(&pool_done, &pool_mu);
+	}
+	pthread_mutex_unlock(&pool_mu);
 }
 
 typedef struct {
@@ -95,3 +187,30 @@ void nv_par_items(size_t n, size_t nt, void (*fn)(void *ctx, size_t item, size_t
 		tk[t] = (par_taker){ fn, ctx, n, &next, t };
 	nv_par(tk, nt, sizeof tk[0], par_take);
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+int nv_fp_flush(int on)
+{
+	const unsigned int bits = 0x8040; /* MXCSR's FTZ (bit 15) and DAZ (bit 6) */
+	unsigned int csr = _mm_getcsr();
+
+	_mm_setcsr(on ? csr | bits : csr & ~bits);
+	return (csr & bits) == bits;
+}
+#elif defined(__aarch64__)
+int nv_fp_flush(int on)
+{
+	const unsigned long fz = 1ul << 24; /* FPCR.FZ */
+	unsigned long fpcr;
+
+	__asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+	__asm__ volatile("msr fpcr, %0" : : "r"(on ? fpcr | fz : fpcr & ~fz));
+	return (fpcr & fz) != 0;
+}
+#else
+int nv_fp_flush(int on)
+{
+	(void)on;
+	return 0;
+}
+#endif

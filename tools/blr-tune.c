@@ -6,6 +6,7 @@
 #include "mem.h"
 #include "mtune.h"
 #include "normcal.h"
+#include "par.h"
 #include "parse.h"
 #include "perturb.h"
 #include "aout.h"

@@ -3,6 +3,7 @@
 #include "err.h"
 #include "forward.h"
 #include "mem.h"
+#include "par.h"
 #include "parse.h"
 #include "tok.h"
 #include "tool.h"

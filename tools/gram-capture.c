@@ -5,6 +5,7 @@
 #include "fileio.h"
 #include "gram.h"
 #include "mem.h"
+#include "par.h"
 #include "parse.h"
 #include "tok.h"
 #include "tool.h"

@@ -729,11 +729,11 @@ static void test_dgemm(void)
 
 /* nv_dsyrk: the stored triangle within N·2⁻⁵³ of Σ|a·a| of op(A)·op(A)ᵀ
  * (beta 1 onto a C of ones: the sum C + A·Aᵀ checked), the other triangle
- * untouched, the same bits at 1 to 5 threads; N = 600 makes 3 × 3 tiles,
+ * untouched, the same bits at 1 to 5 threads; N = 1100 makes 4 × 4 tiles,
  * the last partial */
 static void test_dsyrk(void)
 {
-	const size_t N = 600, K = 300;
+	const size_t N = 1100, K = 100;
 
 	for (int t = 0; t < 4; t++) {
 		int upper = t & 1, ta = t >> 1, same = 1, kept = 1;

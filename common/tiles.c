@@ -10,8 +10,8 @@
  * × 577 at 2 and 3 threads, 256 × 1536 × 1536 at 3, with OpenBLAS 0.3.21's
  * Haswell and SkylakeX kernels alike).  Here the output is cut into tiles
  * of a shape that depends on the product's shape alone (near-equal parts of
- * at most NV_TILE_ROWS_* × NV_TILE_COLS or NV_TILE_SYRK square, multiples
- * of 16 but the last), each
+ * at most NV_TILE_ROWS_* × NV_TILE_COLS_* or NV_TILE_SYRK square,
+ * multiples of 16 but the last), each
  * tile is one BLAS call on one thread (OpenBLAS's own count is held at one,
  * linalg.h), and the tiles are taken by nv_get_threads() threads of our
  * own.  A tile's bits then depend on its data and its shape only.  At one
@@ -26,13 +26,20 @@
 #include <cblas.h>
 
 /* large enough for OpenBLAS's kernels to run near full speed on one core:
- * the f32 products' rows (the forward's windows), the f64 ones' (the
- * encoder's: 256 left its products of 129 to 256 rows, the rank's, on one
- * thread, and a 576x1536 encode at 2 threads took 1.12× the time of 128's,
- * at one thread 0.98×) and both's columns */
+ * the f32 products' rows and columns (the forward's windows: 4-10% against
+ * one sgemm at one thread); the f64 ones' rows from NV_TILE_ROWS_D down to
+ * NV_TILE_ROWS_DMIN until there are NV_TILE_FEW tiles, and their columns.
+ * One thread, against one dgemm: 128 × 512 tiles took 1.19× its time on
+ * 4096 × 1000 × 4096 and 1000 × 1000 × 4096 (a 7B layer's H·B and r × r
+ * products), 512 × 1024 1.02×; but 256-row tiles left a 576x1536's products
+ * of 129 to 256 rows (the rank's) on one thread, and three tiles of 576
+ * rows on two threads (such an encode took 1.12× the time of 128's) */
 #define NV_TILE_ROWS_S 256
-#define NV_TILE_ROWS_D 128
-#define NV_TILE_COLS 512
+#define NV_TILE_COLS_S 512
+#define NV_TILE_ROWS_D 512
+#define NV_TILE_ROWS_DMIN 128
+#define NV_TILE_COLS_D 1024
+#define NV_TILE_FEW 4
 /* a syrk's square tiles: each packs two panels of op(A), so larger ones
  * (one thread, k = 512: 1.09× and 1.12× one dsyrk's time at n = 1536 and
  * 4096 with 512, 1.26× and 1.38× with 128) */
@@ -157,12 +164,18 @@ static void tl_run(tl_job *j, double work)
 	nv_unserial();
 }
 
-static void tl_gemm(tl_job *j, size_t rows)
+/* the product's tiles: rows of at most rows, halved while there are fewer
+ * than few tiles and more than least rows, columns of at most cols */
+static void tl_gemm(tl_job *j, size_t rows, size_t least, size_t cols, size_t few)
 {
 	if (j->M == 0 || j->N == 0)
 		return;
-	j->bm = tl_part(j->M, rows, &j->tm);
-	j->bn = tl_part(j->N, NV_TILE_COLS, &j->tn);
+	j->bn = tl_part(j->N, cols, &j->tn);
+	for (;; rows /= 2) {
+		j->bm = tl_part(j->M, rows, &j->tm);
+		if (j->tm * j->tn >= few || rows / 2 < least)
+			break;
+	}
 	j->tiles = j->tm * j->tn;
 	tl_run(j, (double)j->M * (double)j->N * (double)j->K);
 }
@@ -174,7 +187,7 @@ void nv_sgemm(int ta, int tb, size_t M, size_t N, size_t K, float alpha, const f
 		    .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta,
 		    .A = A, .B = B, .C = C};
 
-	tl_gemm(&j, NV_TILE_ROWS_S);
+	tl_gemm(&j, NV_TILE_ROWS_S, NV_TILE_ROWS_S, NV_TILE_COLS_S, 1);
 }
 
 void nv_dgemm(int ta, int tb, size_t M, size_t N, size_t K, double alpha, const double *A,
@@ -184,7 +197,7 @@ void nv_dgemm(int ta, int tb, size_t M, size_t N, size_t K, double alpha, const 
 		    .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta,
 		    .A = A, .B = B, .C = C};
 
-	tl_gemm(&j, NV_TILE_ROWS_D);
+	tl_gemm(&j, NV_TILE_ROWS_D, NV_TILE_ROWS_DMIN, NV_TILE_COLS_D, NV_TILE_FEW);
 }
 
 void nv_dsyrk(int upper, int ta, size_t N, size_t K, double alpha, const double *A,
@@ -208,6 +221,6 @@ void nv_dtrsm_left(int upper, int ta, int unit, size_t M, size_t N, double alpha
 
 	if (M == 0 || N == 0)
 		return;
-	j.bn = tl_part(N, NV_TILE_COLS, &j.tiles);
+	j.bn = tl_part(N, NV_TILE_COLS_D, &j.tiles);
 	tl_run(&j, (double)M * (double)M * (double)N / 2);
 }

@@ -696,11 +696,13 @@ static double *normals(size_t n)
  * summation; the reference in long double), on shapes where one
  * cblas_dgemm under OpenBLAS's threads gave different bits at 2 or 3
  * threads (100 × 576 × 1536, 577 × 1535 × 577, 256 × 1536 × 1536 measured
- * with 0.3.21's Haswell and SkylakeX kernels) and on small ones */
+ * with 0.3.21's Haswell and SkylakeX kernels) and on small ones; one tile,
+ * 2 × 2 (577 rows, 1535 columns), 2 × 2 of 128 rows (256 × 1100) and 4 × 1
+ * of 288 rows, the last partial (1100 × 90) */
 static void test_dgemm(void)
 {
 	static const size_t shapes[][3] = {{1, 7, 5}, {65, 300, 200}, {100, 576, 1536},
-					   {577, 1535, 37}, {256, 1100, 300}};
+					   {577, 1535, 37}, {256, 1100, 300}, {1100, 90, 64}};
 
 	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
 		for (int t = 0; t < 4; t++) {

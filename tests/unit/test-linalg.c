@@ -578,27 +578,45 @@ static void test_nonfinite(void)
 	nv_mat_free(&a), nv_mat_free(&l);
 }
 
-/* max over C of |C − op(A)·op(B)| / (Σ_k |a_ik b_kj|), the f64 product as reference */
-static double sgemm_gap(int ta, int tb, size_t M, size_t N, size_t K, const float *A,
-			const float *B, const float *C)
+/* |C − op(A)·op(B)| / (Σ_k |a_ik b_kj|) at its largest over C, in long double */
+static double dgemm_gap(int ta, int tb, size_t M, size_t N, size_t K, const double *A,
+			const double *B, const double *C)
 {
 	size_t lda = ta ? M : K, ldb = tb ? K : N;
 	double worst = 0;
 
 	for (size_t i = 0; i < M; i++)
 		for (size_t j = 0; j < N; j++) {
-			double s = 0, mag = 0;
+			long double s = 0, mag = 0;
 
 			for (size_t k = 0; k < K; k++) {
-				double a = ta ? A[k * lda + i] : A[i * lda + k];
-				double b = tb ? B[j * ldb + k] : B[k * ldb + j];
+				long double a = ta ? A[k * lda + i] : A[i * lda + k];
+				long double b = tb ? B[j * ldb + k] : B[k * ldb + j];
 
 				s += a * b;
-				mag += fabs(a * b);
+				mag += fabsl(a * b);
 			}
-			worst = fmax(worst, fabs(C[i * N + j] - s) / (mag > 0 ? mag : 1));
+			worst = fmax(worst, (double)(fabsl(C[i * N + j] - s) / (mag > 0 ? mag : 1)));
 		}
 	return worst;
+}
+
+/* the gap of an f32 product, its entries widened */
+static double sgemm_gap(int ta, int tb, size_t M, size_t N, size_t K, const float *A,
+			const float *B, const float *C)
+{
+	double *a = malloc(M * K * sizeof(double)), *b = malloc(K * N * sizeof(double));
+	double *c = malloc(M * N * sizeof(double)), gap;
+
+	for (size_t i = 0; i < M * K; i++)
+		a[i] = A[i];
+	for (size_t i = 0; i < K * N; i++)
+		b[i] = B[i];
+	for (size_t i = 0; i < M * N; i++)
+		c[i] = C[i];
+	gap = dgemm_gap(ta, tb, M, N, K, a, b, c);
+	free(a), free(b), free(c);
+	return gap;
 }
 
 /* nv_sgemm: the product within f32 rounding (K·2⁻²⁴ of Σ|a·b| bounds any
@@ -658,29 +676,6 @@ static void test_threads(void)
 	is_int(nv_get_threads(), 3, "the count back after the last section");
 	is_int(openblas_get_num_threads(), 1, "OpenBLAS's still one");
 	nv_set_threads(1);
-}
-
-/* |C − op(A)·op(B)| / (Σ_k |a_ik b_kj|) at its largest over C, in long double */
-static double dgemm_gap(int ta, int tb, size_t M, size_t N, size_t K, const double *A,
-			const double *B, const double *C)
-{
-	size_t lda = ta ? M : K, ldb = tb ? K : N;
-	double worst = 0;
-
-	for (size_t i = 0; i < M; i++)
-		for (size_t j = 0; j < N; j++) {
-			long double s = 0, mag = 0;
-
-			for (size_t k = 0; k < K; k++) {
-				long double a = ta ? A[k * lda + i] : A[i * lda + k];
-				long double b = tb ? B[j * ldb + k] : B[k * ldb + j];
-
-				s += a * b;
-				mag += fabsl(a * b);
-			}
-			worst = fmax(worst, (double)(fabsl(C[i * N + j] - s) / (mag > 0 ? mag : 1)));
-		}
-	return worst;
 }
 
 static double *normals(size_t n)

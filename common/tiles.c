@@ -50,7 +50,7 @@
 typedef struct tl_job tl_job;
 struct tl_job {
 	void (*tile)(const tl_job *j, size_t t);
-	int ta, tb, upper, f32;
+	int ta, tb, upper, unit, f32; /* unit: a solve's diagonal taken as ones */
 	size_t M, N, K, lda, ldb, ldc;
 	double alpha, beta;
 	const void *A, *B;
@@ -66,7 +66,6 @@ static size_t tl_part(size_t n, size_t most, size_t *k)
 
 	parts += parts > 1 && parts % 2;
 	b = (n + parts - 1) / parts;
-
 	b = (b + 15) / 16 * 16;
 	if (b > n)
 		b = n;
@@ -139,7 +138,7 @@ static void dtrsm_tile(const tl_job *j, size_t t)
 	size_t c0 = t * j->bn, n = tl_min(j->N - c0, j->bn);
 
 	cblas_dtrsm(CblasRowMajor, CblasLeft, j->upper ? CblasUpper : CblasLower, tl_op(j->ta),
-		    j->tb ? CblasUnit : CblasNonUnit, (int)j->M, (int)n, j->alpha, j->A,
+		    j->unit ? CblasUnit : CblasNonUnit, (int)j->M, (int)n, j->alpha, j->A,
 		    (int)j->lda, (double *)j->C + c0, (int)j->ldc);
 }
 
@@ -216,7 +215,7 @@ void nv_dsyrk(int upper, int ta, size_t N, size_t K, double alpha, const double 
 void nv_dtrsm_left(int upper, int ta, int unit, size_t M, size_t N, double alpha,
 		   const double *A, size_t lda, double *B, size_t ldb)
 {
-	tl_job j = {.tile = dtrsm_tile, .ta = ta, .tb = unit, .upper = upper, .M = M, .N = N,
+	tl_job j = {.tile = dtrsm_tile, .ta = ta, .unit = unit, .upper = upper, .M = M, .N = N,
 		    .lda = lda, .ldc = ldb, .alpha = alpha, .A = A, .C = B};
 
 	if (M == 0 || N == 0)

@@ -946,19 +946,28 @@ static void test_fp_flush(void)
 #endif
 }
 
+/* an n × n f32 matrix of normal entries with its diagonal in f64, base +
+ * 1e-9·i (not an f32 value): a damped Gram's form */
+static nv_mat32 normal32_diag(size_t n, double base)
+{
+	nv_mat32 h = { n, n, malloc(n * n * sizeof(float)), malloc(n * sizeof(double)) };
+
+	for (size_t i = 0; i < n * n; i++)
+		h.d[i] = (float)rng_normal(&rng);
+	for (size_t i = 0; i < n; i++)
+		h.diag[i] = base + 1e-9 * (double)i;
+	return h;
+}
+
 /* a square f32 matrix with its diagonal in f64 (a damped Gram's form), on
  * both sides of the product: the diagonal read from diag, not from d */
 static void test_gemm32_diag(void)
 {
 	size_t n = 300;
-	nv_mat32 h = { n, n, malloc(n * n * sizeof(float)), malloc(n * sizeof(double)) };
+	nv_mat32 h = normal32_diag(n, 10.0);
 	nv_mat b, c, h64, want;
 	int at = 1;
 
-	for (size_t i = 0; i < n * n; i++)
-		h.d[i] = (float)rng_normal(&rng);
-	for (size_t i = 0; i < n; i++)
-		h.diag[i] = 10.0 + 1e-9 * (double)i; /* not an f32 value */
 	nv_mat32_widen(&h, &h64);
 	for (size_t i = 0; i < n; i++)
 		for (size_t j = 0; j < n; j++)
@@ -1028,16 +1037,12 @@ static void test_gemm32(void)
 static void test_gemm32s(void)
 {
 	size_t n = 600, nc = 40;
-	nv_mat32 h = { n, n, malloc(n * n * sizeof(float)), malloc(n * sizeof(double)) };
+	nv_mat32 h = normal32_diag(n, 30.0);
 	nv_mat b, h64, habs, babs, want, bound, c, c2;
 	double u = ldexp(1.0, -24), g = (double)(n + 1) * u / (1.0 - (double)(n + 1) * u);
 	double worst = 0.0;
 	int inside = 1;
 
-	for (size_t i = 0; i < n * n; i++)
-		h.d[i] = (float)rng_normal(&rng);
-	for (size_t i = 0; i < n; i++)
-		h.diag[i] = 30.0 + 1e-9 * (double)i; /* not an f32 value */
 	nv_mat32_widen(&h, &h64);
 	fill(&b, n, nc);
 	nv_mat_copy(&habs, &h64), nv_mat_copy(&babs, &b);

@@ -28,7 +28,7 @@ static int block_factor(float *blk, float *inv, size_t b, double ridge)
 			rc = -1;
 	for (size_t i = 0; i < b && rc == 0; i++)
 		a.d[i * b + i] += ridge;
-	if (rc == 0 && nv_potrf_lower(&a) < 0)
+	if (rc == 0 && nv_potrf_lower(&a) != 0)
 		rc = 1; /* finite entries: the factorization failed for want of definiteness */
 	for (size_t i = 0; i < b * b && rc == 0; i++)
 		blk[i] = (float)a.d[i];

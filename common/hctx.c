@@ -67,7 +67,7 @@ static int uc_system(const nv_hctx *hc, nv_mat *ji)
 /* ji ← inv(chol(ji)), lower: uc[i][j] = ji[n−1−i][n−1−j] (uc_of); freed on failure */
 static int uc_invert(nv_mat *ji)
 {
-	if (nv_potrf_lower(ji) < 0 || nv_trtri_lower(ji) < 0) {
+	if (nv_potrf_lower(ji) != 0 || nv_trtri_lower(ji) < 0) {
 		nv_mat_free(ji);
 		nv_preerr("permuted Gram");
 		return -1;
@@ -213,7 +213,7 @@ static int factor(nv_hctx *hc)
 
 	if (nv_mat32_widen(&hc->hf, &hc->l) < 0)
 		return -1;
-	if (nv_potrf_lower(&hc->l) < 0) {
+	if (nv_potrf_lower(&hc->l) != 0) {
 		nv_seterr("calibration Gram not positive definite after damping with rho %g: "
 			  "try a larger --rho", hc->rho);
 		return -1;

@@ -407,7 +407,7 @@ int nv_potrf_lower(nv_mat *a)
 		return -1;
 	if (info > 0) {
 		nv_seterr("not positive definite (leading minor %d of %zu)", info, n);
-		return -1;
+		return 1;
 	}
 	mirror(a, 0);
 	return nv_check_finite(a->d, n, n, 'L', "Cholesky factor entry");

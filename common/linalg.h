@@ -98,8 +98,9 @@ int nv_qr_r(const nv_mat *a, nv_mat *r);
 int nv_qr_r_cm(double *q, size_t m, size_t k, nv_mat *r);
 
 /* in place: A (n × n, SPD) becomes its lower Cholesky factor (upper zeroed);
- * -1 with reason "not positive definite (leading minor k)" when it is not,
- * or when an entry of its lower triangle or of the factor is not finite */
+ * 1 with reason "not positive definite (leading minor k)" when it is not
+ * (A then partly overwritten), -1 with reason when an entry of its lower
+ * triangle or of the factor is not finite */
 int nv_potrf_lower(nv_mat *a);
 
 /* in place: a lower triangular A with nonzero diagonal becomes its inverse */

@@ -1573,34 +1573,75 @@ out:
 	return rc;
 }
 
-/* path p's g system, ((S_V K S_Vᵀ) ∘ hf) in RFP with K = MᵀM = RᵀR:
- * S_V K S_Vᵀ = (S_V Rᵀ)(S_V Rᵀ)ᵀ, a symmetric rank-r product, n²r flops */
-static int g_system(const nv_bm *md, size_t p, const nv_mat32 *hf, nv_rfp *a)
+/* R (r × r, upper) with RᵀR = K = MᵀM, M = hsl(p) written column-major
+ * for its QR: the factor for an M whose rank is short of r */
+static int k_qr(const nv_path *q, size_t m, size_t r, nv_mat *k)
 {
-	const nv_path *q = &md->p[p];
-	size_t m = md->m, r = md->r;
-	nv_mat k = {0}, s = {0}, svk = {0};
 	double *cm = nv_malloc(m * r > 0 ? m * r : 1, sizeof(double));
-	int rc = -1;
+	int rc;
 
-	/* M = hsl(p) written column-major for its QR, the one m × r copy */
 	if (!cm)
 		return -1;
-	for (size_t i = 0; i < m; i++) {
-		const int8_t *si = nv_sgn_row(&q->su, i);
-		for (size_t j = 0; j < r; j++)
-			cm[i + j * m] = (double)si[j] * (q->h[i] * q->l[j]);
-	}
-	rc = nv_qr_r_cm(cm, m, r, &k);
+	for (size_t j = 0; j < r; j++)
+		for (size_t i = 0; i < m; i++)
+			cm[i + j * m] = (double)nv_sgn_row(&q->su, i)[j] * (q->h[i] * q->l[j]);
+	rc = nv_qr_r_cm(cm, m, r, k);
 	free(cm);
+	return rc;
+}
+
+/*
+ * a factor F (r × r) with F·Fᵀ = K = MᵀM, M = hsl(p): K summed by syrk over
+ * row blocks of M (m·r² flops, no m × r copy) and factored by Cholesky (F
+ * lower, backward stable: F·Fᵀ = K to γ_(r+1) of |F|·|Fᵀ|); when K is not
+ * positive definite (M's rank short of r), Rᵀ of M's QR, which holds then
+ */
+static int k_factor(const nv_path *q, size_t m, size_t r, size_t bs, nv_mat *k)
+{
+	nv_mat mb = {0}, rt = {0};
+	int rc;
+
+	k->d = NULL;
+	if (nv_mat_zeros(&mb, bs, r) < 0 || nv_mat_zeros(k, r, r) < 0) {
+		nv_mat_free(&mb);
+		return -1;
+	}
+	for (size_t i0 = 0; i0 < m; i0 += bs) {
+		nv_mat mv = rows_of(&mb, 0, m - i0 < bs ? m - i0 : bs);
+		nv_path_hsl_rows(q, r, i0, mv.r, 1, mb.d);
+		nv_syrk_t_lower(&mv, i0 ? 1.0 : 0.0, k);
+	}
+	nv_mat_free(&mb);
+	if ((rc = nv_potrf_lower(k)) <= 0)
+		return rc < 0 ? (nv_mat_free(k), -1) : 0;
+	nv_mat_free(k);
+	if (k_qr(q, m, r, &rt) < 0 || nv_mat_zeros(k, r, r) < 0) {
+		nv_mat_free(&rt);
+		return -1;
+	}
+	for (size_t i = 0; i < r; i++)
+		for (size_t j = 0; j < r; j++)
+			k->d[i * r + j] = rt.d[j * r + i];
+	nv_mat_free(&rt);
+	return 0;
+}
+
+/* path p's g system, ((S_V K S_Vᵀ) ∘ hf) in RFP with K = MᵀM = F·Fᵀ:
+ * S_V K S_Vᵀ = (S_V F)(S_V F)ᵀ, a symmetric rank-r product, n²r flops */
+static int g_system(const nv_bm *md, const nv_tctx *c, size_t p, nv_rfp *a)
+{
+	const nv_path *q = &md->p[p];
+	nv_mat k = {0}, s = {0}, svk = {0};
+	int rc = k_factor(q, md->m, md->r, nv_row_block(c, md->m), &k);
+
 	if (rc == 0)
-		rc = nv_sgn_scaled(&q->sv, NULL, NULL, &s) < 0 || nv_gemm_new(&s, 0, &k, 1, &svk) < 0
+		rc = nv_sgn_scaled(&q->sv, NULL, NULL, &s) < 0 || nv_gemm_new(&s, 0, &k, 0, &svk) < 0
 			     ? -1 : 0;
 	nv_mat_free(&s); /* S_V as doubles for this product only */
 	if (rc == 0)
 		rc = nv_rfp_syrk(&svk, a);
 	if (rc == 0)
-		nv_rfp_hadamard32(a, hf);
+		nv_rfp_hadamard32(a, &c->hc->hf);
 	nv_mat_free(&k);
 	nv_mat_free(&svk);
 	return rc;
@@ -1638,7 +1679,7 @@ static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, nv_pchol 
 	double *rhs = nv_malloc(n, sizeof(double));
 	int rc = -1;
 
-	if (!rhs || g_system(md, p, &c->hc->hf, &a) < 0 ||
+	if (!rhs || g_system(md, c, p, &a) < 0 ||
 	    target_h_t_times(md, c, st, p, &x) < 0 || signed_rowdots(sv, &x, rhs) < 0)
 		goto out;
 	rc = g_solve(&a, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
@@ -1664,6 +1705,25 @@ int nv_als_l(nv_bm *md, const nv_tctx *c, double *err)
 	als_state st = {{0}, {0}, {0}, NULL};
 	int rc = als_l(md, c, &st, err);
 
+	als_state_free(&st);
+	return rc;
+}
+
+int nv_als_g(nv_bm *md, const nv_tctx *c, size_t p)
+{
+	als_state st = {{0}, {0}, {0}, NULL};
+	nv_mat b = {0};
+	int rc = 0;
+
+	if (p >= md->np)
+		return nv_seterr("path %zu of a model with %zu", p, md->np), -1;
+	/* the g step of an earlier path reads the last one's H·B_q from the sweep */
+	if (p + 1 < md->np)
+		rc = nv_path_gs(md, md->np - 1, &b) < 0 || nv_metric_hb(&c->fit, &b, &st.hb) < 0
+			     ? -1 : 0;
+	if (rc == 0)
+		rc = als_g(md, c, &st, p, NULL);
+	nv_mat_free(&b);
 	als_state_free(&st);
 	return rc;
 }

@@ -281,6 +281,9 @@ int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
  * nv_als's early stop reads it, tr(W hf Wᵀ) − λ·rhs (NaN where the system
  * was singular and ℓ kept) */
 int nv_als_l(nv_bm *md, const nv_tctx *c, double *err);
+/* one g step of nv_als on path p alone, solved directly: g_p the exact
+ * minimiser of the fit error with every other scale and sign held */
+int nv_als_g(nv_bm *md, const nv_tctx *c, size_t p);
 /* nv_als with the paths' factors kept by the caller in pc (each {0} at
  * first, freed by the caller): a later call's first g steps start from
  * them, for a model that the calls between changed little */

@@ -215,6 +215,69 @@ static void test_als_monotone(const nv_tctx *c)
 	nv_bm_free(&md);
 }
 
+/*
+ * g of path p by nv_als_g against the normal equations made densely here:
+ * with P = hsl(p)·S_Vᵀ (m × n) and R = W − (the other path), g minimises
+ * tr((R − P·diag g)·hf·(R − P·diag g)ᵀ), so ((PᵀP) ∘ hf)·g = diag(Pᵀ·R·hf),
+ * solved with the g step's own shift (1e-10 of the mean diagonal).  Both
+ * are f64 solves of a 64-wide system, so 1e-9 of the largest |g| covers
+ * their rounding.  Then M made 32 rows at a time; then ℓ_3 = 0 on each path, so that MᵀM (M =
+ * hsl(p)) is singular and the g step's factor of it comes from M's QR.
+ */
+static double g_ref_gap(const nv_tctx *c, const nv_bm *md, size_t p)
+{
+	nv_mat m, sv, pm, res, prh, hf, a;
+	double rhs[64], x[64], tr = 0.0, gap = 0.0, big = 0.0;
+
+	nv_path_hsl(md, p, &m);
+	nv_sgn_scaled(&md->p[p].sv, NULL, NULL, &sv);
+	nv_gemm_new(&m, 0, &sv, 1, &pm);
+	nv_bm_recon(md, (int)p, &res);
+	for (size_t i = 0; i < 96 * 64; i++)
+		res.d[i] = W.d[i] - res.d[i];
+	nv_mat32_widen(&c->hc->hf, &hf);
+	nv_gemm_new(&res, 0, &hf, 0, &prh); /* R·hf */
+	nv_gemm_new(&pm, 1, &pm, 0, &a);    /* PᵀP */
+	for (size_t j = 0; j < 64; j++) {
+		rhs[j] = 0.0;
+		for (size_t i = 0; i < 96; i++)
+			rhs[j] += pm.d[i * 64 + j] * prh.d[i * 64 + j];
+		for (size_t k = 0; k < 64; k++)
+			a.d[j * 64 + k] *= hf.d[j * 64 + k];
+		tr += a.d[j * 64 + j];
+	}
+	for (size_t j = 0; j < 64; j++)
+		a.d[j * 64 + j] += 1e-10 * (tr / 64.0);
+	nv_solve_spd(&a, rhs, x, 0.0);
+	for (size_t j = 0; j < 64; j++) {
+		gap = fmax(gap, fabs(x[j] - md->p[p].g[j]));
+		big = fmax(big, fabs(x[j]));
+	}
+	nv_mat_free(&m), nv_mat_free(&sv), nv_mat_free(&pm), nv_mat_free(&res);
+	nv_mat_free(&prh), nv_mat_free(&hf), nv_mat_free(&a);
+	return gap / big;
+}
+
+static void test_g_step(const nv_tctx *c)
+{
+	nv_bm md;
+	nv_tctx blk = *c; /* MᵀM summed over row blocks of 32 */
+
+	blk.row_block = 32;
+	nv_build_nvg_init(c, 16, 2, &md);
+	for (int pass = 0; pass < 3; pass++)
+		for (size_t p = 0; p < 2; p++) {
+			if (pass == 2)
+				md.p[p].l[3] = 0.0;
+			is_int(nv_als_g(&md, pass == 1 ? &blk : c, p), 0, "g step of path %zu%s", p,
+			       pass == 1 ? " (row blocks of 32)" : pass == 2 ? " (ℓ_3 = 0)" : "");
+			double gap = g_ref_gap(c, &md, p);
+			ok(gap <= 1e-9, "  the normal equations' g to %.2g of the largest", gap);
+		}
+	is_int(nv_als_g(&md, c, 2), -1, "no g step for a third path");
+	nv_bm_free(&md);
+}
+
 /* a profile stage's count (0 when absent) */
 static uint64_t prof_count(const nv_prof *p, const char *name)
 {
@@ -1290,6 +1353,7 @@ int main(void)
 		return done_testing();
 	}
 	test_als_monotone(&c);
+	test_g_step(&c);
 	test_als_kept_factors(&c);
 	test_als_tol(&c);
 	test_als_kept_hb(&c);

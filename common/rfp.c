@@ -4,6 +4,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,7 +206,7 @@ static double dot_fd(const float *row, const double *x, size_t len)
 	return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-void nv_pchol_apply(const nv_pchol *f, double *x)
+static void apply_portable(const nv_pchol *f, double *x)
 {
 	size_t n = f->n;
 	const float *row = f->p;
@@ -222,6 +223,89 @@ void nv_pchol_apply(const nv_pchol *f, double *x)
 		for (size_t j = 0; j < i; j++)
 			x[j] -= (double)row[j] * xi;
 	}
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define PCHOL_AVX2 1
+
+/* dot_fd with its four sums the four lanes of one register: the same
+ * products added in the same order (no fused multiply-add), so the same bits */
+__attribute__((target("avx2"))) static double dot_fd_avx2(const float *row, const double *x,
+							    size_t len)
+{
+	__m256d s = _mm256_setzero_pd();
+	double t[4];
+	size_t j = 0;
+
+	for (; j + 4 <= len; j += 4)
+		s = _mm256_add_pd(s, _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(row + j)),
+						   _mm256_loadu_pd(x + j)));
+	_mm256_storeu_pd(t, s);
+	for (; j < len; j++)
+		t[0] += (double)row[j] * x[j];
+	return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+/* apply_portable four entries a step: each entry's operations those of the
+ * portable loops, in their order */
+__attribute__((target("avx2"))) static void apply_avx2(const nv_pchol *f, double *x)
+{
+	size_t n = f->n;
+	const float *row = f->p;
+
+	for (size_t i = 0; i < n; row += ++i)
+		x[i] = (x[i] - dot_fd_avx2(row, x, i)) / (double)row[i];
+	for (size_t i = n; i-- > 0;) {
+		double xi;
+		size_t j = 0;
+		row -= i + 1;
+		xi = x[i] / (double)row[i];
+		x[i] = xi;
+		__m256d v = _mm256_set1_pd(xi);
+		for (; j + 4 <= i; j += 4)
+			_mm256_storeu_pd(x + j, _mm256_sub_pd(_mm256_loadu_pd(x + j),
+							      _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(row + j)), v)));
+		for (; j < i; j++)
+			x[j] -= (double)row[j] * xi;
+	}
+}
+#else
+#define PCHOL_AVX2 0
+#endif
+
+/* -1: not yet asked; 0 the portable loops; 1 AVX2 (threads that ask at
+ * once all store the same answer) */
+static atomic_int pchol_kernel = -1;
+
+int nv_pchol_simd(int on)
+{
+	int now = 0;
+
+#if PCHOL_AVX2
+	if (on) {
+		__builtin_cpu_init();
+		now = __builtin_cpu_supports("avx2") ? 1 : 0;
+	}
+#endif
+	return atomic_exchange_explicit(&pchol_kernel, now, memory_order_relaxed) == 1;
+}
+
+void nv_pchol_apply(const nv_pchol *f, double *x)
+{
+	size_t n = f->n;
+	int k = atomic_load_explicit(&pchol_kernel, memory_order_relaxed);
+
+	if (k < 0) {
+		nv_pchol_simd(1);
+		k = atomic_load_explicit(&pchol_kernel, memory_order_relaxed);
+	}
+#if PCHOL_AVX2
+	if (k == 1)
+		apply_avx2(f, x);
+	else
+#endif
+		apply_portable(f, x);
 	nv_flops_add(2ull * n * n);
 }
 

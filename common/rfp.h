@@ -60,6 +60,10 @@ void nv_pchol_free(nv_pchol *f);
  * with the rounded factor, up to f64 rounding (BLAS has no mixed-precision
  * triangular solve; f32 halves the memory that bounds it) */
 void nv_pchol_apply(const nv_pchol *f, double *x);
+/* nv_pchol_apply's kernel from now on: on 1, AVX2 where the CPU has it
+ * (what the first apply chooses), 0 the portable loops; both give the same
+ * bits.  Returns 1 when AVX2 was the kernel before the call. */
+int nv_pchol_simd(int on);
 
 /* (A + shift·I)·x = b (order n) by conjugate gradients preconditioned with
  * M = L̃·L̃ᵀ, the kept factor f of a nearby matrix (of the same one: a step

@@ -257,6 +257,41 @@ static void chol_case(size_t n)
 	free(b), free(x), free(y);
 }
 
+/*
+ * nv_pchol_apply's two kernels (AVX2, the portable loops) give the same
+ * bits: every order from 0 to 40 (each remainder of the four-wide steps,
+ * and rows shorter than one step) and 333, on a random factor with a
+ * positive diagonal and a random right-hand side
+ */
+static void test_apply_kernels(void)
+{
+	int avx = (nv_pchol_simd(1), nv_pchol_simd(1)), same = 1;
+
+	for (size_t n = 0; n <= 41; n++) {
+		size_t o = n == 41 ? 333 : n;
+		nv_pchol f = {o, malloc((o * (o + 1) / 2 + 1) * sizeof(float))};
+		double *a = malloc((o + 1) * sizeof(double)), *b = malloc((o + 1) * sizeof(double));
+		for (size_t i = 0, k = 0; i < o; i++)
+			for (size_t j = 0; j <= i; j++, k++)
+				f.p[k] = (float)(j == i ? 1.0 + fabs(rng_normal(&rng)) : 0.3 * rng_normal(&rng));
+		for (size_t i = 0; i < o; i++)
+			a[i] = b[i] = rng_normal(&rng);
+		nv_pchol_simd(1);
+		nv_pchol_apply(&f, a);
+		nv_pchol_simd(0);
+		nv_pchol_apply(&f, b);
+		if (memcmp(a, b, o * sizeof(double))) {
+			diag("order %zu: the kernels differ", o);
+			same = 0;
+		}
+		nv_pchol_free(&f);
+		free(a), free(b);
+	}
+	ok(same, "pchol_apply: the AVX2 kernel%s and the portable loops give the same bits",
+	   avx ? "" : " (not on this CPU: the portable twice)");
+	nv_pchol_simd(1);
+}
+
 /* (x − y)ᵀ A (x − y) / yᵀ A y: x's excess of the quadratic over its minimum y, relative */
 static double energy_gap(const nv_mat *a, const double *x, const double *y)
 {
@@ -378,6 +413,7 @@ int main(void)
 	test_layout();
 	test_syrk();
 	test_hadamard();
+	test_apply_kernels();
 	chol_case(90);
 	chol_case(91);
 	pcg_case(120);

@@ -922,9 +922,15 @@ static int itq_inputs(nv_mat *up, nv_mat *vp, const double *wu, const double *wv
 	return in->f32 ? itq_inputs_f32(in) : 0;
 }
 
+/* what sign_bits calls for each entry whose sign changed: its index from
+ * b0 and whether it is now ≥ 0 */
+typedef void (*sign_flip_fn)(void *ctx, size_t e, int pos);
+
 /* the signs (≥ 0: 1) of the cnt entries from entry b0 on (doubles, or
- * floats with f32) set in prev's bits, 64 at a time; the number that changed */
-static size_t sign_bits(uint64_t *prev, size_t b0, const void *e, int f32, size_t cnt)
+ * floats with f32) set in prev's bits, 64 at a time; the number that
+ * changed, each of them passed to flip when given */
+static size_t sign_bits(uint64_t *prev, size_t b0, const void *e, int f32, size_t cnt,
+			sign_flip_fn flip, void *ctx)
 {
 	const double *ed = e;
 	const float *ef = e;
@@ -932,13 +938,18 @@ static size_t sign_bits(uint64_t *prev, size_t b0, const void *e, int f32, size_
 
 	for (size_t k = 0, take; k < cnt; k += take) {
 		size_t b = b0 + k, off = b & 63;
-		uint64_t nb = 0, mask, *w = prev + (b >> 6);
+		uint64_t nb = 0, mask, diff, *w = prev + (b >> 6);
 		take = 64 - off < cnt - k ? 64 - off : cnt - k;
 		for (size_t t = 0; t < take; t++)
 			nb |= (uint64_t)(f32 ? ef[k + t] >= 0.0f : ed[k + t] >= 0.0) << (off + t);
 		mask = (take == 64 ? ~UINT64_C(0) : (UINT64_C(1) << take) - 1) << off;
-		ch += (size_t)__builtin_popcountll((*w ^ nb) & mask);
+		diff = (*w ^ nb) & mask;
+		ch += (size_t)__builtin_popcountll(diff);
 		*w = (*w & ~mask) | nb;
+		for (; flip && diff; diff &= diff - 1) {
+			unsigned bit = (unsigned)__builtin_ctzll(diff);
+			flip(ctx, k + bit - off, (int)((nb >> bit) & 1));
+		}
 	}
 	return ch;
 }
@@ -947,7 +958,8 @@ static size_t sign_bits(uint64_t *prev, size_t b0, const void *e, int f32, size_
  * One block of an ITQ step, rows i0.. of part h (x's rows from i on): the
  * block's signs sgn(x_b·rot) ∘ w2 in buf, counted against prev's (one bit
  * per entry), and x_bᵀ·(those) added to mm (set at i = 0).  In f64, or with
- * in->f32 in f32 products (nv_sgemm, rot given as rf) summed into mm in f64
+ * in->f32 in f32 products (nv_sgemm, rot given as rf) summed into mm in f64.
+ * f64 after the first step: mm moved by the changed signs alone (acc).
  */
 typedef struct {
 	const itq_in *in;
@@ -957,6 +969,9 @@ typedef struct {
 	float *mf; /* r × r (f32) */
 	uint64_t *prev;
 	nv_mat *mm;
+	nv_mat *acc; /* r × r: mmᵀ, kept from step to step (f64) */
+	const double *xb; /* the block's rows of x, for flip_acc */
+	size_t i;         /* the block's first row of x */
 } itq_blk;
 
 static size_t itq_block64(const itq_blk *k, size_t h, size_t i0, size_t rows, size_t i)
@@ -966,7 +981,7 @@ static size_t itq_block64(const itq_blk *k, size_t h, size_t i0, size_t rows, si
 	nv_mat xb = rows_of(&in->xs[h], i0, rows), xr = { rows, r, k->buf };
 
 	nv_gemm(1.0, &xb, 0, k->rot, 0, 0.0, &xr);
-	ch = sign_bits(k->prev, i * r, xr.d, 0, rows * r);
+	ch = sign_bits(k->prev, i * r, xr.d, 0, rows * r, NULL, NULL);
 	for (size_t a = 0; a < rows; a++) {
 		double w = in->w2[i + a], *e = xr.d + a * r;
 		for (size_t c = 0; c < r; c++)
@@ -974,6 +989,32 @@ static size_t itq_block64(const itq_blk *k, size_t h, size_t i0, size_t rows, si
 	}
 	nv_gemm(1.0, &xb, 1, &xr, 0, i ? 1.0 : 0.0, k->mm);
 	return ch;
+}
+
+/* entry e of the block (row a, column c) changed sign to s: column c of
+ * mm = xᵀ·(S ∘ w2), row c of acc, moves by (s − (−s))·w2_a·x_a */
+static void flip_acc(void *ctx, size_t e, int pos)
+{
+	const itq_blk *k = ctx;
+	size_t r = k->acc->r, a = e / r, c = e % r;
+	double coef = 2.0 * k->in->w2[k->i + a];
+
+	cblas_daxpy((int)r, pos ? coef : -coef, k->xb + a * r, 1, k->acc->d + c * r, 1);
+	nv_flops_add(2ull * r);
+}
+
+/* a later step's block in f64: x_b·rot's signs, and acc moved by those
+ * that changed (after the first steps few do: mm in a fraction of its
+ * product's flops, equal to it up to f64 rounding) */
+static size_t itq_flips64(itq_blk *k, size_t h, size_t i0, size_t rows, size_t i)
+{
+	size_t r = k->acc->r;
+	nv_mat xb = rows_of(&k->in->xs[h], i0, rows), xr = { rows, r, k->buf };
+
+	nv_gemm(1.0, &xb, 0, k->rot, 0, 0.0, &xr);
+	k->xb = xb.d;
+	k->i = i;
+	return sign_bits(k->prev, i * r, xr.d, 0, rows * r, flip_acc, k);
 }
 
 static size_t itq_block32(const itq_blk *k, size_t h, size_t i0, size_t rows, size_t i)
@@ -984,7 +1025,7 @@ static size_t itq_block32(const itq_blk *k, size_t h, size_t i0, size_t rows, si
 	float *xr = k->buf;
 
 	nv_sgemm(0, 0, rows, r, r, 1.0f, xb, r, k->rf, r, 0.0f, xr, r);
-	ch = sign_bits(k->prev, i * r, xr, 1, rows * r);
+	ch = sign_bits(k->prev, i * r, xr, 1, rows * r, NULL, NULL);
 	for (size_t a = 0; a < rows; a++) {
 		float w = (float)in->w2[i + a], *e = xr + a * r;
 		for (size_t c = 0; c < r; c++)
@@ -1014,31 +1055,48 @@ static int itq_scratch(const itq_in *in, const nv_mat *rot, size_t bs, itq_blk *
 	return 0;
 }
 
+/* b ← aᵀ (r × r each; b already made) */
+static void transpose_into(const nv_mat *a, nv_mat *b)
+{
+	size_t r = a->r;
+
+	for (size_t u = 0; u < r; u++)
+		for (size_t v = 0; v < r; v++)
+			b->d[u * r + v] = a->d[v * r + u];
+}
+
 /*
  * one ITQ step: rot = polar(xᵀ·(sgn(x·rot) ∘ w2)), in->block rows of x at a
  * time; *changed counts the entries of sgn(x·rot) that differ from the last
- * step's, kept in prev (one bit per entry); rot is freed before the polar
+ * step's, kept in prev (one bit per entry).  In f64, acc keeps mmᵀ from
+ * step to step: the first step (acc empty) makes it by products, each later
+ * one moves it by the signs that changed.  rot is freed before the polar
  * factor is taken (so that it is not held beside the factor's work)
  */
-static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, uint64_t *prev,
+static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, uint64_t *prev, nv_mat *acc,
 		    size_t *changed)
 {
 	size_t r = rot->r, i = 0, ch = 0, bs = in->block;
 	size_t tallest = in->xs[0].r > in->xs[1].r ? in->xs[0].r : in->xs[1].r;
+	int inc = !in->f32 && acc->d;
 	nv_mat mm = {0}, nr;
-	itq_blk k = { .in = in, .rot = rot, .prev = prev, .mm = &mm };
+	itq_blk k = { .in = in, .rot = rot, .prev = prev, .mm = &mm, .acc = acc };
 	int rc = -1;
 
 	if (bs > tallest) /* no room beyond the taller part's rows */
 		bs = tallest ? tallest : 1;
-	if (nv_mat_zeros(&mm, r, r) == 0 && itq_scratch(in, rot, bs, &k) == 0) {
+	if (nv_mat_zeros(&mm, r, r) == 0 && itq_scratch(in, rot, bs, &k) == 0 &&
+	    (in->f32 || acc->d || nv_mat_zeros(acc, r, r) == 0)) {
 		double t0 = nv_now();
 		for (size_t h = 0; h < 2; h++)
 			for (size_t i0 = 0, rows; i0 < in->xs[h].r; i0 += rows, i += rows) {
 				rows = in->xs[h].r - i0 < bs ? in->xs[h].r - i0 : bs;
 				ch += in->f32 ? itq_block32(&k, h, i0, rows, i)
+				      : inc   ? itq_flips64(&k, h, i0, rows, i)
 					      : itq_block64(&k, h, i0, rows, i);
 			}
+		if (!in->f32)
+			transpose_into(inc ? acc : &mm, inc ? &mm : acc);
 		nv_prof_add(prof, "itq.gemm", nv_now() - t0, 0);
 		rc = 0;
 	}
@@ -1068,6 +1126,7 @@ static int itq_run(const itq_in *in, const nv_itq_cfg *cfg, nv_prof *prof, nv_ma
 {
 	size_t nn = in->xs[0].r + in->xs[1].r, r = in->xs[0].c, changed = 0;
 	uint64_t *prev = nv_calloc(nn * r / 64 + 1, sizeof(uint64_t));
+	nv_mat acc = {0};
 	int it = 0;
 
 	*rot = (nv_mat){ 0 };
@@ -1076,7 +1135,7 @@ static int itq_run(const itq_in *in, const nv_itq_cfg *cfg, nv_prof *prof, nv_ma
 	/* a step whose signs are the last step's gives the last rotation again:
 	 * stopping there (tol 0) changes nothing; tol > 0 stops near that point */
 	while (it < cfg->iters) {
-		if (itq_step(in, prof, rot, prev, &changed) < 0)
+		if (itq_step(in, prof, rot, prev, &acc, &changed) < 0)
 			goto fail;
 		if (++it > 1 && (double)changed <= cfg->tol * (double)(nn * r))
 			break;
@@ -1085,9 +1144,11 @@ static int itq_run(const itq_in *in, const nv_itq_cfg *cfg, nv_prof *prof, nv_ma
 	if (used)
 		*used = it;
 	free(prev);
+	nv_mat_free(&acc);
 	return 0;
 fail:
 	free(prev);
+	nv_mat_free(&acc);
 	nv_mat_free(rot);
 	return -1;
 }

@@ -592,7 +592,8 @@ static double rel_diff(const nv_mat *a, const nv_mat *b, int *same_signs)
 }
 
 /*
- * ITQ's products a block of rows at a time (x·R and xᵀ·B never whole): for
+ * ITQ's products a block of rows at a time (x·R and xᵀ·B never whole), and
+ * xᵀ·B after the first step moved by the signs that changed alone: for
  * blocks of 1, 7, 40 (up's rows: the blocks meet the seam of up and vp), 64
  * and more than all rows, 12 steps give the rotated latents of the whole
  * computation above, to 1e-12 of their largest entry (only the order of the

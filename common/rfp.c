@@ -45,12 +45,11 @@ int nv_rfp_syrk(const nv_mat *b, nv_rfp *c)
 	size_t n = b->r, r = b->c, nn, count;
 	double *pad = NULL;
 	const double *bd = b->d;
-	int rc = 0;
 
 	memset(c, 0, sizeof(*c));
 	if (r > INT_MAX)
-		return nv_seterr("rank %zu is beyond LAPACK's int sizes", r), -1;
-	/* finite first: LAPACKE's own NaN check must not be what answers */
+		return nv_seterr("rank %zu is beyond BLAS's int sizes", r), -1;
+	/* finite first: BLAS would carry a NaN into the system unremarked */
 	if (rfp_size(n, &nn, &count) < 0 || nv_check_finite(b->d, n, r, 0, "factor entry") < 0 ||
 	    !(c->a = nv_calloc(count ? count : 1, sizeof(double))))
 		return -1;
@@ -67,16 +66,17 @@ int nv_rfp_syrk(const nv_mat *b, nv_rfp *c)
 		bd = pad;
 	}
 	if (r > 0) {
-		/* row-major B (n × r) is column-major Bᵀ (r × n, ld r): C = (Bᵀ)ᵀ·Bᵀ */
+		/* dsfrk's three blocks (B = [B1; B2], k rows each), in tiles: in
+		 * row-major terms of the array (ld nn + 1) the leading triangle
+		 * C11 = B1·B1ᵀ is the upper one at a + 1, the trailing C22 = B2·B2ᵀ
+		 * the lower one at a, and C21ᵀ = B1·B2ᵀ the block at a + 1 + k */
+		size_t k = nn / 2, ld = nn + 1;
 		nv_flops_add((uint64_t)n * n * r);
-		rc = nv_lapack_info(LAPACKE_dsfrk(LAPACK_COL_MAJOR, 'N', 'L', 'T', (lapack_int)nn,
-						  (lapack_int)r, 1.0, bd, (lapack_int)r, 0.0, c->a));
+		nv_dsyrk(1, 0, k, r, 1.0, bd, r, 0.0, c->a + 1, ld);
+		nv_dsyrk(0, 0, k, r, 1.0, bd + k * r, r, 0.0, c->a, ld);
+		nv_dgemm(0, 1, k, k, r, 1.0, bd, r, bd + k * r, r, 0.0, c->a + 1 + k, ld);
 	}
 	free(pad);
-	if (rc < 0) {
-		nv_rfp_free(c);
-		return -1;
-	}
 	if (nn != n)
 		c->a[nv_rfp_idx(nn, n, n)] = 1.0;
 	return 0;

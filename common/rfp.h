@@ -27,8 +27,10 @@ typedef struct {
 size_t nv_rfp_idx(size_t nn, size_t i, size_t j);
 void nv_rfp_free(nv_rfp *c);
 
-/* c ← B·Bᵀ for B (n × r, row-major), by LAPACK's dsfrk (level-3 BLAS
- * underneath), the padding of an odd n as above.  -1 on exhaustion */
+/* c ← B·Bᵀ for B (n × r, row-major), the padding of an odd n as above:
+ * LAPACK's dsfrk's three blocks (two syrk, one gemm) in fixed tiles
+ * (linalg.h), so on our threads.  -1 with reason on exhaustion or a factor
+ * entry that is not finite */
 int nv_rfp_syrk(const nv_mat *b, nv_rfp *c);
 
 /* c ← c ∘ H, H (n × n) in f32 with its f64 diagonal (h->diag, else its

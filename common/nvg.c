@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include "err.h"
+#include "kern.h"
 #include "mem.h"
 #include "par.h"
 
@@ -41,12 +42,8 @@ void nv_sgn_free(nv_sgn *s)
  * ±1.0 in place gave */
 void nv_sgn_scaled_to(const nv_sgn *s, const double *rs, const double *cs, double *o, size_t ld)
 {
-	for (size_t i = 0; i < s->r; i++) {
-		const int8_t *si = nv_sgn_row(s, i);
-		double *row = o + i * ld, a = rs ? rs[i] : 1.0;
-		for (size_t k = 0; k < s->c; k++)
-			row[k] = (double)si[k] * (a * (cs ? cs[k] : 1.0));
-	}
+	for (size_t i = 0; i < s->r; i++)
+		nv_i8_scaled(nv_sgn_row(s, i), rs ? rs[i] : 1.0, cs, o + i * ld, s->c);
 }
 
 int nv_sgn_scaled(const nv_sgn *s, const double *rs, const double *cs, nv_mat *o)

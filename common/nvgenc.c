@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include "err.h"
+#include "kern.h"
 #include "mem.h"
 #include "svid.h"
 
@@ -24,6 +25,8 @@ typedef struct {
 	size_t bs;
 	double *blk;    /* (bs × r) */
 	nv_mat k;       /* (r × r) MᵀM */
+	double *kd;     /* (r) its diagonal */
+	double *gain;   /* (r) col_flips' scratch */
 	nv_mat wpt;     /* (n × m) row j = column perm[j] of the target, fed back */
 	nv_mat s;       /* (n × r) S_V rows in act order */
 	double *g;      /* (n) in act order */
@@ -55,20 +58,19 @@ static double col_scale(double *s, double *ks, const double *bv, size_t r)
 static size_t col_flips(const gptq_state *st, double g, double *s, double *ks, const double *bv)
 {
 	size_t r = st->r, nf = 0;
-	const double *kd = st->k.d;
+	const double *kd = st->kd;
+	double *d = st->gain;
 
 	while (nf < 4 * r) {
 		size_t best = 0;
 		double bd = 0.0;
-		for (size_t x = 0; x < r; x++) {
-			double d = -4.0 * g * g * s[x] * (ks[x] - kd[x * r + x] * s[x]) +
-				   4.0 * g * s[x] * bv[x];
-			if (x == 0 || d < bd) {
-				bd = d;
+		nv_flip_gains(s, ks, kd, bv, r, g, d);
+		for (size_t x = 0; x < r; x++)
+			if (x == 0 || d[x] < bd) {
+				bd = d[x];
 				best = x;
 			}
-		}
-		if (bd >= -1e-12 * (g * g * kd[best * r + best] + 1e-300))
+		if (bd >= -1e-12 * (g * g * kd[best] + 1e-300))
 			break;
 		cblas_daxpy((int)r, -2.0 * s[best], nv_row(&st->k, best), 1, ks, 1);
 		s[best] = -s[best];
@@ -173,6 +175,8 @@ static void gptq_free(gptq_state *st)
 	free(st->blk);
 	st->blk = NULL;
 	nv_mat_free(&st->k);
+	free(st->kd);
+	free(st->gain);
 	nv_mat_free(&st->wpt);
 	nv_mat_free(&st->s);
 	free(st->g);
@@ -242,8 +246,12 @@ static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t 
 		nv_syrk_t_lower(&mb, i0 ? 1.0 : 0.0, &st->k);
 	}
 	nv_sym_mirror(&st->k);
-	if (nv_mat_zeros(&st->wpt, n, md->m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
+	if (!(st->kd = nv_malloc(r + 1, sizeof(double))) ||
+	    !(st->gain = nv_malloc(r + 1, sizeof(double))) ||
+	    nv_mat_zeros(&st->wpt, n, md->m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
 		return -1;
+	for (size_t x = 0; x < r; x++)
+		st->kd[x] = st->k.d[x * r + x];
 	if (gptq_target(st, md, c, pi) < 0)
 		return -1;
 	for (size_t j = 0; j < n; j++) {

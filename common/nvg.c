@@ -1423,10 +1423,25 @@ static void als_h_rows(const nv_bm *md, const als_state *st, size_t i0, nv_mat m
 	}
 }
 
+/* the fit error at the h held: the error is whw − 2·Σ_i h_iᵀR_i + Σ_i h_iᵀG_i h_i in h */
+static double h_err(const nv_bm *md, double whw, const double *gm, const double *rh)
+{
+	double e = whw;
+
+	for (size_t i = 0; i < md->m; i++)
+		for (size_t a = 0; a < md->np; a++) {
+			double gh = 0.0;
+			for (size_t b = 0; b < md->np; b++)
+				gh += gm[i * 4 + a * 2 + b] * md->p[b].h[i];
+			e -= md->p[a].h[i] * (2.0 * rh[i * 2 + a] - gh);
+		}
+	return e;
+}
+
 /* h (per row, joint over paths), with M_p = S_U,p·diag(ℓ_p):
  * G_i[a][c] = M_a,i · (BᵀHB)_ac · M_c,iᵀ,  R_i[a] = (W H B)_i,a · M_a,i;
- * c->row_block rows at a time */
-static int als_h(nv_bm *md, const nv_tctx *c, const als_state *st)
+ * c->row_block rows at a time; *e (NULL: not asked): the fit error after */
+static int als_h(nv_bm *md, const nv_tctx *c, const als_state *st, double *e)
 {
 	size_t m = md->m, r = md->r, np = md->np, pr = np * r;
 	size_t bs = nv_row_block(c, m);
@@ -1454,6 +1469,8 @@ static int als_h(nv_bm *md, const nv_tctx *c, const als_state *st)
 		als_h_rows(md, st, i0, v, kac, &vk, gm, rh);
 	}
 	als_h_solve(md, gm, rh);
+	if (e)
+		*e = h_err(md, c->fit.whw, gm, rh);
 	rc = 0;
 out:
 	free(gm);
@@ -1579,6 +1596,23 @@ out:
 	return rc;
 }
 
+/* *q = xᵀ·a·x for the system a (not factored) */
+static int quad_of(const nv_rfp *a, const double *x, double *q)
+{
+	size_t n = a->n;
+	double *y = nv_malloc(n + 1, sizeof(double));
+
+	if (!y || nv_rfp_mv(a, x, y) < 0) {
+		free(y);
+		return -1;
+	}
+	*q = 0.0;
+	for (size_t i = 0; i < n; i++)
+		*q += x[i] * y[i];
+	free(y);
+	return 0;
+}
+
 /* PCG's stop (relative excess of the g step's objective: tol²) and its most steps */
 #define G_PCG_TOL 1e-6
 #define G_PCG_STEPS 30
@@ -1590,14 +1624,18 @@ out:
  * little), when there is one and they converge; else directly, factoring a
  * in place (it is spent) and keeping the factor in pc.  pc NULL: directly,
  * nothing kept.  A matrix that is not positive definite keeps the old g (0),
- * as nv_solve_spd's callers do.
+ * as nv_solve_spd's callers do.  *quad: gᵀ·a·g at the g left (a's product
+ * after conjugate gradients; gᵀ·rhs − shift·gᵀg after the direct solve,
+ * which a factored in place no longer gives), NaN where g was kept.
  */
-static int g_solve(nv_rfp *a, const double *rhs, double *g, nv_pchol *pc, nv_prof *prof)
+static int g_solve(nv_rfp *a, const double *rhs, double *g, nv_pchol *pc, nv_prof *prof,
+		   double *quad)
 {
 	size_t n = a->n;
 	double tr = 0.0, shift, *x = nv_malloc(n + 1, sizeof(double));
 	int rc = 0, its;
 
+	*quad = NAN;
 	if (!x)
 		return -1;
 	for (size_t i = 0; i < n; i++)
@@ -1607,8 +1645,11 @@ static int g_solve(nv_rfp *a, const double *rhs, double *g, nv_pchol *pc, nv_pro
 		memcpy(x, g, n * sizeof(double));
 		rc = nv_pcg_rfp(a, shift, pc, rhs, x, G_PCG_TOL, G_PCG_STEPS, &its);
 		nv_prof_add(prof, "als.g.pcg", 0.0, (uint64_t)its);
-		if (rc == 0 && nv_check_finite(x, 1, n, 0, "solution entry") == 0)
+		if (rc == 0 && nv_check_finite(x, 1, n, 0, "solution entry") == 0) {
+			if ((rc = quad_of(a, x, quad)) < 0)
+				goto out;
 			goto done;
+		}
 		nv_pchol_free(pc);
 		if (rc < 0)
 			goto out;
@@ -1623,6 +1664,9 @@ static int g_solve(nv_rfp *a, const double *rhs, double *g, nv_pchol *pc, nv_pro
 	    (rc = nv_check_finite(x, 1, n, 0, "solution entry")) < 0 ||
 	    (pc && (rc = nv_pchol_keep(a, pc)) < 0)) /* 1: beyond f32, not kept: the next solve is direct */
 		goto out;
+	*quad = 0.0; /* (a + shift·I)·x = rhs */
+	for (size_t i = 0; i < n; i++)
+		*quad += x[i] * rhs[i] - shift * x[i] * x[i];
 done:
 	memcpy(g, x, n * sizeof(double));
 	rc = 0;
@@ -1728,22 +1772,34 @@ static int signed_rowdots(const nv_sgn *sv, const nv_mat *x, double *rhs)
  * pc: path p's factor from an earlier sweep (g_solve); without g_pcg,
  * solved directly each time
  */
-static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, nv_pchol *pc)
+static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, nv_pchol *pc,
+		 double *gain)
 {
 	size_t n = md->n;
 	nv_mat x = {0};
 	nv_rfp a = {0};
 	const nv_sgn *sv = &md->p[p].sv;
-	double *rhs = nv_malloc(n, sizeof(double));
+	double *g = md->p[p].g, *rhs = nv_malloc(n + 1, sizeof(double));
+	double *old = nv_malloc(n + 1, sizeof(double)), qold = 0.0, qnew;
 	int rc = -1;
 
-	if (!rhs || g_system(md, c, p, &a) < 0 ||
-	    target_h_t_times(md, c, st, p, &x) < 0 || signed_rowdots(sv, &x, rhs) < 0)
+	if (!rhs || !old || g_system(md, c, p, &a) < 0 ||
+	    target_h_t_times(md, c, st, p, &x) < 0 || signed_rowdots(sv, &x, rhs) < 0 ||
+	    (gain && quad_of(&a, g, &qold) < 0))
 		goto out;
-	rc = g_solve(&a, rhs, md->p[p].g, c->g_pcg ? pc : NULL, c->prof);
+	memcpy(old, g, n * sizeof(double));
+	rc = g_solve(&a, rhs, g, c->g_pcg ? pc : NULL, c->prof, &qnew);
+	/* the error is const − 2gᵀ·rhs + gᵀ·a·g in g */
+	if (rc == 0 && gain) {
+		double lin = 0.0;
+		for (size_t i = 0; i < n; i++)
+			lin += (g[i] - old[i]) * rhs[i];
+		*gain = isfinite(qnew) ? 2.0 * lin - qnew + qold : 0.0;
+	}
 out:
 	if (st->hbk) /* g_p moved: its kept H·B_p no longer holds */
 		nv_mat_free(&st->hbk[p]);
+	free(old);
 	free(rhs);
 	nv_rfp_free(&a);
 	nv_mat_free(&x);
@@ -1780,7 +1836,7 @@ int nv_als_g(nv_bm *md, const nv_tctx *c, size_t p)
 		rc = nv_path_gs(md, md->np - 1, &b) < 0 || nv_metric_hb(&c->fit, &b, &st.hb) < 0
 			     ? -1 : 0;
 	if (rc == 0)
-		rc = als_g(md, c, &st, p, NULL);
+		rc = als_g(md, c, &st, p, NULL, NULL);
 	nv_mat_free(&b);
 	als_state_free(&st);
 	return rc;
@@ -1800,9 +1856,14 @@ int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 
 int nv_als_k(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k)
 {
+	return nv_als_ke(md, c, sweeps, pc, k, NULL);
+}
+
+int nv_als_ke(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k, double *err)
+{
 	nv_hbk own = {{{0}}};
 	nv_mat *hbk = (k ? k : &own)->hb;
-	double last = NAN;
+	double last = NAN, now = NAN;
 	int rc = 0;
 
 	for (int s = 0; s < sweeps && rc == 0; s++) {
@@ -1810,6 +1871,7 @@ int nv_als_k(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k)
 		double e, t = nv_now();
 
 		rc = als_l(md, c, &st, &e);
+		now = e;
 		nv_prof_add(c->prof, "als.l", nv_now() - t, 1);
 		if (rc == 0 && als_converged(c, last, e)) {
 			/* the sweep before gained less than als_tol: this ℓ step ends it */
@@ -1820,18 +1882,23 @@ int nv_als_k(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k)
 		last = e;
 		t = nv_now();
 		if (rc == 0)
-			rc = als_h(md, c, &st);
+			rc = als_h(md, c, &st, err ? &now : NULL);
 		nv_mat_free(&st.whb); /* the h step was their last reader: not held through g */
 		nv_mat_free(&st.bhb);
 		if (rc == 0)
 			rc = hb_keep_last(md, &st);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
 		t = nv_now();
-		for (size_t p = 0; p < md->np && rc == 0; p++)
-			rc = als_g(md, c, &st, p, &pc[p]);
+		for (size_t p = 0; p < md->np && rc == 0; p++) {
+			double gain = 0.0;
+			rc = als_g(md, c, &st, p, &pc[p], err ? &gain : NULL);
+			now -= gain;
+		}
 		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
 		als_state_free(&st);
 	}
+	if (err)
+		*err = rc == 0 ? now : NAN;
 	if (rc < 0 && k) /* a failed step may have moved a g: nothing kept holds */
 		nv_hbk_free(k);
 	nv_hbk_free(&own);

@@ -290,6 +290,12 @@ int nv_als_g(nv_bm *md, const nv_tctx *c, size_t p);
 int nv_als_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2]);
 /* nv_als_pc reading and leaving *md's products in k (NULL: none kept) */
 int nv_als_k(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k);
+/* nv_als_k with *err the fit error of the model it leaves, followed through
+ * the sweeps without a product of its own: the ℓ step's (where it ends the
+ * run), else the h step's from its row systems less each g step's fall
+ * (E(g_old) − E(g_new) from the g system); the same as nv_herr's to
+ * rounding.  NaN when there was no sweep, or a step failed */
+int nv_als_ke(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k, double *err);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* the same reading path pi's H·B from k (made there when not known) */

@@ -316,10 +316,12 @@ static int fit_err(const nv_tctx *c, const nv_bm *md, nv_hbk *k, double *e)
 
 /*
  * one try on path pi of trial (a copy of the model), kind 0 the row flips,
- * 1 the column search, then its ALS sweeps and its fit error *e; k: the
- * model's H·B products on entry, the trial's on return.  The flips move
- * S_U only, so both products hold through them; the column search moves
- * path pi's S_V and g, and its product goes before the search runs.
+ * 1 the column search, then its ALS sweeps and its fit error *e, followed
+ * through the sweeps (nv_als_ke; a product of its own only where that is
+ * not known); k: the model's H·B products on entry, the trial's on return
+ * (those the sweeps left).  The flips move S_U only, so both products hold
+ * through them; the column search moves path pi's S_V and g, and its
+ * product goes before the search runs.
  */
 static int refine_try(nv_bm *trial, const nv_tctx *c, size_t pi, int kind, nv_pchol pc[2],
 		      nv_hbk *k, double *e)
@@ -333,8 +335,8 @@ static int refine_try(nv_bm *trial, const nv_tctx *c, size_t pi, int kind, nv_pc
 		rc = nv_gptq_v(trial, c, pi, NULL);
 	}
 	if (rc == 0)
-		rc = nv_als_k(trial, c, c->try_sweeps, pc, k);
-	if (rc == 0)
+		rc = nv_als_ke(trial, c, c->try_sweeps, pc, k, e);
+	if (rc == 0 && !isfinite(*e))
 		rc = fit_err(c, trial, k, e);
 	return rc;
 }

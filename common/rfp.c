@@ -327,6 +327,21 @@ static void rfp_times(const nv_rfp *a, double shift, const double *p, double *q)
 	nv_flops_add(2ull * a->n * a->n);
 }
 
+int nv_rfp_mv(const nv_rfp *a, const double *x, double *y)
+{
+	size_t n = a->n, nn = a->nn;
+	double *v = nv_calloc(2 * nn + 1, sizeof(double));
+
+	if (!v)
+		return -1;
+	memcpy(v, x, n * sizeof(double));
+	if (nn)
+		rfp_times(a, 0.0, v, v + nn);
+	memcpy(y, v + nn, n * sizeof(double));
+	free(v);
+	return 0;
+}
+
 /* PCG's steps from r = b − A·x, z = M⁻¹r (v: five vectors of nn, the
  * padding 0); 0 converged, 1 not */
 static int pcg_steps(const nv_rfp *a, double shift, const nv_pchol *f, double bmb, double *x,

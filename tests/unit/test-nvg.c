@@ -287,6 +287,53 @@ static uint64_t prof_count(const nv_prof *p, const char *name)
 	return 0;
 }
 
+/*
+ * nv_als_ke's followed error against nv_herr's product of the model left:
+ * 1 to 3 sweeps on one and two paths, with the g steps by PCG (factors
+ * kept from the call before) and direct, and with an early stop at an ℓ
+ * step.  Both are f64 sums of the same quantities in other orders, the PCG
+ * solve 1e-12 from its minimum in the objective: 1e-9 of the error.
+ */
+static void test_als_err(nv_tctx *c)
+{
+	double worst = 0.0;
+	int all = 1;
+	uint64_t stops = 0;
+	nv_prof prof;
+
+	nv_prof_init(&prof);
+
+	for (size_t np = 1; np <= 2; np++)
+		for (int s = 1; s <= 3; s++)
+			for (int mode = 0; mode < 3; mode++) {
+				nv_bm md;
+				nv_pchol pc[2] = {{0}, {0}};
+				double e, ref, tol = c->als_tol;
+				uint64_t its;
+				nv_build_dual_svid(&W, 16, np, &md);
+				c->g_pcg = mode == 1;
+				c->prof = &prof;
+				if (mode == 1) /* factors kept: the next call's g steps by PCG */
+					nv_als_pc(&md, c, 1, pc);
+				its = prof_count(&prof, "als.g.pcg");
+				c->als_tol = mode == 2 ? 0.5 : 0.0; /* 2: stop at the second ℓ step */
+				all &= nv_als_ke(&md, c, s, pc, NULL, &e) == 0;
+				all &= mode != 1 || prof_count(&prof, "als.g.pcg") > its;
+				stops += prof_count(&prof, "als.stop");
+				c->als_tol = tol;
+				c->g_pcg = 0;
+				c->prof = NULL;
+				nv_herr(&c->fit, &md, &ref);
+				worst = fmax(worst, fabs(e - ref) / ref);
+				nv_pchol_free(&pc[0]), nv_pchol_free(&pc[1]);
+				nv_bm_free(&md);
+			}
+	ok(all && stops > 0 && worst <= 1e-9,
+	   "als's followed error is nv_herr's (worst %.2g relative; PCG steps taken, %llu stops)",
+	   worst, (unsigned long long)stops);
+	nv_prof_free(&prof);
+}
+
 /* a and b hold the same signs and scales, bit for bit */
 static int same_model(const nv_bm *a, const nv_bm *b)
 {
@@ -1354,6 +1401,7 @@ int main(void)
 	}
 	test_als_monotone(&c);
 	test_g_step(&c);
+	test_als_err(&c);
 	test_als_kept_factors(&c);
 	test_als_tol(&c);
 	test_als_kept_hb(&c);

@@ -1232,6 +1232,17 @@ void nv_path_hsl_rows(const nv_path *q, size_t r, size_t i0, size_t rows, int wi
 	nv_sgn_scaled_to(&blk, with_h ? q->h + i0 : NULL, q->l, o, r);
 }
 
+void nv_path_mtm(const nv_path *q, size_t m, size_t r, size_t bs, double *blk, nv_mat *k)
+{
+	for (size_t i0 = 0, rows; i0 < m; i0 += rows) {
+		nv_mat mb;
+		rows = m - i0 < bs ? m - i0 : bs;
+		nv_path_hsl_rows(q, r, i0, rows, 1, blk);
+		mb = (nv_mat){ rows, r, blk };
+		nv_syrk_t_lower(&mb, i0 ? 1.0 : 0.0, k);
+	}
+}
+
 /* rows i0.. of [X_0 | X_1] (the paths' matrices side by side, np·r wide)
  * written to o: X_p = diag(h_p)·S_p (side 'u') or diag(g_p)·T_p (side 'v'),
  * the values that nv_path_hs and nv_path_gs give */
@@ -1700,20 +1711,17 @@ static int k_qr(const nv_path *q, size_t m, size_t r, nv_mat *k)
  */
 static int k_factor(const nv_path *q, size_t m, size_t r, size_t bs, nv_mat *k)
 {
-	nv_mat mb = {0}, rt = {0};
+	nv_mat rt = {0};
+	double *blk = nv_malloc(bs * r + 1, sizeof(double));
 	int rc;
 
 	k->d = NULL;
-	if (nv_mat_zeros(&mb, bs, r) < 0 || nv_mat_zeros(k, r, r) < 0) {
-		nv_mat_free(&mb);
+	if (!blk || nv_mat_zeros(k, r, r) < 0) {
+		free(blk);
 		return -1;
 	}
-	for (size_t i0 = 0; i0 < m; i0 += bs) {
-		nv_mat mv = rows_of(&mb, 0, m - i0 < bs ? m - i0 : bs);
-		nv_path_hsl_rows(q, r, i0, mv.r, 1, mb.d);
-		nv_syrk_t_lower(&mv, i0 ? 1.0 : 0.0, k);
-	}
-	nv_mat_free(&mb);
+	nv_path_mtm(q, m, r, bs, blk, k);
+	free(blk);
 	if ((rc = nv_potrf_lower(k)) <= 0)
 		return rc < 0 ? (nv_mat_free(k), -1) : 0;
 	nv_mat_free(k);
@@ -1721,9 +1729,7 @@ static int k_factor(const nv_path *q, size_t m, size_t r, size_t bs, nv_mat *k)
 		nv_mat_free(&rt);
 		return -1;
 	}
-	for (size_t i = 0; i < r; i++)
-		for (size_t j = 0; j < r; j++)
-			k->d[i * r + j] = rt.d[j * r + i];
+	transpose_into(&rt, k);
 	nv_mat_free(&rt);
 	return 0;
 }
@@ -1779,15 +1785,16 @@ static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, nv_pchol 
 	nv_mat x = {0};
 	nv_rfp a = {0};
 	const nv_sgn *sv = &md->p[p].sv;
-	double *g = md->p[p].g, *rhs = nv_malloc(n + 1, sizeof(double));
-	double *old = nv_malloc(n + 1, sizeof(double)), qold = 0.0, qnew;
+	double *g = md->p[p].g, *rhs = nv_malloc(n + 1, sizeof(double)), *old = NULL;
+	double qold = 0.0, qnew;
 	int rc = -1;
 
-	if (!rhs || !old || g_system(md, c, p, &a) < 0 ||
-	    target_h_t_times(md, c, st, p, &x) < 0 || signed_rowdots(sv, &x, rhs) < 0 ||
-	    (gain && quad_of(&a, g, &qold) < 0))
+	if (!rhs || (gain && !(old = nv_malloc(n + 1, sizeof(double)))) ||
+	    g_system(md, c, p, &a) < 0 || target_h_t_times(md, c, st, p, &x) < 0 ||
+	    signed_rowdots(sv, &x, rhs) < 0 || (gain && quad_of(&a, g, &qold) < 0))
 		goto out;
-	memcpy(old, g, n * sizeof(double));
+	if (gain)
+		memcpy(old, g, n * sizeof(double));
 	rc = g_solve(&a, rhs, g, c->g_pcg ? pc : NULL, c->prof, &qnew);
 	/* the error is const − 2gᵀ·rhs + gᵀ·a·g in g */
 	if (rc == 0 && gain) {

@@ -91,6 +91,9 @@ int nv_path_hsl(const nv_bm *md, size_t p, nv_mat *o);
 /* rows i0.. of path q's diag(h)·S_U·diag(ℓ) (without h: S_U·diag(ℓ)) written
  * to o, r wide: the rows of nv_path_hsl's matrix, one block of them */
 void nv_path_hsl_rows(const nv_path *q, size_t r, size_t i0, size_t rows, int with_h, double *o);
+/* k's lower triangle (r × r, the upper not touched) = MᵀM, M = hsl of path
+ * q (m × r), summed over blocks of bs rows of M made in blk (bs × r) */
+void nv_path_mtm(const nv_path *q, size_t m, size_t r, size_t bs, double *blk, nv_mat *k);
 int nv_path_hs(const nv_bm *md, size_t p, nv_mat *o);
 int nv_path_gs(const nv_bm *md, size_t p, nv_mat *o);
 /* Σ_{p ≠ skip} Ŵ_p (m × n), fresh; skip = -1 for all paths */

@@ -238,13 +238,7 @@ static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t 
 	st->blk = nv_malloc(st->bs * (r ? r : 1), sizeof(double));
 	if (!st->g || !st->blk || nv_mat_zeros(&st->k, r, r) < 0)
 		return -1;
-	for (size_t i0 = 0, rows; i0 < md->m; i0 += rows) { /* K = MᵀM by blocks of rows */
-		nv_mat mb;
-		rows = md->m - i0 < st->bs ? md->m - i0 : st->bs;
-		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
-		mb = (nv_mat){ rows, r, st->blk };
-		nv_syrk_t_lower(&mb, i0 ? 1.0 : 0.0, &st->k);
-	}
+	nv_path_mtm(st->q, md->m, r, st->bs, st->blk, &st->k); /* K = MᵀM by blocks of rows */
 	nv_sym_mirror(&st->k);
 	if (!(st->kd = nv_malloc(r + 1, sizeof(double))) ||
 	    !(st->gain = nv_malloc(r + 1, sizeof(double))) ||

@@ -498,13 +498,14 @@ static int eig_top_cm(double *a, size_t n, size_t k, double *asc, double *z)
 	if (d && off && tau && supp) {
 		info = nv_lapack_info(LAPACKE_dsytrd(LAPACK_COL_MAJOR, 'L', nn, a, nn, d, off, tau));
 		if (info == 0 && kk == nn) {
-			info = nv_lapack_info(LAPACKE_dstedc(LAPACK_COL_MAJOR, 'I', nn, d, off, z, nn));
+			info = nv_lapack_info(
+				LAPACKE_dstedc(LAPACK_COL_MAJOR, 'I', nn, d, off, z, nn));
 			memcpy(asc, d, n * sizeof(double));
 			found = nn;
 		} else if (info == 0) { /* 'I': bisection for the pairs wanted */
-			info = nv_lapack_info(LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', nn, d, off, 0,
-							     0, nn - kk + 1, nn, &found, asc, z, nn,
-							     kk, supp, &tryrac));
+			info = nv_lapack_info(LAPACKE_dstemr(LAPACK_COL_MAJOR, 'V', 'I', nn, d, off,
+							     0, 0, nn - kk + 1, nn, &found, asc,
+							     z, nn, kk, supp, &tryrac));
 		}
 		if (info > 0)
 			nv_seterr("symmetric eigensolver did not converge (%d)", info);

@@ -263,9 +263,11 @@ __attribute__((target("avx2"))) static void apply_avx2(const nv_pchol *f, double
 		xi = x[i] / (double)row[i];
 		x[i] = xi;
 		__m256d v = _mm256_set1_pd(xi);
-		for (; j + 4 <= i; j += 4)
+		for (; j + 4 <= i; j += 4) {
+			__m256d lj = _mm256_cvtps_pd(_mm_loadu_ps(row + j));
 			_mm256_storeu_pd(x + j, _mm256_sub_pd(_mm256_loadu_pd(x + j),
-							      _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(row + j)), v)));
+							      _mm256_mul_pd(lj, v)));
+		}
 		for (; j < i; j++)
 			x[j] -= (double)row[j] * xi;
 	}

@@ -1607,23 +1607,6 @@ out:
 	return rc;
 }
 
-/* *q = xᵀ·a·x for the system a (not factored) */
-static int quad_of(const nv_rfp *a, const double *x, double *q)
-{
-	size_t n = a->n;
-	double *y = nv_malloc(n + 1, sizeof(double));
-
-	if (!y || nv_rfp_mv(a, x, y) < 0) {
-		free(y);
-		return -1;
-	}
-	*q = 0.0;
-	for (size_t i = 0; i < n; i++)
-		*q += x[i] * y[i];
-	free(y);
-	return 0;
-}
-
 /* PCG's stop (relative excess of the g step's objective: tol²) and its most steps */
 #define G_PCG_TOL 1e-6
 #define G_PCG_STEPS 30
@@ -1657,7 +1640,7 @@ static int g_solve(nv_rfp *a, const double *rhs, double *g, nv_pchol *pc, nv_pro
 		rc = nv_pcg_rfp(a, shift, pc, rhs, x, G_PCG_TOL, G_PCG_STEPS, &its);
 		nv_prof_add(prof, "als.g.pcg", 0.0, (uint64_t)its);
 		if (rc == 0 && nv_check_finite(x, 1, n, 0, "solution entry") == 0) {
-			if ((rc = quad_of(a, x, quad)) < 0)
+			if ((rc = nv_rfp_quad(a, x, quad)) < 0)
 				goto out;
 			goto done;
 		}
@@ -1791,7 +1774,7 @@ static int als_g(nv_bm *md, const nv_tctx *c, als_state *st, size_t p, nv_pchol 
 
 	if (!rhs || (gain && !(old = nv_malloc(n + 1, sizeof(double)))) ||
 	    g_system(md, c, p, &a) < 0 || target_h_t_times(md, c, st, p, &x) < 0 ||
-	    signed_rowdots(sv, &x, rhs) < 0 || (gain && quad_of(&a, g, &qold) < 0))
+	    signed_rowdots(sv, &x, rhs) < 0 || (gain && nv_rfp_quad(&a, g, &qold) < 0))
 		goto out;
 	if (gain)
 		memcpy(old, g, n * sizeof(double));

@@ -329,7 +329,7 @@ static void rfp_times(const nv_rfp *a, double shift, const double *p, double *q)
 	nv_flops_add(2ull * a->n * a->n);
 }
 
-int nv_rfp_mv(const nv_rfp *a, const double *x, double *y)
+int nv_rfp_quad(const nv_rfp *a, const double *x, double *q)
 {
 	size_t n = a->n, nn = a->nn;
 	double *v = nv_calloc(2 * nn + 1, sizeof(double));
@@ -339,7 +339,9 @@ int nv_rfp_mv(const nv_rfp *a, const double *x, double *y)
 	memcpy(v, x, n * sizeof(double));
 	if (nn)
 		rfp_times(a, 0.0, v, v + nn);
-	memcpy(y, v + nn, n * sizeof(double));
+	*q = 0.0;
+	for (size_t i = 0; i < n; i++)
+		*q += x[i] * v[nn + i];
 	free(v);
 	return 0;
 }

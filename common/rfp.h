@@ -67,8 +67,8 @@ void nv_pchol_apply(const nv_pchol *f, double *x);
  * bits.  Returns 1 when AVX2 was the kernel before the call. */
 int nv_pchol_simd(int on);
 
-/* y = A·x (order n, the system not factored).  -1 on exhaustion */
-int nv_rfp_mv(const nv_rfp *a, const double *x, double *y);
+/* *q = xᵀ·A·x (order n, the system not factored).  -1 on exhaustion */
+int nv_rfp_quad(const nv_rfp *a, const double *x, double *q);
 
 /* (A + shift·I)·x = b (order n) by conjugate gradients preconditioned with
  * M = L̃·L̃ᵀ, the kept factor f of a nearby matrix (of the same one: a step

@@ -234,6 +234,32 @@ int nv_gemm32s_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
 	return 0;
 }
 
+int nv_gemm_f32_new(const nv_mat *a, int ta, const nv_mat *b, nv_mat *c)
+{
+	size_t m = ta ? a->c : a->r, k = ta ? a->r : a->c, n = b->c;
+	float *af = nv_malloc(a->r * a->c + 1, sizeof(float)), *bf = nv_malloc(k * n + 1, sizeof(float));
+	float *cf = nv_malloc(m * n + 1, sizeof(float));
+	int rc = -1;
+
+	assert(b->r == k);
+	if (!af || !bf || !cf || nv_mat_zeros(c, m, n) < 0)
+		goto out;
+	for (size_t x = 0; x < a->r * a->c; x++)
+		af[x] = (float)a->d[x];
+	for (size_t x = 0; x < k * n; x++)
+		bf[x] = (float)b->d[x];
+	if (m && n && k) {
+		nv_flops_add(2ull * m * n * k);
+		nv_sgemm(ta, 0, m, n, k, 1.0f, af, ld(a->c), bf, ld(n), 0.0f, cf, ld(n));
+	}
+	for (size_t x = 0; x < m * n; x++)
+		c->d[x] = cf[x];
+	rc = 0;
+out:
+	free(af), free(bf), free(cf);
+	return rc;
+}
+
 int nv_gemm32b(const nv_mat *a, const nv_mat32 *b, nv_mat *c)
 {
 	size_t k = b->r, m = a->r, n = b->c;

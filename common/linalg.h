@@ -75,6 +75,10 @@ int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);
  * B's rounding included): at twice nv_gemm32a_new's rate, for products
  * whose users need no more */
 int nv_gemm32s_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);
+/* C = op(A)·B (fresh), A and B rounded to f32, in f32 arithmetic (one
+ * nv_sgemm: fixed tiles), widened: each entry within γ_(k+2)·(|op(A)|·|B|)_ij
+ * of the exact product (nv_gemm32s_new's bound, A's rounding added) */
+int nv_gemm_f32_new(const nv_mat *a, int ta, const nv_mat *b, nv_mat *c);
 /* C = A·B (fresh) with B in f32, widened 256 columns at a time */
 int nv_gemm32b_new(const nv_mat *a, const nv_mat32 *b, nv_mat *c);
 /* the same into c (A's rows × B's columns), already made */
@@ -200,8 +204,8 @@ void nv_unserial(void);
  * dimensions; not counted in nv_flops (their callers count).
  *
  * nv_sgemm, nv_dgemm: C (M × N) = alpha·op(A)·op(B) + beta·C.
- * nv_dsyrk: C (N × N) = alpha·op(A)·op(A)ᵀ + beta·C, op(A) N × K, on C's
- * upper triangle (upper 1) or lower one; the other is not touched.
+ * nv_dsyrk, nv_ssyrk: C (N × N) = alpha·op(A)·op(A)ᵀ + beta·C, op(A) N × K,
+ * on C's upper triangle (upper 1) or lower one; the other is not touched.
  * nv_dtrsm_left: B (M × N) = alpha·op(A)⁻¹·B, A (M × M) upper (upper 1) or
  * lower triangular, its diagonal taken as ones where unit is 1.
  */
@@ -211,6 +215,8 @@ void nv_dgemm(int ta, int tb, size_t M, size_t N, size_t K, double alpha, const 
 	      size_t lda, const double *B, size_t ldb, double beta, double *C, size_t ldc);
 void nv_dsyrk(int upper, int ta, size_t N, size_t K, double alpha, const double *A,
 	      size_t lda, double beta, double *C, size_t ldc);
+void nv_ssyrk(int upper, int ta, size_t N, size_t K, float alpha, const float *A, size_t lda,
+	      float beta, float *C, size_t ldc);
 void nv_dtrsm_left(int upper, int ta, int unit, size_t M, size_t N, double alpha,
 		   const double *A, size_t lda, double *B, size_t ldb);
 

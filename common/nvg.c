@@ -480,8 +480,24 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 	return rc;
 }
 
+int nv_tctx_als32(nv_tctx *c)
+{
+	const nv_mat *w = c->fit.wh.d ? &c->fit.wh : c->w;
+
+	nv_mat32_free(&c->w32);
+	if (!(c->w32.d = nv_malloc(w->r * w->c + 1, sizeof(float))))
+		return -1;
+	c->w32.r = w->r;
+	c->w32.c = w->c;
+	for (size_t i = 0; i < w->r * w->c; i++)
+		c->w32.d[i] = (float)w->d[i];
+	c->als32 = 1;
+	return 0;
+}
+
 void nv_tctx_free(nv_tctx *c)
 {
+	nv_mat32_free(&c->w32);
 	nv_metric_free(&c->fit);
 	if (c->wlat)
 		nv_lat_basis_free(c->wlat);
@@ -1326,6 +1342,8 @@ static int hb_all(const nv_bm *md, const nv_tctx *c, const nv_mat *b, nv_mat hbk
  * caller's hb = hf·B; the same flops either way */
 static int wh_times(const nv_tctx *c, const nv_mat *b, const nv_mat *hb, nv_mat *out)
 {
+	if (c->als32)
+		return nv_gemm32s_new(&c->w32, c->fit.wh.d ? b : hb, out);
 	if (c->fit.wh.d)
 		return nv_gemm_new(&c->fit.wh, 0, b, 0, out);
 	return nv_gemm_new(c->w, 0, hb, 0, out);
@@ -1345,7 +1363,9 @@ static int als_l(nv_bm *md, const nv_tctx *c, als_state *st, double *e)
 	int rc = -1;
 
 	if (hstack(md, 'v', &b) < 0 || hb_all(md, c, &b, st->hbk, &st->hb) < 0 ||
-	    nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb) < 0 || wh_times(c, &b, &st->hb, &st->whb) < 0)
+	    (c->als32 ? nv_gemm_f32_new(&b, 1, &st->hb, &st->bhb)
+		      : nv_gemm_new(&b, 1, &st->hb, 0, &st->bhb)) < 0 ||
+	    wh_times(c, &b, &st->hb, &st->whb) < 0)
 		goto out;
 	nv_mat_free(&b); /* B's last reader: not held through the solve */
 	if (nv_mat_zeros(&a, bs, pr) < 0 || nv_mat_zeros(&ata, pr, pr) < 0)
@@ -1538,21 +1558,41 @@ static int hb_of(const nv_bm *md, const nv_tctx *c, als_state *st, size_t p, siz
 	return rc;
 }
 
-/* one block of rows i0.. of M = hsl(p), and of A_q = hsl(q) for q ≠ p:
- * y += (rows of wt)ᵀ·M, aqm[q] += A_qᵀ·M (the first block sets them) */
-static void target_block(const nv_bm *md, size_t p, const nv_mat *wt, size_t i0, size_t rows,
-			 nv_mat *mb, nv_mat *ab, nv_mat *y, nv_mat aqm[2])
+/* y (n × r) = beta·y + (rows i0.. of W·hf or W)ᵀ·mb in f32 (c->w32): mb
+ * rounded into sc, the product into sc + rows·r, widened */
+static void wt_block32(const nv_tctx *c, size_t i0, const nv_mat *mb, double beta, float *sc,
+		       nv_mat *y)
 {
-	size_t r = md->r;
-	nv_mat mv = rows_of(mb, 0, rows), av = rows_of(ab, 0, rows), wv = rows_of(wt, i0, rows);
+	size_t rows = mb->r, r = mb->c, n = y->r;
+	float *yf = sc + rows * r;
+
+	for (size_t i = 0; i < rows * r; i++)
+		sc[i] = (float)mb->d[i];
+	nv_flops_add(2ull * n * r * rows);
+	nv_sgemm(1, 0, n, r, rows, 1.0f, c->w32.d + i0 * n, n, sc, r, 0.0f, yf, r);
+	for (size_t i = 0; i < n * r; i++)
+		y->d[i] = beta * y->d[i] + yf[i];
+}
+
+/* one block of rows i0.. of M = hsl(p), and of A_q = hsl(q) for q ≠ p:
+ * y += (rows of wt)ᵀ·M (in f32 with c->als32, sc its room), aqm[q] +=
+ * A_qᵀ·M (the first block sets them) */
+static void target_block(const nv_bm *md, const nv_tctx *c, size_t p, const nv_mat *wt,
+			 size_t i0, nv_mat *mb, nv_mat *ab, nv_mat *y, nv_mat aqm[2], float *sc)
+{
+	size_t r = md->r, rows = mb->r;
+	nv_mat av = rows_of(ab, 0, rows), wv = rows_of(wt, i0, rows);
 	double beta = i0 ? 1.0 : 0.0;
 
 	nv_path_hsl_rows(&md->p[p], r, i0, rows, 1, mb->d);
-	nv_gemm(1.0, &wv, 1, &mv, 0, beta, y);
+	if (c->als32)
+		wt_block32(c, i0, mb, beta, sc, y);
+	else
+		nv_gemm(1.0, &wv, 1, mb, 0, beta, y);
 	for (size_t q = 0; q < md->np; q++)
 		if (q != p) {
 			nv_path_hsl_rows(&md->p[q], r, i0, rows, 1, ab->d);
-			nv_gemm(1.0, &av, 1, &mv, 0, beta, &aqm[q]);
+			nv_gemm(1.0, &av, 1, mb, 0, beta, &aqm[q]);
 		}
 }
 
@@ -1568,17 +1608,21 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, als_state *st, si
 	size_t m = md->m, n = md->n, r = md->r, bs = nv_row_block(c, m);
 	const nv_mat *wt = c->fit.wh.d ? &c->fit.wh : c->w;
 	nv_mat y = {0}, mb = {0}, ab = {0}, aqm[2] = {{0}}, hbq = {0};
+	float *sc = NULL;
 	int rc = -1;
 
 	x->d = NULL;
 	if (nv_mat_zeros(&y, n, r) < 0 || nv_mat_zeros(&mb, bs, r) < 0 ||
-	    nv_mat_zeros(&ab, bs, r) < 0)
+	    nv_mat_zeros(&ab, bs, r) < 0 ||
+	    (c->als32 && !(sc = nv_malloc((bs + n) * r + 1, sizeof(float)))))
 		goto out;
 	for (size_t q = 0; q < md->np; q++)
 		if (q != p && nv_mat_zeros(&aqm[q], r, r) < 0)
 			goto out;
-	for (size_t i0 = 0; i0 < m; i0 += bs)
-		target_block(md, p, wt, i0, m - i0 < bs ? m - i0 : bs, &mb, &ab, &y, aqm);
+	for (size_t i0 = 0; i0 < m; i0 += bs) {
+		nv_mat mv = rows_of(&mb, 0, m - i0 < bs ? m - i0 : bs);
+		target_block(md, c, p, wt, i0, &mv, &ab, &y, aqm, sc);
+	}
 	if (c->fit.wh.d) {
 		*x = y;
 		y = (nv_mat){0};
@@ -1596,6 +1640,7 @@ static int target_h_t_times(const nv_bm *md, const nv_tctx *c, als_state *st, si
 	}
 	rc = 0;
 out:
+	free(sc);
 	nv_mat_free(&y);
 	nv_mat_free(&mb);
 	nv_mat_free(&ab);
@@ -1730,7 +1775,7 @@ static int g_system(const nv_bm *md, const nv_tctx *c, size_t p, nv_rfp *a)
 			     ? -1 : 0;
 	nv_mat_free(&s); /* S_V as doubles for this product only */
 	if (rc == 0)
-		rc = nv_rfp_syrk(&svk, a);
+		rc = c->als32 ? nv_rfp_syrk32(&svk, a) : nv_rfp_syrk(&svk, a);
 	if (rc == 0)
 		nv_rfp_hadamard32(a, &c->hc->hf);
 	nv_mat_free(&k);

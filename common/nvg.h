@@ -192,6 +192,8 @@ typedef struct {
 	int itq_f32;         /* the ITQ's products in f32 (nv_itq_cfg) */
 	int try_sweeps;      /* ALS sweeps after each refinement try's sign moves (nv_refine) */
 	double als_tol;      /* nv_als's stop: a sweep's gain in fit error below this fraction */
+	int als32;           /* the ALS's m·n·r and n²·r products in f32 (nv_tctx_als32) */
+	nv_mat32 w32;        /* with als32: fit.wh (where kept) or W, rounded to f32 */
 	size_t row_block;    /* W's rows per block where a step's f64 pieces would be m × r
 			      * (NV_ROW_BLOCK_DEFAULT; the result does not depend on it
 			      * beyond the order of f64 sums) */
@@ -203,6 +205,11 @@ typedef struct {
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads);
 /* W's rows per block of a step's m-row pieces: c->row_block (at least 1), at most m */
 size_t nv_row_block(const nv_tctx *c, size_t m);
+/* the ALS's large products in f32 from now on (als32): the ℓ step's BᵀHB and
+ * W·hf·B, the g step's (W·hf)ᵀ·M (or Wᵀ·M) and its system's n²·r syrk, each
+ * from its operands rounded to f32 (W·hf or W held so in w32), summed in
+ * f32 by fixed tiles and widened; -1 on exhaustion */
+int nv_tctx_als32(nv_tctx *c);
 void nv_tctx_free(nv_tctx *c);
 
 /* ---- the stages ---- */
@@ -348,6 +355,7 @@ typedef struct {
 	int hb_f32;       /* 1 (default): the FIT Gram's products with the paths (H·B) in f32
 			   * (nv_gemm32s_new); 0: in f64, the bytes of before */
 	double als_tol;   /* ALS stops at a sweep whose fit error gain is below this fraction (0: never early) */
+	int als_f32;      /* 1: the ALS's large products in f32 (nv_tctx_als32); 0 (default): f64 */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
 	nv_method method;
 	nv_gram_load sel_load; /* without hsel: the SEL Gram read for each use (nv_metric_init_load) */

@@ -283,6 +283,8 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 	c.fit.hb32 = o->hb_f32;
 	c.try_sweeps = o->try_sweeps;
 	c.als_tol = o->als_tol;
+	if (o->als_f32 && nv_tctx_als32(&c) < 0)
+		goto out;
 	t = nv_now();
 	if (sel_metric(&sel, w, hsel, o) < 0)
 		goto out;

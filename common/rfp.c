@@ -40,7 +40,44 @@ static int rfp_size(size_t n, size_t *nn, size_t *count)
 	return 0;
 }
 
-int nv_rfp_syrk(const nv_mat *b, nv_rfp *c)
+/* dsfrk's three blocks (B = [B1; B2], k rows each), in tiles: in row-major
+ * terms of the array (ld nn + 1) the leading triangle C11 = B1·B1ᵀ is the
+ * upper one at a + 1, the trailing C22 = B2·B2ᵀ the lower one at a, and
+ * C21ᵀ = B1·B2ᵀ the block at a + 1 + k; b has nn rows (an odd order's last
+ * one 0) */
+static void rfp_blocks64(const double *b, size_t nn, size_t r, double *a)
+{
+	size_t k = nn / 2, ld = nn + 1;
+
+	nv_dsyrk(1, 0, k, r, 1.0, b, r, 0.0, a + 1, ld);
+	nv_dsyrk(0, 0, k, r, 1.0, b + k * r, r, 0.0, a, ld);
+	nv_dgemm(0, 1, k, k, r, 1.0, b, r, b + k * r, r, 0.0, a + 1 + k, ld);
+}
+
+/* the same blocks from B rounded to f32, in f32 arithmetic, widened */
+static int rfp_blocks32(const double *b, size_t n, size_t nn, size_t r, double *a)
+{
+	size_t k = nn / 2, ld = nn + 1, count = k * ld;
+	float *bf = nv_calloc(nn * r, sizeof(float)), *af = nv_calloc(count, sizeof(float));
+
+	if (!bf || !af) {
+		free(bf);
+		free(af);
+		return -1;
+	}
+	for (size_t i = 0; i < n * r; i++)
+		bf[i] = (float)b[i];
+	nv_ssyrk(1, 0, k, r, 1.0f, bf, r, 0.0f, af + 1, ld);
+	nv_ssyrk(0, 0, k, r, 1.0f, bf + k * r, r, 0.0f, af, ld);
+	nv_sgemm(0, 1, k, k, r, 1.0f, bf, r, bf + k * r, r, 0.0f, af + 1 + k, ld);
+	for (size_t i = 0; i < count; i++)
+		a[i] = af[i];
+	free(bf);
+	free(af);
+	return 0;
+}
+
+static int rfp_syrk(const nv_mat *b, nv_rfp *c, int f32)
 {
 	size_t n = b->r, r = b->c, nn, count;
 	double *pad = NULL;
@@ -57,7 +94,7 @@ int nv_rfp_syrk(const nv_mat *b, nv_rfp *c)
 	c->nn = nn;
 	if (nn == 0)
 		return 0;
-	if (nn != n && r > 0) { /* the odd order's last row: 0 */
+	if (nn != n && r > 0 && !f32) { /* the odd order's last row: 0 */
 		if (!(pad = nv_calloc(nn * r, sizeof(double)))) {
 			nv_rfp_free(c);
 			return -1;
@@ -66,20 +103,28 @@ int nv_rfp_syrk(const nv_mat *b, nv_rfp *c)
 		bd = pad;
 	}
 	if (r > 0) {
-		/* dsfrk's three blocks (B = [B1; B2], k rows each), in tiles: in
-		 * row-major terms of the array (ld nn + 1) the leading triangle
-		 * C11 = B1·B1ᵀ is the upper one at a + 1, the trailing C22 = B2·B2ᵀ
-		 * the lower one at a, and C21ᵀ = B1·B2ᵀ the block at a + 1 + k */
-		size_t k = nn / 2, ld = nn + 1;
 		nv_flops_add((uint64_t)n * n * r);
-		nv_dsyrk(1, 0, k, r, 1.0, bd, r, 0.0, c->a + 1, ld);
-		nv_dsyrk(0, 0, k, r, 1.0, bd + k * r, r, 0.0, c->a, ld);
-		nv_dgemm(0, 1, k, k, r, 1.0, bd, r, bd + k * r, r, 0.0, c->a + 1 + k, ld);
+		if (!f32)
+			rfp_blocks64(bd, nn, r, c->a);
+		else if (rfp_blocks32(bd, n, nn, r, c->a) < 0) {
+			nv_rfp_free(c);
+			return -1;
+		}
 	}
 	free(pad);
 	if (nn != n)
 		c->a[nv_rfp_idx(nn, n, n)] = 1.0;
 	return 0;
+}
+
+int nv_rfp_syrk(const nv_mat *b, nv_rfp *c)
+{
+	return rfp_syrk(b, c, 0);
+}
+
+int nv_rfp_syrk32(const nv_mat *b, nv_rfp *c)
+{
+	return rfp_syrk(b, c, 1);
 }
 
 int nv_rfp_chol(nv_rfp *a, double shift)

@@ -32,6 +32,10 @@ void nv_rfp_free(nv_rfp *c);
  * (linalg.h), so on our threads.  -1 with reason on exhaustion or a factor
  * entry that is not finite */
 int nv_rfp_syrk(const nv_mat *b, nv_rfp *c);
+/* the same with B rounded to f32 and the products in f32 arithmetic (fixed
+ * tiles too), widened: each entry within γ_(r+2)·(|B|·|Bᵀ|)_ij of the exact
+ * one (γ_j = j·u/(1 − j·u), u = 2⁻²⁴, B's rounding on both sides included) */
+int nv_rfp_syrk32(const nv_mat *b, nv_rfp *c);
 
 /* c ← c ∘ H, H (n × n) in f32 with its f64 diagonal (h->diag, else its
  * own): H's lower triangle read, as the entries of c stand for it */

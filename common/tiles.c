@@ -107,12 +107,13 @@ static void gemm_tile(const tl_job *j, size_t t)
 
 /* tile t of the stored triangle, the square tiles of a bm-partition of n
  * taken row by row: (i, k) with k ≤ i, transposed for the upper triangle;
- * a diagonal tile is a syrk, the others products of op(A)'s row blocks */
-static void dsyrk_tile(const tl_job *j, size_t t)
+ * a diagonal tile is a syrk, the others products of op(A)'s row blocks;
+ * the entries f32 where f32 is set, f64 otherwise */
+static void syrk_tile(const tl_job *j, size_t t)
 {
-	size_t i = 0, k, r0, c0, m, n;
-	const double *a = j->A, *ar, *ac;
-	double *c;
+	size_t i = 0, k, r0, c0, m, n, ea = j->f32 ? sizeof(float) : sizeof(double);
+	const char *a = j->A, *ar, *ac;
+	char *c;
 
 	while ((i + 1) * (i + 2) / 2 <= t)
 		i++;
@@ -120,16 +121,24 @@ static void dsyrk_tile(const tl_job *j, size_t t)
 	r0 = (j->upper ? k : i) * j->bm;
 	c0 = (j->upper ? i : k) * j->bm;
 	m = tl_min(j->N - r0, j->bm), n = tl_min(j->N - c0, j->bm);
-	c = (double *)j->C + r0 * j->ldc + c0;
-	ar = a + (j->ta ? r0 : r0 * j->lda), ac = a + (j->ta ? c0 : c0 * j->lda);
-	if (i == k)
+	c = (char *)j->C + (r0 * j->ldc + c0) * ea;
+	ar = a + (j->ta ? r0 : r0 * j->lda) * ea, ac = a + (j->ta ? c0 : c0 * j->lda) * ea;
+	if (i == k && j->f32)
+		cblas_ssyrk(CblasRowMajor, j->upper ? CblasUpper : CblasLower, tl_op(j->ta),
+			    (int)m, (int)j->K, (float)j->alpha, (const float *)ar, (int)j->lda,
+			    (float)j->beta, (float *)c, (int)j->ldc);
+	else if (i == k)
 		cblas_dsyrk(CblasRowMajor, j->upper ? CblasUpper : CblasLower, tl_op(j->ta),
-			    (int)m, (int)j->K, j->alpha, ar, (int)j->lda, j->beta, c,
-			    (int)j->ldc);
+			    (int)m, (int)j->K, j->alpha, (const double *)ar, (int)j->lda, j->beta,
+			    (double *)c, (int)j->ldc);
+	else if (j->f32)
+		cblas_sgemm(CblasRowMajor, tl_op(j->ta), tl_op(!j->ta), (int)m, (int)n, (int)j->K,
+			    (float)j->alpha, (const float *)ar, (int)j->lda, (const float *)ac,
+			    (int)j->lda, (float)j->beta, (float *)c, (int)j->ldc);
 	else
 		cblas_dgemm(CblasRowMajor, tl_op(j->ta), tl_op(!j->ta), (int)m, (int)n,
-			    (int)j->K, j->alpha, ar, (int)j->lda, ac, (int)j->lda, j->beta, c,
-			    (int)j->ldc);
+			    (int)j->K, j->alpha, (const double *)ar, (int)j->lda,
+			    (const double *)ac, (int)j->lda, j->beta, (double *)c, (int)j->ldc);
 }
 
 /* tile t of a left-side solve: B's columns c0.. */
@@ -199,17 +208,32 @@ void nv_dgemm(int ta, int tb, size_t M, size_t N, size_t K, double alpha, const 
 	tl_gemm(&j, NV_TILE_ROWS_D, NV_TILE_ROWS_DMIN, NV_TILE_COLS_D, NV_TILE_FEW);
 }
 
+static void tl_syrk(tl_job *j)
+{
+	if (j->N == 0)
+		return;
+	j->tile = syrk_tile;
+	j->bm = tl_part(j->N, NV_TILE_SYRK, &j->tm);
+	j->tiles = j->tm * (j->tm + 1) / 2;
+	tl_run(j, (double)j->N * (double)j->N * (double)j->K / 2);
+}
+
 void nv_dsyrk(int upper, int ta, size_t N, size_t K, double alpha, const double *A,
 	      size_t lda, double beta, double *C, size_t ldc)
 {
-	tl_job j = {.tile = dsyrk_tile, .ta = ta, .upper = upper, .N = N, .K = K, .lda = lda,
-		    .ldc = ldc, .alpha = alpha, .beta = beta, .A = A, .C = C};
+	tl_job j = {.ta = ta, .upper = upper, .N = N, .K = K, .lda = lda, .ldc = ldc,
+		    .alpha = alpha, .beta = beta, .A = A, .C = C};
 
-	if (N == 0)
-		return;
-	j.bm = tl_part(N, NV_TILE_SYRK, &j.tm);
-	j.tiles = j.tm * (j.tm + 1) / 2;
-	tl_run(&j, (double)N * (double)N * (double)K / 2);
+	tl_syrk(&j);
+}
+
+void nv_ssyrk(int upper, int ta, size_t N, size_t K, float alpha, const float *A, size_t lda,
+	      float beta, float *C, size_t ldc)
+{
+	tl_job j = {.f32 = 1, .ta = ta, .upper = upper, .N = N, .K = K, .lda = lda, .ldc = ldc,
+		    .alpha = alpha, .beta = beta, .A = A, .C = C};
+
+	tl_syrk(&j);
 }
 
 void nv_dtrsm_left(int upper, int ta, int unit, size_t M, size_t N, double alpha,

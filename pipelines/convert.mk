@@ -3,7 +3,7 @@
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
-#        [ALS_TOL=0.001] \
+#        [ALS_TOL=0.001] [ALS_PREC=f64|f32] \
 #        [RHO=0.03] [KV_FACTOR=K] \
 #        [FIT_TOKENS=N SEL_TOKENS=N WINDOW=N] [DEVICE=cpu|opencl|auto] [THREADS=N] \
 #        [TRANSPORT=1|0] [TUNE=1|0] [TUNE_STEPS=50] [TUNE_LR=0.02] [TUNE_LOSS=mse|normed] \
@@ -111,6 +111,11 @@ HB_PREC_DEFAULT := f32
 HB_PREC    ?= $(HB_PREC_DEFAULT)
 ALS_TOL_DEFAULT := 0.001
 ALS_TOL    ?= $(ALS_TOL_DEFAULT)
+# the precision of the least squares' large products (nvg-encode
+# --als-prec: f32 the CPU encoder's option, other bytes; a device's
+# products are f32 already); the stamp names als_prec=f32 only
+ALS_PREC_DEFAULT := f64
+ALS_PREC   ?= $(ALS_PREC_DEFAULT)
 RHO        ?= 0.03
 KV_FACTOR  ?= 1
 FIT_TOKENS ?= 8192
@@ -189,12 +194,15 @@ endif
 ifeq ($(TUNE)$(if $(and $(filter $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)),$(filter $(TUNE_LR_DEFAULT),$(TUNE_LR)),$(filter $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)),$(filter $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD))),,x),0x)
 $(error convert.mk: TUNE_STEPS, TUNE_LR, TUNE_LOSS and TUNE_AHEAD are TUNE=1's)
 endif
-$(foreach v,ITQ_PREC HB_PREC,$(if $(filter f64 f32,$($(v))),,$(error convert.mk: $(v) '$($(v))' is not f64 or f32)))
-ifeq ($(if $(and $(filter $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),$(filter $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),$(filter $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),$(filter $(HB_PREC_DEFAULT),$(HB_PREC)),$(filter $(ALS_TOL_DEFAULT),$(ALS_TOL))),,x)$(METHOD),xdual-svid)
-$(error convert.mk: TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC and ALS_TOL are nvg's: dual-svid refines nothing)
+$(foreach v,ITQ_PREC HB_PREC ALS_PREC,$(if $(filter f64 f32,$($(v))),,$(error convert.mk: $(v) '$($(v))' is not f64 or f32)))
+ifeq ($(if $(and $(filter $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),$(filter $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),$(filter $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),$(filter $(HB_PREC_DEFAULT),$(HB_PREC)),$(filter $(ALS_TOL_DEFAULT),$(ALS_TOL)),$(filter $(ALS_PREC_DEFAULT),$(ALS_PREC))),,x)$(METHOD),xdual-svid)
+$(error convert.mk: TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg's: dual-svid refines nothing)
 endif
 ifeq ($(ITQ_PREC)$(filter-out cpu,$(DEVICE)),f32$(DEVICE))
 $(error convert.mk: ITQ_PREC=f32 is the CPU encoder's (a device's ITQ is f32 already): DEVICE=cpu)
+endif
+ifeq ($(ALS_PREC)$(filter-out cpu,$(DEVICE)),f32$(DEVICE))
+$(error convert.mk: ALS_PREC=f32 is the CPU encoder's (a device's products are f32 already): DEVICE=cpu)
 endif
 ifeq ($(HB_PREC)$(filter-out cpu,$(DEVICE)),f64$(DEVICE))
 $(error convert.mk: HB_PREC=f64 is the CPU encoder's (a device's products are f32): DEVICE=cpu)
@@ -302,7 +310,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD)$(if $(filter nvg,$(METHOD)),$(if $(filter-out 3,$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)
 STAMP := $(OUT)/params
 # $(call stamp_was,TOKEN,VAR,OLD): an nvg stamp without TOKEN where this
 # command names one was made with VAR=OLD, the default of before
@@ -312,7 +320,7 @@ ifneq ($(file <$(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
 # the settings that differ, named both ways: a default that changed since the
 # conversion began (TRANSPORT's did) is resumed by giving the stamp's setting
-$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)$(call stamp_was,hb_prec,HB_PREC,f64)), or choose another OUT)
+$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)$(call stamp_was,hb_prec,HB_PREC,f64)$(call stamp_was,als_prec,ALS_PREC,f64)), or choose another OUT)
 endif
 else
 ifneq ($(filter-out logs params .lock,$(shell ls -A '$(OUT)' 2>/dev/null)),)
@@ -433,7 +441,7 @@ DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 tol_opt = $(if $(or $(filter cpu,$(DEVICE)),$(filter-out $(3),$(2))),--$(1)-tol $(2))
 # --hb-prec always given, to a device too (f32 there, what it does; f64 is
 # refused above), so that the tool's own default never decides it
-EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) --hb-prec $(HB_PREC) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))
+EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) --hb-prec $(HB_PREC) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))$(if $(filter f32,$(ALS_PREC)), --als-prec f32)
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
 # the sweep's dual-svid stays data-free (its curves use the Frobenius error)
 SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))
@@ -536,7 +544,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or the input of the last steps

@@ -227,6 +227,34 @@ test_expect_success '--hb-prec: f32 the default bytes, f64 near them, both deter
 	{ cat l32 l64; false; }
 '
 
+# the least squares' large products in f32: f64 is the default's bytes;
+# f32 other bytes whose SEL error is f64's within 1% (the products differ by
+# f32's rounding, which test-linalg and test-rfp bound, test-nvg follows
+# the fit error through the sweeps), the same bytes at 1 and 2 threads
+# (fixed tiles); for the 192x384 W, wider than tall, W·hf is what is kept
+# and rounded, for the 96x64 one W itself (whose payload f16's rounding of
+# the scales keeps the same bytes here: test-nvg sees that branch move the
+# fit error); the refusals
+test_expect_success '--als-prec: f64 the default bytes, f32 near them and deterministic' '
+	enc --als-prec f64 -o a64.blr >l64 &&
+	cmp a64.blr gp.blr &&
+	enc --als-prec f32 --profile -o a32.blr >l32 2>prof &&
+	! cmp -s a32.blr gp.blr &&
+	awk -v a="$(sel_of l64)" -v b="$(sel_of l32)" "BEGIN { d = b / a - 1; exit !(d < 0.01 && d > -0.01) }" &&
+	OPENBLAS_NUM_THREADS=2 enc --als-prec f32 -o a32b.blr >/dev/null &&
+	cmp a32.blr a32b.blr &&
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 -o t64.blr >lt64 &&
+	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 --als-prec f32 \
+		-o t32.blr >lt32 &&
+	OPENBLAS_NUM_THREADS=2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \
+		--bpw 3 --als-prec f32 -o t32b.blr >/dev/null &&
+	cmp t32.blr t32b.blr &&
+	awk -v a="$(sel_of lt64)" -v b="$(sel_of lt32)" "BEGIN { d = b / a - 1; exit !(d < 0.01 && d > -0.01) }" &&
+	prec_refused als-prec "dual-svid has no ALS" f32 \
+		"the CPU encoder.s .a device.s products are f32 already.: give --device cpu" ||
+	{ cat l64 l32 lt64 lt32; false; }
+'
+
 # the ALS sweeps of each refinement try
 # (the sweeps counted with --als-tol 0, which runs every one)
 test_expect_success '--try-sweeps: 2 the default bytes; 3 more sweeps, 1 fewer, deterministic' '

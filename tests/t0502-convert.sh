@@ -240,7 +240,7 @@ test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg onl
 	test_path_is_missing swd
 '
 
-test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets them, stamped, recorded; nvg only, a tolerance and f32 on the CPU only (HB_PREC=f64 too)' '
+test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encoder gets them, stamped, recorded; nvg only, a tolerance and f32 on the CPU only (HB_PREC=f64 too)' '
 	mkdir argwrap &&
 	for t in "$NVG_BIN"/*; do ln -s "$t" argwrap/; done &&
 	rm argwrap/nvg-encode &&
@@ -251,10 +251,10 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 	EOF
 	chmod +x argwrap/nvg-encode &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=lean BPW=2.5 TRY_SWEEPS=1 ITQ_TOL=0.0025 ALS_TOL=0.002 \
-		ITQ_PREC=f32 BIN="$PWD/argwrap" -j2 2>err &&
-	test "$(grep -c -- "--method nvg .*--try-sweeps 1 --itq-tol 0.0025 --itq-prec f32 --hb-prec f32 --als-tol 0.002 " encode.args)" = 14 &&
+		ITQ_PREC=f32 ALS_PREC=f32 BIN="$PWD/argwrap" -j2 2>err &&
+	test "$(grep -c -- "--method nvg .*--try-sweeps 1 --itq-tol 0.0025 --itq-prec f32 --hb-prec f32 --als-tol 0.002 --als-prec f32 " encode.args)" = 14 &&
 	test_grep "^method=nvg try_sweeps=1 bpw=" lean/params &&
-	test_grep " itq_tol=0.0025 itq_prec=f32 hb_prec=f32 als_tol=0.002$" lean/params &&
+	test_grep " itq_tol=0.0025 itq_prec=f32 hb_prec=f32 als_tol=0.002 als_prec=f32$" lean/params &&
 	test_grep "^method=nvg try_sweeps=2 bpw=" sw2/params &&
 	test_grep " plan= itq_tol=0.001 hb_prec=f32 als_tol=0.001$" sw2/params &&
 	test_no_grep "try_sweeps" svid/params && test_no_grep "itq_tol" svid/params &&
@@ -264,6 +264,11 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 	test "$(prov_value lean/model.cmf als_tol)" = 0.002 &&
 	test "$(prov_value lean/model.cmf itq_prec)" = f32 &&
 	test "$(prov_value sw2/model.cmf itq_prec)" = f64 &&
+	test "$(prov_value lean/model.cmf als_prec)" = f32 &&
+	test "$(prov_value sw2/model.cmf als_prec)" = f64 &&
+	test "$(prov_value svid/model.cmf als_prec)" = null &&
+	test_no_grep "als_prec" sw2/params &&
+	test_no_grep "ALS products" sw2/model.cmf.blr.txt &&
 	test "$(prov_value svid/model.cmf itq_prec)" = null &&
 	test "$(prov_value sw2/model.cmf try_sweeps)" = 2 &&
 	cp -rp sw2 old3 && sed -i "s/ try_sweeps=2 / /" old3/params &&
@@ -283,23 +288,26 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL: the encoder gets th
 	test "$(prov_value old0/model.cmf als_tol)" = 0 &&
 	test "$(prov_value svid/model.cmf try_sweeps)" = null &&
 	test "$(prov_value svid/model.cmf als_tol)" = null &&
-	test_grep "refinement sweeps 2, ALS sweeps a try 1, ITQ stop 0.0025, ITQ products in f32, ALS stop 0.002, g steps by PCG, kv factor" \
+	test_grep "refinement sweeps 2, ALS sweeps a try 1, ITQ stop 0.0025, ITQ products in f32, ALS stop 0.002, ALS products in f32, g steps by PCG, kv factor" \
 		lean/model.cmf.blr.txt &&
 	test_grep "ITQ stop 0.001, ALS stop 0.001, g steps by PCG, kv factor" sw2/model.cmf.blr.txt &&
 	test_must_fail cmp -s lean/L1/down.blr sw2/L1/down.blr &&
 	for bad in "TRY_SWEEPS=0:TRY_SWEEPS .0. is not" "TRY_SWEEPS=9:TRY_SWEEPS .9. is not" \
 		"ITQ_TOL=0.6:ITQ_TOL .0.6. is not" "ITQ_TOL=x:ITQ_TOL .x. is not a number" \
 		"ALS_TOL=0.6:ALS_TOL .0.6. is not" "ALS_TOL=y:ALS_TOL .y. is not a number" \
-		"TRY_SWEEPS=1 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC and ALS_TOL are nvg.s" \
-		"ALS_TOL=0.01 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC and ALS_TOL are nvg.s" \
-		"ITQ_PREC=f32 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC and ALS_TOL are nvg.s" \
+		"TRY_SWEEPS=1 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg.s" \
+		"ALS_TOL=0.01 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg.s" \
+		"ITQ_PREC=f32 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg.s" \
 		"ITQ_PREC=f16:ITQ_PREC .f16. is not f64 or f32" \
 		"ITQ_PREC=f32 DEVICE=opencl:ITQ_PREC=f32 is the CPU encoder.s" \
 		"ITQ_TOL=0.01 DEVICE=opencl:ITQ_TOL above 0 is the CPU encoder.s" \
 		"ALS_TOL=0.01 DEVICE=opencl:ALS_TOL above 0 is the CPU encoder.s" \
 		"HB_PREC=f16:HB_PREC .f16. is not f64 or f32" \
-		"HB_PREC=f64 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC and ALS_TOL are nvg.s" \
-		"HB_PREC=f64 DEVICE=opencl:HB_PREC=f64 is the CPU encoder.s .a device.s products are f32.: DEVICE=cpu"; do
+		"HB_PREC=f64 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg.s" \
+		"HB_PREC=f64 DEVICE=opencl:HB_PREC=f64 is the CPU encoder.s .a device.s products are f32.: DEVICE=cpu" \
+		"ALS_PREC=f16:ALS_PREC .f16. is not f64 or f32" \
+		"ALS_PREC=f32 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg.s" \
+		"ALS_PREC=f32 DEVICE=opencl:ALS_PREC=f32 is the CPU encoder.s .a device.s products are f32 already.: DEVICE=cpu"; do
 		test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=lbad BPW=2.5 ${bad%%:*} 2>err &&
 		test_grep "${bad#*:}" err &&
 		test_path_is_missing lbad || return 1

@@ -23,9 +23,9 @@ static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
-	"[--itq-prec f64|f32] [--hb-prec f32|f64] [--try-sweeps N]\n"
-	"[--itq-tol F] [--als-tol F] [--pick-after N] [--threads N]\n"
-	"[--profile] [--target-raw M.raw]\n"
+	"[--itq-prec f64|f32] [--hb-prec f32|f64] [--als-prec f64|f32]\n"
+	"[--try-sweeps N] [--itq-tol F] [--als-tol F] [--pick-after N]\n"
+	"[--threads N] [--profile] [--target-raw M.raw]\n"
 	"[--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
@@ -51,6 +51,7 @@ typedef struct {
 	double itq_tol; /* --itq-tol: -1 not given (the CPU encoder's default; a device takes every step) */
 	int itq_prec;   /* --itq-prec: 0 not given (f64), 64, 32 */
 	int hb_prec;    /* --hb-prec: 0 not given (f32), 64, 32 */
+	int als_prec;   /* --als-prec: 0 not given (f64), 64, 32 */
 	double als_tol; /* --als-tol: -1 not given (likewise) */
 	long sweeps;
 	long try_sweeps; /* --try-sweeps: 0 not given */
@@ -68,7 +69,8 @@ enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
-	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_HB_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER
+	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_HB_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER,
+	O_ALS_PREC
 };
 
 static const struct option longopts[] = {
@@ -81,6 +83,7 @@ static const struct option longopts[] = {
 	{"g-solve", required_argument, NULL, O_GSOLVE},
 	{"itq-prec", required_argument, NULL, O_ITQ_PREC},
 	{"hb-prec", required_argument, NULL, O_HB_PREC},
+	{"als-prec", required_argument, NULL, O_ALS_PREC},
 	{"itq-tol", required_argument, NULL, O_ITQ_TOL},
 	{"als-tol", required_argument, NULL, O_ALS_TOL},
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
@@ -185,12 +188,15 @@ static int choice_opt(int c, const char *a, opts *o)
 		return tool_fail("invalid --g-solve", a), -1;
 	case O_ITQ_PREC:
 	case O_HB_PREC:
+	case O_ALS_PREC:
 		if (!strcmp(a, "f64") || !strcmp(a, "f32")) {
-			*(c == O_ITQ_PREC ? &o->itq_prec : &o->hb_prec) = a[1] == '3' ? 32 : 64;
+			*(c == O_ITQ_PREC ? &o->itq_prec : c == O_HB_PREC ? &o->hb_prec : &o->als_prec) =
+				a[1] == '3' ? 32 : 64;
 			return 0;
 		}
 		nv_seterr("expected f64 or f32");
-		return tool_fail(c == O_ITQ_PREC ? "invalid --itq-prec" : "invalid --hb-prec", a), -1;
+		return tool_fail(c == O_ITQ_PREC ? "invalid --itq-prec" : c == O_HB_PREC ? "invalid --hb-prec"
+			: "invalid --als-prec", a), -1;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
 			o->paths = a[0] == 'a' ? 0 : a[0] - '0';
@@ -314,6 +320,11 @@ static int check_effort(const opts *o)
 	if (o->hb_prec == 64 && o->dev.mode != NVCL_CPU)
 		return tool_usage_error("--hb-prec f64 is the CPU encoder's (a device's products are "
 					"f32): give --device cpu");
+	if (o->method == NV_METHOD_DUAL_SVID && o->als_prec)
+		return tool_usage_error("--als-prec is nvg's: dual-svid has no ALS");
+	if (o->als_prec == 32 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--als-prec f32 is the CPU encoder's (a device's products are "
+					"f32 already): give --device cpu");
 	return 0;
 }
 
@@ -557,6 +568,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	eo.itq_tol = o->itq_tol;
 	eo.itq_f32 = o->itq_prec == 32;
 	eo.hb_f32 = o->hb_prec != 64;
+	eo.als_f32 = o->als_prec == 32;
 	eo.als_tol = o->als_tol;
 	if (o->try_sweeps)
 		eo.try_sweeps = (int)o->try_sweeps;

@@ -1028,6 +1028,35 @@ static void test_gemm32(void)
 	test_gemm32_diag();
 }
 
+/* want = op(A)·B in f64, bound = |op(A)|·|B|: a product's reference and
+ * the magnitudes its rounding errors are measured against */
+static void product_and_bound(const nv_mat *a, int ta, const nv_mat *b, nv_mat *want,
+			      nv_mat *bound)
+{
+	nv_mat aabs, babs;
+
+	nv_mat_copy(&aabs, a), nv_mat_copy(&babs, b);
+	for (size_t i = 0; i < a->r * a->c; i++)
+		aabs.d[i] = fabs(aabs.d[i]);
+	for (size_t i = 0; i < b->r * b->c; i++)
+		babs.d[i] = fabs(babs.d[i]);
+	nv_gemm_new(a, ta, b, 0, want);
+	nv_gemm_new(&aabs, ta, &babs, 0, bound);
+	nv_mat_free(&aabs), nv_mat_free(&babs);
+}
+
+/* the largest |c − want| / (g·bound) over the entries (*inside: all ≤ 1) */
+static double worst_gap(const nv_mat *c, const nv_mat *want, const nv_mat *bound, double g,
+			int *inside)
+{
+	double worst = 0.0;
+
+	for (size_t i = 0; i < want->r * want->c; i++)
+		worst = fmax(worst, fabs(c->d[i] - want->d[i]) / (g * bound->d[i]));
+	*inside = worst <= 1.0;
+	return worst;
+}
+
 /*
  * H·B in f32 (nv_gemm32s_new), H square with its diagonal in f64 and rows
  * beyond one block: every entry within its bound γ_{k+1}·(|H|·|B|)_ij of
@@ -1039,26 +1068,16 @@ static void test_gemm32s(void)
 {
 	size_t n = 600, nc = 40;
 	nv_mat32 h = normal32_diag(n, 30.0);
-	nv_mat b, h64, habs, babs, want, bound, c, c2;
+	nv_mat b, h64, want, bound, c, c2;
 	double u = ldexp(1.0, -24), g = (double)(n + 1) * u / (1.0 - (double)(n + 1) * u);
-	double worst = 0.0;
-	int inside = 1;
+	double worst;
+	int inside;
 
 	nv_mat32_widen(&h, &h64);
 	fill(&b, n, nc);
-	nv_mat_copy(&habs, &h64), nv_mat_copy(&babs, &b);
-	for (size_t i = 0; i < n * n; i++)
-		habs.d[i] = fabs(habs.d[i]);
-	for (size_t i = 0; i < n * nc; i++)
-		babs.d[i] = fabs(babs.d[i]);
-	nv_gemm_new(&h64, 0, &b, 0, &want);
-	nv_gemm_new(&habs, 0, &babs, 0, &bound);
+	product_and_bound(&h64, 0, &b, &want, &bound);
 	is_int(nv_gemm32s_new(&h, &b, &c), 0, "gemm32s: H (600 × 600, f32, f64 diagonal) · B");
-	for (size_t i = 0; i < n * nc; i++) {
-		double gap = fabs(c.d[i] - want.d[i]) / (g * bound.d[i]);
-		inside &= gap <= 1.0;
-		worst = fmax(worst, gap);
-	}
+	worst = worst_gap(&c, &want, &bound, g, &inside);
 	ok(c.r == n && c.c == nc && inside && worst >= 1e-3,
 	   "gemm32s within gamma_(k+1)·|H|·|B| of the f64 product (largest gap %.3g of it)", worst);
 	nv_set_threads(2);
@@ -1071,9 +1090,41 @@ static void test_gemm32s(void)
 	nv_gemm32s_new(&h, &b, &c2);
 	ok(memcmp(c.d, c2.d, n * nc * sizeof(double)) == 0,
 	   "gemm32s: the same bits whatever d holds on its diagonal");
-	nv_mat_free(&b), nv_mat_free(&h64), nv_mat_free(&habs), nv_mat_free(&babs);
+	nv_mat_free(&b), nv_mat_free(&h64);
 	nv_mat_free(&want), nv_mat_free(&bound), nv_mat_free(&c), nv_mat_free(&c2);
 	nv_mat32_free(&h);
+}
+
+/* one case of nv_gemm_f32_new: op(A)·B (m × k times k × nc) against the
+ * f64 product, every entry within γ_(k+2)·(|op(A)|·|B|)_ij and the bound
+ * not slack by orders; the same bits at two threads */
+static void gemm_f32_case(size_t m, size_t k, size_t nc, int ta)
+{
+	nv_mat a, b, want, bound, c, c2;
+	double u = ldexp(1.0, -24), g = (double)(k + 2) * u / (1.0 - (double)(k + 2) * u);
+	double worst;
+	int inside;
+
+	fill(&a, ta ? k : m, ta ? m : k);
+	fill(&b, k, nc);
+	product_and_bound(&a, ta, &b, &want, &bound);
+	is_int(nv_gemm_f32_new(&a, ta, &b, &c), 0, "gemm_f32 %zux%zux%zu%s", m, k, nc, ta ? " (Aᵀ)" : "");
+	worst = worst_gap(&c, &want, &bound, g, &inside);
+	ok(c.r == m && c.c == nc && inside && worst >= 1e-3,
+	   "gemm_f32 within gamma_(k+2)·|op(A)|·|B| of the f64 product (largest gap %.3g of it)", worst);
+	nv_set_threads(2);
+	nv_gemm_f32_new(&a, ta, &b, &c2);
+	nv_set_threads(1);
+	ok(memcmp(c.d, c2.d, m * nc * sizeof(double)) == 0, "gemm_f32: the same bits at two threads");
+	nv_mat_free(&a), nv_mat_free(&b);
+	nv_mat_free(&want), nv_mat_free(&bound), nv_mat_free(&c), nv_mat_free(&c2);
+}
+
+static void test_gemm_f32(void)
+{
+	gemm_f32_case(600, 300, 70, 0);
+	gemm_f32_case(90, 700, 90, 1);
+	gemm_f32_case(3, 5, 2, 0);
 }
 
 /* max |(RᵀR − AᵀA)_ij| / max |AᵀA| */
@@ -1173,6 +1224,7 @@ int main(void)
 	test_solve_take();
 	test_gemm32();
 	test_gemm32s();
+	test_gemm_f32();
 	test_qr();
 	test_nonfinite();
 	test_sgemm();

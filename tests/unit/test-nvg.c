@@ -1260,6 +1260,68 @@ static double scales_apart(const nv_bm *a, const nv_bm *b, int *signs)
 }
 
 /*
+ * --als-prec f32 (nv_tctx_als32) against f64, with W·hf kept (wide: wh set
+ * by hand, as above) and not: w32 is the f32 rounding of W·hf or of W; from
+ * one dual-svid start, three ALS sweeps, a flip_u pass and one sweep more
+ * give the same signs here (no sign is that close to its flip), and each
+ * sweep's fit error (nv_herr, f64) within 1e-5 of f64's, never rising.  The
+ * scales themselves move more (some 0.5% here: the g system of this ridge
+ * of 1e-3 is ill conditioned, and its objective flat along what moves), so
+ * the objective is the measure, as it is the encoder's
+ */
+static void als32_case(const nv_tctx *c, int with_wh)
+{
+	nv_tctx t = *c;
+	const nv_mat *src;
+	nv_bm a, b;
+	double ea, eb, last = INFINITY, gap = 0.0, worst;
+	int signs, same = 1, falls = 1;
+
+	t.w32 = (nv_mat32){ 0 };
+	t.fit.wh = (nv_mat){ 0 };
+	if ((with_wh && nv_gemm32b_new(&W, &c->hc->hf, &t.fit.wh) < 0) || nv_tctx_als32(&t) < 0) {
+		ok(0, "als32 setup: %s", nv_err());
+		return;
+	}
+	src = with_wh ? &t.fit.wh : &W;
+	for (size_t i = 0; i < W.r * W.c; i++)
+		same &= t.w32.d[i] == (float)src->d[i];
+	ok(t.als32 && t.w32.r == W.r && t.w32.c == W.c && same, "als32 (%s): w32 is %s in f32",
+	   with_wh ? "W·hf kept" : "W·hf not kept", with_wh ? "W·hf" : "W");
+	nv_build_dual_svid(&W, 16, 2, &a);
+	nv_bm_copy(&b, &a);
+	for (int s = 0; s < 4; s++) {
+		if (s == 3) {
+			nv_flip_u(&a, &t, 0, NULL);
+			nv_flip_u(&b, c, 0, NULL);
+		}
+		nv_als(&a, &t, 1);
+		nv_als(&b, c, 1);
+		nv_herr(&t.fit, &a, &ea);
+		nv_herr(&c->fit, &b, &eb);
+		gap = fmax(gap, fabs(ea - eb) / eb);
+		falls &= s == 3 || ea <= last * (1 + 1e-12);
+		last = ea;
+	}
+	worst = scales_apart(&a, &b, &signs);
+	ok(signs, "als32 (%s): the signs of f64's (scales %.2g apart)",
+	   with_wh ? "W·hf kept" : "W·hf not kept", worst);
+	ok(gap <= 1e-5 && gap > 0.0 && falls,
+	   "als32 (%s): each sweep's fit error within %.2g of f64's (not the same bits), falling",
+	   with_wh ? "W·hf kept" : "W·hf not kept", gap);
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+	nv_mat32_free(&t.w32);
+	nv_mat_free(&t.fit.wh);
+}
+
+static void test_als32(const nv_tctx *c)
+{
+	als32_case(c, 0);
+	als32_case(c, 1);
+}
+
+/*
  * The steps whose m × r pieces are taken c->row_block rows at a time (the
  * h step, flip_u, the ℓ and g steps) against the whole rows at once: blocks
  * of 5 rows (not dividing 64, so the last block is short) and of 1.  Only
@@ -1409,6 +1471,7 @@ int main(void)
 	test_refine_kept(&c);
 	test_wh_dropped(&c);
 	test_row_blocks(&c);
+	test_als32(&c);
 	test_init_halves(&c);
 	test_stages(&c, &hc);
 	test_drivers(&hc3);

@@ -135,6 +135,73 @@ static void test_syrk(void)
 	nv_mat_free(&b);
 }
 
+/* nv_rfp_syrk32 against the f64 B·Bᵀ: each entry of the lower triangle
+ * within γ_(r+2)·(|B|·|Bᵀ|)_ij (u = 2⁻²⁴: B rounded on both sides, r terms summed in f32),
+ * and no closer than f32 allows somewhere (the products are f32's); the
+ * padding as nv_rfp_syrk's; the same bits at one and two threads (fixed
+ * tiles: n = 1100 makes several of NV_TILE_SYRK's) */
+static void syrk32_case(size_t n, size_t r)
+{
+	nv_mat b, full, got, babs, bnd;
+	nv_rfp c, c2;
+	double u = ldexp(1.0, -24), gam = (r + 2) * u / (1 - (r + 2) * u), worst = 0.0, gap = 0.0;
+	int pad_ok = 1;
+
+	nv_mat_zeros(&b, n, r);
+	nv_mat_zeros(&babs, n, r);
+	for (size_t i = 0; i < n * r; i++) {
+		b.d[i] = rng_normal(&rng) * (1.0 + (double)(i % 7));
+		babs.d[i] = fabs(b.d[i]);
+	}
+	nv_syrk_new(1.0, &b, 0, &full);
+	nv_syrk_new(1.0, &babs, 0, &bnd);
+	is_int(nv_rfp_syrk32(&b, &c), 0, "rfp_syrk32 %zux%zu", n, r);
+	from_rfp(&c, &got);
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j <= i; j++) {
+			double e = fabs(got.d[i * n + j] - full.d[i * n + j]);
+			worst = fmax(worst, e / (gam * bnd.d[i * n + j]));
+			gap = fmax(gap, e / bnd.d[i * n + j]);
+		}
+	ok(worst <= 1.0, "rfp_syrk32 %zux%zu: every entry within γ_(r+2)·(|B||Bᵀ|)_ij (worst %.3g of it)",
+	   n, r, worst);
+	ok(gap > 1e-12, "rfp_syrk32 %zux%zu: f32's sums, not f64's (largest gap %.2g of |B||Bᵀ|)", n,
+	   r, gap);
+	if (c.nn != n)
+		for (size_t j = 0; j <= n; j++)
+			pad_ok &= c.a[nv_rfp_idx(c.nn, n, j)] == (j == n ? 1.0 : 0.0);
+	ok(pad_ok, "rfp_syrk32 %zux%zu: the padding is the identity's last row", n, r);
+	nv_set_threads(2);
+	is_int(nv_rfp_syrk32(&b, &c2), 0, "rfp_syrk32 %zux%zu at two threads", n, r);
+	nv_set_threads(1);
+	ok(!memcmp(c.a, c2.a, (c.nn / 2) * (c.nn + 1) * sizeof(double)),
+	   "rfp_syrk32 %zux%zu: the same bits at one and two threads", n, r);
+	nv_rfp_free(&c);
+	nv_rfp_free(&c2);
+	nv_mat_free(&b);
+	nv_mat_free(&babs);
+	nv_mat_free(&full);
+	nv_mat_free(&bnd);
+	nv_mat_free(&got);
+}
+
+static void test_syrk32(void)
+{
+	nv_mat b;
+	nv_rfp c;
+
+	syrk32_case(10, 5);
+	syrk32_case(11, 37);
+	syrk32_case(1100, 40);
+	syrk32_case(1101, 3);
+	nv_mat_zeros(&b, 6, 2);
+	b.d[3] = INFINITY;
+	is_int(nv_rfp_syrk32(&b, &c), -1, "rfp_syrk32: an infinite factor entry is refused: %s",
+	       nv_err());
+	ok(c.a == NULL, "and nothing is left");
+	nv_mat_free(&b);
+}
+
 /* c ∘ H with H in f32 and its f64 diagonal: each entry the product that the
  * full matrix's lower triangle gives, exactly; H's upper triangle (set apart
  * from its lower here) never read */
@@ -412,6 +479,7 @@ int main(void)
 	nv_set_threads(1);
 	test_layout();
 	test_syrk();
+	test_syrk32();
 	test_hadamard();
 	test_apply_kernels();
 	chol_case(90);

@@ -200,6 +200,18 @@ int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
 	return 0;
 }
 
+void nv_f32_round(const double *x, size_t n, float *out)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = (float)x[i];
+}
+
+void nv_f64_widen(const float *x, size_t n, double *out)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = x[i];
+}
+
 int nv_gemm32s_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
 {
 	size_t k = a->c, m = a->r, nc = b->c;
@@ -211,8 +223,7 @@ int nv_gemm32s_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
 		free(bf), free(cf), free(ab);
 		return -1;
 	}
-	for (size_t x = 0; x < k * nc; x++)
-		bf[x] = (float)b->d[x];
+	nv_f32_round(b->d, k * nc, bf);
 	nv_flops_add(2ull * m * nc * k);
 	for (size_t i0 = 0; i0 < m; i0 += F32_BLOCK) {
 		size_t nb = m - i0 < F32_BLOCK ? m - i0 : F32_BLOCK;
@@ -224,8 +235,7 @@ int nv_gemm32s_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c)
 			rows = ab;
 		}
 		nv_sgemm(0, 0, nb, nc, k, 1.0f, rows, k, bf, nc, 0.0f, cf, nc);
-		for (size_t x = 0; x < nb * nc; x++)
-			c->d[i0 * nc + x] = cf[x];
+		nv_f64_widen(cf, nb * nc, c->d + i0 * nc);
 	}
 	for (size_t i = 0; a->diag && i < m && i < k; i++) /* the diagonal's terms in f64 */
 		for (size_t j = 0; j < nc; j++)
@@ -244,16 +254,13 @@ int nv_gemm_f32_new(const nv_mat *a, int ta, const nv_mat *b, nv_mat *c)
 	assert(b->r == k);
 	if (!af || !bf || !cf || nv_mat_zeros(c, m, n) < 0)
 		goto out;
-	for (size_t x = 0; x < a->r * a->c; x++)
-		af[x] = (float)a->d[x];
-	for (size_t x = 0; x < k * n; x++)
-		bf[x] = (float)b->d[x];
+	nv_f32_round(a->d, a->r * a->c, af);
+	nv_f32_round(b->d, k * n, bf);
 	if (m && n && k) {
 		nv_flops_add(2ull * m * n * k);
 		nv_sgemm(ta, 0, m, n, k, 1.0f, af, ld(a->c), bf, ld(n), 0.0f, cf, ld(n));
 	}
-	for (size_t x = 0; x < m * n; x++)
-		c->d[x] = cf[x];
+	nv_f64_widen(cf, m * n, c->d);
 	rc = 0;
 out:
 	free(af), free(bf), free(cf);

@@ -75,6 +75,9 @@ int nv_gemm32a_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);
  * B's rounding included): at twice nv_gemm32a_new's rate, for products
  * whose users need no more */
 int nv_gemm32s_new(const nv_mat32 *a, const nv_mat *b, nv_mat *c);
+/* out[i] = x[i] rounded to f32, and back: widened to f64 (exactly), n entries */
+void nv_f32_round(const double *x, size_t n, float *out);
+void nv_f64_widen(const float *x, size_t n, double *out);
 /* C = op(A)·B (fresh), A and B rounded to f32, in f32 arithmetic (one
  * nv_sgemm: fixed tiles), widened: each entry within γ_(k+2)·(|op(A)|·|B|)_ij
  * of the exact product (nv_gemm32s_new's bound, A's rounding added) */

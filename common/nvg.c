@@ -489,8 +489,7 @@ int nv_tctx_als32(nv_tctx *c)
 		return -1;
 	c->w32.r = w->r;
 	c->w32.c = w->c;
-	for (size_t i = 0; i < w->r * w->c; i++)
-		c->w32.d[i] = (float)w->d[i];
+	nv_f32_round(w->d, w->r * w->c, c->w32.d);
 	c->als32 = 1;
 	return 0;
 }
@@ -899,8 +898,7 @@ static int itq_inputs_f32(itq_in *in)
 		size_t cnt = in->xs[h].r * in->xs[h].c;
 		if (!(in->xf[h] = nv_malloc(cnt ? cnt : 1, sizeof(float))))
 			return -1;
-		for (size_t i = 0; i < cnt; i++)
-			in->xf[h][i] = (float)in->xs[h].d[i];
+		nv_f32_round(in->xs[h].d, cnt, in->xf[h]);
 		free(in->xs[h].d);
 		in->xs[h].d = NULL;
 	}
@@ -1062,8 +1060,7 @@ static int itq_scratch(const itq_in *in, const nv_mat *rot, size_t bs, itq_blk *
 	if (!(k->buf = nv_malloc(nb, sizeof(float))) || !(k->mf = nv_malloc(nr, sizeof(float))) ||
 	    !(rf = nv_malloc(nr, sizeof(float))))
 		return -1;
-	for (size_t a = 0; a < r * r; a++)
-		rf[a] = (float)rot->d[a];
+	nv_f32_round(rot->d, r * r, rf);
 	k->rf = rf;
 	return 0;
 }
@@ -1566,8 +1563,7 @@ static void wt_block32(const nv_tctx *c, size_t i0, const nv_mat *mb, double bet
 	size_t rows = mb->r, r = mb->c, n = y->r;
 	float *yf = sc + rows * r;
 
-	for (size_t i = 0; i < rows * r; i++)
-		sc[i] = (float)mb->d[i];
+	nv_f32_round(mb->d, rows * r, sc);
 	nv_flops_add(2ull * n * r * rows);
 	nv_sgemm(1, 0, n, r, rows, 1.0f, c->w32.d + i0 * n, n, sc, r, 0.0f, yf, r);
 	for (size_t i = 0; i < n * r; i++)

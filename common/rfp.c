@@ -65,13 +65,11 @@ static int rfp_blocks32(const double *b, size_t n, size_t nn, size_t r, double *
 		free(af);
 		return -1;
 	}
-	for (size_t i = 0; i < n * r; i++)
-		bf[i] = (float)b[i];
+	nv_f32_round(b, n * r, bf);
 	nv_ssyrk(1, 0, k, r, 1.0f, bf, r, 0.0f, af + 1, ld);
 	nv_ssyrk(0, 0, k, r, 1.0f, bf + k * r, r, 0.0f, af, ld);
 	nv_sgemm(0, 1, k, k, r, 1.0f, bf, r, bf + k * r, r, 0.0f, af + 1 + k, ld);
-	for (size_t i = 0; i < count; i++)
-		a[i] = af[i];
+	nv_f64_widen(af, count, a);
 	free(bf);
 	free(af);
 	return 0;

@@ -1,7 +1,8 @@
 # convert.mk - the sequential BLR conversion of a whole model, driven by make.
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
-#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [REFINE=2] [G_SOLVE=pcg|direct] \
+#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=0] [REFINE=2] \
+#        [G_SOLVE=pcg|direct] \
 #        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
 #        [ALS_TOL=0.001] [ALS_PREC=f64|f32] \
 #        [RHO=0.03] [KV_FACTOR=K] \
@@ -83,6 +84,12 @@ PIPE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 
 METHOD     ?= nvg
 PATHS      ?= auto
+# PATHS_FOLLOW=N (nvg, PATHS=auto): a tensor encodes two paths only, not
+# both candidates, where the same tensor of the layer before chose two paths
+# over one, that choice made by both candidates at most N − 1 layers back
+# (both again every Nth layer at least); 0 (and 1) encode both everywhere.
+# Where auto would choose two paths too, the payload is auto's byte for byte
+PATHS_FOLLOW ?= 0
 REFINE     ?= 2
 # the ALS g step: PCG (nvg-encode --g-solve), the CPU encoder's default, or a
 # factorization each sweep (the device's)
@@ -249,6 +256,14 @@ CALIB := $(or $(TOKENS),$(TEXT))
 # the Grams are captured for nvg, and for dual-svid's SEL errors when there is data
 CAPTURE_GRAMS := $(if $(filter nvg,$(METHOD)),1,$(if $(CALIB),1))
 $(foreach v,MODEL PLAN CALIB E2E_TOKENS,$(if $($(v)),$(if $(wildcard $($(v))),,$(error convert.mk: $(v) '$($(v))' does not exist))))
+ifeq ($(shell [[ '$(PATHS_FOLLOW)' =~ ^(0|[1-9][0-9]{0,3})$$ ]] && echo y),)
+$(error convert.mk: PATHS_FOLLOW '$(PATHS_FOLLOW)' is not an integer from 0 to 9999)
+endif
+ifneq ($(filter-out 0 1,$(PATHS_FOLLOW)),)
+ifneq ($(METHOD)$(PATHS),nvgauto)
+$(error convert.mk: PATHS_FOLLOW follows the choices of PATHS=auto of nvg: METHOD=nvg PATHS=auto)
+endif
+endif
 $(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE TRY_SWEEPS TUNE_STEPS E2E_FIT_TOKENS E2E_STEPS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
 $(foreach v,BPW RHO KV_FACTOR TUNE_LR ITQ_TOL ALS_TOL,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
 # every value in the range its tool takes (tools/tool.h), checked before OUT is touched
@@ -310,7 +325,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD)$(if $(filter nvg,$(METHOD)),$(if $(filter-out 3,$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)$(if $(filter-out 0 1,$(PATHS_FOLLOW)), paths_follow=$(PATHS_FOLLOW))
 STAMP := $(OUT)/params
 # $(call stamp_was,TOKEN,VAR,OLD): an nvg stamp without TOKEN where this
 # command names one was made with VAR=OLD, the default of before
@@ -320,7 +335,7 @@ ifneq ($(file <$(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
 # the settings that differ, named both ways: a default that changed since the
 # conversion began (TRANSPORT's did) is resumed by giving the stamp's setting
-$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)$(call stamp_was,hb_prec,HB_PREC,f64)$(call stamp_was,als_prec,ALS_PREC,f64)), or choose another OUT)
+$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)$(call stamp_was,hb_prec,HB_PREC,f64)$(call stamp_was,als_prec,ALS_PREC,f64)$(call stamp_was,paths_follow,PATHS_FOLLOW,0)), or choose another OUT)
 endif
 else
 ifneq ($(filter-out logs params .lock,$(shell ls -A '$(OUT)' 2>/dev/null)),)
@@ -411,7 +426,7 @@ NVG_ENV := OPENBLAS_NUM_THREADS=$(THREADS)
 # most 64.  The bytes do not depend on it.
 STEP_ENV = OPENBLAS_NUM_THREADS=$$(( $(STEP_THREADS) > 64 ? 64 : $(STEP_THREADS) ))
 STEP_THREADS = $(THREADS) * $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),1)
-ENCODE_COMMON = --shape $(SHAPE_$(1)_$(2)) $(KV_$(1)_$(2)) --paths $(PATHS) \
+ENCODE_COMMON = --shape $(SHAPE_$(1)_$(2)) $(KV_$(1)_$(2)) --paths $(or $(3),$(PATHS)) \
 	--kv-factor $(KV_FACTOR) --threads $(THREADS)
 NVG_CTX = --hctx $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx --fit $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
 	--sel $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).sel.gram $(call XP_ARGS,$(1),$(LEAD_$(1)_$(2)))
@@ -449,6 +464,11 @@ SWEEP_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS))
 state_arg = $(if $(filter 0,$(1)),,--state $(OUT)/S$(1).state)
 state_dep = $(if $(filter 0,$(1)),,$(OUT)/S$(1).state)
 leads_of = $(sort $(foreach s,$(ENC_$(1)),$(LEAD_$(1)_$(s))))
+# the --paths of tensor $(2) of layer $(1) under PATHS_FOLLOW, read from the
+# reports of the layers before when the encoder runs (convert-lib.sh
+# follow); those reports are older than this layer's Grams, which come from
+# the state they advanced
+follow_paths = $(if $(and $(filter-out 0 1,$(PATHS_FOLLOW)),$(filter-out 0,$(1))),$$$$($(LIB) follow $(OUT) $(1) $(2) $(PATHS_FOLLOW)))
 grams_of = $(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/g.$(d).fit.gram $(OUT)/L$(1)/g.$(d).sel.gram)
 
 # a layer's directory, and its tensors' encodings (nvg and dual-svid)
@@ -459,7 +479,7 @@ $(OUT)/L$(1)/.dir:
 $(foreach s,$(ENC_$(1)),
 $(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir
 	@$(call say,'layer $(1)/$(NLAYERS) $(s): encode $(NAME_$(1)_$(s)) at $(BPW_$(1)_$(s)) bpw')
-	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s)) --bpw $(BPW_$(1)_$(s))
+	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s),$(call follow_paths,$(1),$(s))) --bpw $(BPW_$(1)_$(s))
 )
 
 .PHONY: layer-$(1)
@@ -544,7 +564,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)' '$(PATHS_FOLLOW)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or the input of the last steps

@@ -16,6 +16,19 @@ conv() {
 		$PLAIN "$@"
 }
 
+# conv_refused OUT 'VAR=VALUE…:PATTERN'…: each conversion of s2.cmf at 2.5
+# bpw with those variables is refused, its message matching PATTERN, and
+# leaves no OUT behind
+conv_refused() {
+	local out=$1 bad
+	shift
+	for bad in "$@"; do
+		test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT="$out" BPW=2.5 ${bad%%:*} 2>err &&
+		test_grep "${bad#*:}" err &&
+		test_path_is_missing "$out" || return 1
+	done
+}
+
 # s.cmf (five layers), s2.cmf (its first two), cal.u32 (1536 calibration tokens)
 convert_setup() {
 	cmf-patch import --from llama2c --vocab "$NVG_DATA/tok512.bin" -o s.cmf \

@@ -214,12 +214,8 @@ test_expect_success 'G_SOLVE=direct: its own stamp, recorded, the layer-0 SEL er
 	awk "\$2 == 0 { print \$1, \$9 }" gp/model.cmf.blr.txt >sel.pcg &&
 	test "$(wc -l <sel.direct)" = 7 &&
 	join sel.direct sel.pcg | awk "{ if (\$3 > \$2 * 1.005) bad++ } END { exit bad > 0 }" &&
-	for bad in "G_SOLVE=lu:is not direct or pcg" "G_SOLVE=pcg METHOD=dual-svid:G_SOLVE is nvg.s" \
-		"G_SOLVE=pcg DEVICE=opencl:the CPU encoder.s"; do
-		test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gbad BPW=2.5 ${bad%%:*} 2>err &&
-		test_grep "${bad#*:}" err &&
-		test_path_is_missing gbad || return 1
-	done
+	conv_refused gbad "G_SOLVE=lu:is not direct or pcg" "G_SOLVE=pcg METHOD=dual-svid:G_SOLVE is nvg.s" \
+		"G_SOLVE=pcg DEVICE=opencl:the CPU encoder.s"
 '
 
 test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg only' '
@@ -292,7 +288,7 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encod
 		lean/model.cmf.blr.txt &&
 	test_grep "ITQ stop 0.001, ALS stop 0.001, g steps by PCG, kv factor" sw2/model.cmf.blr.txt &&
 	test_must_fail cmp -s lean/L1/down.blr sw2/L1/down.blr &&
-	for bad in "TRY_SWEEPS=0:TRY_SWEEPS .0. is not" "TRY_SWEEPS=9:TRY_SWEEPS .9. is not" \
+	conv_refused lbad "TRY_SWEEPS=0:TRY_SWEEPS .0. is not" "TRY_SWEEPS=9:TRY_SWEEPS .9. is not" \
 		"ITQ_TOL=0.6:ITQ_TOL .0.6. is not" "ITQ_TOL=x:ITQ_TOL .x. is not a number" \
 		"ALS_TOL=0.6:ALS_TOL .0.6. is not" "ALS_TOL=y:ALS_TOL .y. is not a number" \
 		"TRY_SWEEPS=1 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg.s" \
@@ -307,11 +303,7 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encod
 		"HB_PREC=f64 DEVICE=opencl:HB_PREC=f64 is the CPU encoder.s .a device.s products are f32.: DEVICE=cpu" \
 		"ALS_PREC=f16:ALS_PREC .f16. is not f64 or f32" \
 		"ALS_PREC=f32 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg.s" \
-		"ALS_PREC=f32 DEVICE=opencl:ALS_PREC=f32 is the CPU encoder.s .a device.s products are f32 already.: DEVICE=cpu"; do
-		test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=lbad BPW=2.5 ${bad%%:*} 2>err &&
-		test_grep "${bad#*:}" err &&
-		test_path_is_missing lbad || return 1
-	done
+		"ALS_PREC=f32 DEVICE=opencl:ALS_PREC=f32 is the CPU encoder.s .a device.s products are f32 already.: DEVICE=cpu"
 '
 
 # (this model's tensors come out the same bytes either way at 2.5 bpw: f16

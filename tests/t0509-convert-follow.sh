@@ -1,0 +1,123 @@
+#!/bin/bash
+# convert.mk PATHS_FOLLOW=N: a tensor encodes two paths only where the same
+# tensor of the layers before chose two paths over one (both candidates
+# compared fewer than N layers back); its payload is then auto's byte for
+# byte.  The rule is read from the reports (convert-lib.sh follow), checked
+# here against a second implementation of it over auto's own reports.
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIR/lib-convert.sh"
+
+LIB=$NVG_TOP/pipelines/convert-lib.sh
+
+test_expect_success 'setup: stories260K imported, calibration tokens' '
+	convert_setup
+'
+
+# follow_want AUTO N: "L short 2|auto" for every report of the conversion
+# AUTO, as PATHS_FOLLOW=N chooses when every earlier choice is auto's own:
+# the last layer that compared both chose two paths, fewer than N back
+follow_want() {
+	for f in "$1"/L*/*.rep; do
+		l=${f#"$1"/L}; l=${l%%/*}; s=${f##*/}; s=${s%.rep}
+		echo "$l $s $(sed -n "s/^pick P\([12]\) .*/\1/p" "$f")"
+	done | sort -k2,2 -k1,1n | awk -v n="$2" '
+	$2 != cur { cur = $2; last = -1 }
+	{
+		if ($1 > 0 && last >= 0 && $1 - last < n && won == 2) { print $1, $2, 2; next }
+		print $1, $2, "auto"; last = $1; won = $3
+	}'
+}
+
+# follow_got OUT: "L short 2|auto" from the reports of OUT (two paths only:
+# no P1 in the report)
+follow_got() {
+	for f in "$1"/L*/*.rep; do
+		l=${f#"$1"/L}; l=${l%%/*}; s=${f##*/}; s=${s%.rep}
+		if grep -q " P1 " "$f"; then echo "$l $s auto"; else echo "$l $s 2"; fi
+	done | sort -k2,2 -k1,1n
+}
+
+test_expect_success 'PATHS_FOLLOW=3: two paths only where auto chose them at the compared layer before, both again every third layer' '
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 -j2 2>err &&
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
+	follow_want auto 3 >expect &&
+	follow_got f3 >actual &&
+	test_cmp expect actual &&
+	grep -c " 2$" actual >n2 &&
+	test "$(cat n2)" -ge 6 &&
+	test "$(grep -c "^0 .* auto$" actual)" = 7 &&
+	test_grep "^3 gate auto$" actual && test_grep "^4 gate 2$" actual &&
+	test_no_tmp_files f3
+'
+
+test_expect_success 'PATHS_FOLLOW=3: every payload auto'"'"'s byte for byte where the choices agree (all of them here)' '
+	for f in auto/L*/*.blr; do cmp "$f" "f3/${f#auto/}" || return 1; done &&
+	for f in f3/L*/*.rep; do
+		test "$(cut -d"|" -f1 "$f")" = "$(cut -d"|" -f1 "auto/${f#f3/}")" || return 1
+	done &&
+	cmf-patch verify f3/model.cmf
+'
+
+test_expect_success 'PATHS_FOLLOW: stamped, recorded in the report and the provenance; 0 the default, recorded' '
+	test_grep " paths_follow=3$" f3/params &&
+	test_no_grep "paths_follow" auto/params &&
+	test "$(prov_value f3/model.cmf paths_follow)" = 3 &&
+	test "$(prov_value auto/model.cmf paths_follow)" = 0 &&
+	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .two paths where the layers before chose them, both candidates every 3 layers.," f3/model.cmf.blr.txt &&
+	test_no_grep "two paths where" auto/model.cmf.blr.txt
+'
+
+test_expect_success 'PATHS_FOLLOW: resuming with another value is refused, naming it; with the stamp'"'"'s, nothing is redone' '
+	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=4 2>err &&
+	test_grep "the stamp has .paths_follow=3., this command .paths_follow=4." err &&
+	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 PATHS_FOLLOW=4 2>err &&
+	test_grep "a stamp without paths_follow was made with PATHS_FOLLOW=0" err &&
+	cp -p f3/L4/down.blr before.blr &&
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
+	test_no_grep "encode" err &&
+	cmp before.blr f3/L4/down.blr
+'
+
+test_expect_success 'PATHS_FOLLOW=0 and 1 encode both candidates everywhere, the bytes of auto' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=f1 BPW=2.5 PATHS_FOLLOW=1 -j2 2>err &&
+	test_no_grep "paths_follow" f1/params &&
+	for f in f1/L*/*.rep; do test_grep " P2 .* P1 " "$f" || return 1; done &&
+	for f in f1/L*/*.blr; do cmp "$f" "auto/${f#f1/}" || return 1; done
+'
+
+# the rule itself on reports made by hand: what breaks a chain of two-path
+# choices, and how far back it looks
+test_expect_success 'follow: two paths after a compared two-path choice; auto after one path, a refusal, a missing report, or too far back' '
+	mkdir -p fx/L0 fx/L1 fx/L2 fx/L3 &&
+	echo "pick P2 r8 | sel: init 0.5 P2 0.4 P1 0.41 | stored fit 0.3 sel 0.4" >fx/L0/d.rep &&
+	echo "pick P2 r8 | sel: init 0.5 P2 0.4 | stored fit 0.3 sel 0.4" >fx/L1/d.rep &&
+	echo "pick P2 r8 | sel: init 0.5 P2 0.4 | stored fit 0.3 sel 0.4" >fx/L2/d.rep &&
+	test "$(bash "$LIB" follow fx 1 d 2)" = 2 &&
+	test "$(bash "$LIB" follow fx 2 d 3)" = 2 &&
+	test "$(bash "$LIB" follow fx 2 d 2)" = auto &&
+	test "$(bash "$LIB" follow fx 3 d 4)" = 2 &&
+	test "$(bash "$LIB" follow fx 3 d 3)" = auto &&
+	test "$(bash "$LIB" follow fx 0 d 8)" = auto &&
+	test "$(bash "$LIB" follow fx 1 d 1)" = auto &&
+	echo "pick P1 r16 | sel: init 0.5 P2 0.42 P1 0.41 | stored fit 0.3 sel 0.41" >fx/L0/d.rep &&
+	test "$(bash "$LIB" follow fx 3 d 8)" = auto &&
+	echo "pick P2 r8 | sel: init 0.5 P2 0.4 P1 0.41 | stored fit 0.3 sel 0.4" >fx/L0/d.rep &&
+	echo refused >fx/L1/d.rep &&
+	test "$(bash "$LIB" follow fx 3 d 8)" = auto &&
+	rm fx/L1/d.rep &&
+	test "$(bash "$LIB" follow fx 3 d 8)" = auto &&
+	test "$(bash "$LIB" follow fx 2 d 8)" = auto &&
+	test "$(bash "$LIB" follow fx 1 d 8)" = 2
+'
+
+test_expect_success 'PATHS_FOLLOW refused: not an integer, out of range, with PATHS=1 or 2, with dual-svid' '
+	conv_refused fbad "PATHS_FOLLOW=x:PATHS_FOLLOW .x. is not an integer from 0 to 9999" \
+		"PATHS_FOLLOW=-1:PATHS_FOLLOW .-1. is not an integer" \
+		"PATHS_FOLLOW=08:PATHS_FOLLOW .08. is not an integer" \
+		"PATHS_FOLLOW=10000:PATHS_FOLLOW .10000. is not an integer" \
+		"PATHS_FOLLOW=4 PATHS=2:PATHS_FOLLOW follows the choices of PATHS=auto of nvg" \
+		"PATHS_FOLLOW=4 PATHS=1:PATHS_FOLLOW follows the choices of PATHS=auto of nvg" \
+		"PATHS_FOLLOW=4 METHOD=dual-svid:PATHS_FOLLOW follows the choices of PATHS=auto of nvg"
+'
+
+test_done

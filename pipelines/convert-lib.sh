@@ -260,14 +260,14 @@ report() {
 	done <"$out/tensors.txt"
 	summarise "$out" "$method" "$bpw" "$kv" "$pathsopt" "$plan" "$calib" "$fit" "$sel" "$window" "$rho" \
 		"$device" "$sweeps" "${14:-direct}" "${15:-3}" "${16:-0}" "${17:-0}" "${18:-f64}" "${19:-f64}" \
-		"${20:-f64}" "${21:-0}"
+		"${20:-f64}" "${21:-0}" "${22:-}"
 }
 
 # the totals, the clipped list, the report file and the provenance JSON
 summarise() {
 	local out=$1 rep=$1/model.cmf.blr.txt.tmp prov=$1/provenance.json.tmp calibjson=null planjson=null
 	{
-		echo "# nvgkit BLR conversion: method $2, target $3 bpw, paths $5$([ "${21}" -gt 1 ] && echo " (two paths where the layers before chose them, both candidates every ${21} layers)")$([ "$2" = nvg ] &&
+		echo "# nvgkit BLR conversion: method $2, target $3 bpw, paths $5$([ "${21}" -gt 1 ] && echo " (${22// /, }: two paths where the layers before chose them, both candidates every ${21} layers)")$([ "$2" = nvg ] &&
 			echo ", refinement sweeps ${13}, ALS sweeps a try ${15}, ITQ stop ${16}$([ "${18}" = f32 ] && echo ", ITQ products in f32")$([ "${19}" = f64 ] && echo ", Gram products in f64"), ALS stop ${17}$([ "${20}" = f32 ] && echo ", ALS products in f32")$([ "${14}" = pcg ] && echo ", g steps by PCG")"), kv factor $4"
 		echo "# tensor layer shape requested_bpw delivered_bpw rank paths clip sel_error | encoder report"
 		awk '$5 != "-" { split($3, d, "x"); w = d[1] * d[2]; printf "%s %s %s %s %.6f %s %s %s %s", $1, $2, $3, $4, $5 / w, $6, $7, $8, $9
@@ -317,8 +317,10 @@ summarise() {
 			"$req_bpw" "$nclip" "$nkept" "$(awk '$8 == "refused" { printf "%s\"%s\"", n++ ? ", " : "", $1 }' "$out/report.body.tmp")"
 		printf '"blr_body_bpw": %s, "blr_body_weights": %s, "layer_projection_bpw": %s, "layer_projection_weights": %s, ' \
 			"$body_bpw" "$body_w" "$all_bpw" "$all_w"
-		printf '"kv_factor": %s, "paths": "%s", "paths_follow": %s, "refine_sweeps": %s, "g_solve": %s, "try_sweeps": %s, "itq_tol": %s, "itq_prec": %s, "hb_prec": %s, "als_tol": %s, "als_prec": %s, "calibration": %s, "encoder_device": "%s"}}\n' \
-			"$4" "$5" "$([ "$2" = nvg ] && echo "${21}" || echo null)" "$([ "$2" = nvg ] && echo "${13}" || echo null)" \
+		printf '"kv_factor": %s, "paths": "%s", "paths_follow": %s, "paths_follow_on": %s, "refine_sweeps": %s, "g_solve": %s, "try_sweeps": %s, "itq_tol": %s, "itq_prec": %s, "hb_prec": %s, "als_tol": %s, "als_prec": %s, "calibration": %s, "encoder_device": "%s"}}\n' \
+			"$4" "$5" "$([ "$2" = nvg ] && echo "${21}" || echo null)" \
+			"$([ "$2" = nvg ] && [ "${21}" -gt 1 ] && printf '[%s]' "$(printf '"%s", ' ${22} | sed 's/, $//')" || echo null)" \
+			"$([ "$2" = nvg ] && echo "${13}" || echo null)" \
 			"$([ "$2" = nvg ] && echo "\"${14}\"" || echo null)" \
 			"$([ "$2" = nvg ] && echo "${15}" || echo null)" \
 			"$([ "$2" = nvg ] && awk -v v="${16}" 'BEGIN { printf "%.9g", v + 0 }' || echo null)" \

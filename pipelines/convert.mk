@@ -1,8 +1,8 @@
 # convert.mk - the sequential BLR conversion of a whole model, driven by make.
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
-#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=0] [REFINE=2] \
-#        [G_SOLVE=pcg|direct] \
+#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=0] \
+#        [PATHS_FOLLOW_ON='gate up down'] [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
 #        [ALS_TOL=0.001] [ALS_PREC=f64|f32] \
 #        [RHO=0.03] [KV_FACTOR=K] \
@@ -84,12 +84,19 @@ PIPE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 
 METHOD     ?= nvg
 PATHS      ?= auto
-# PATHS_FOLLOW=N (nvg, PATHS=auto): a tensor encodes two paths only, not
-# both candidates, where the same tensor of the layer before chose two paths
-# over one, that choice made by both candidates at most N − 1 layers back
-# (both again every Nth layer at least); 0 (and 1) encode both everywhere.
-# Where auto would choose two paths too, the payload is auto's byte for byte
+# PATHS_FOLLOW=N (nvg, PATHS=auto): a tensor of PATHS_FOLLOW_ON (shorts;
+# the MLP's by default, whose choices hold from layer to layer where the
+# attention's flip) encodes two paths only, not both candidates, where the
+# same tensor of the layer before chose two paths over one, that choice
+# made by both candidates at most N − 1 layers back (both again every Nth
+# layer at least); 0 (and 1) encode both everywhere.  Where auto would
+# choose two paths too, the payload is auto's byte for byte
 PATHS_FOLLOW ?= 0
+comma := ,
+empty :=
+space := $(empty) $(empty)
+PATHS_FOLLOW_ON_DEFAULT := gate up down
+PATHS_FOLLOW_ON ?= $(PATHS_FOLLOW_ON_DEFAULT)
 REFINE     ?= 2
 # the ALS g step: PCG (nvg-encode --g-solve), the CPU encoder's default, or a
 # factorization each sweep (the device's)
@@ -259,6 +266,9 @@ $(foreach v,MODEL PLAN CALIB E2E_TOKENS,$(if $($(v)),$(if $(wildcard $($(v))),,$
 ifeq ($(shell [[ '$(PATHS_FOLLOW)' =~ ^(0|[1-9][0-9]{0,3})$$ ]] && echo y),)
 $(error convert.mk: PATHS_FOLLOW '$(PATHS_FOLLOW)' is not an integer from 0 to 9999)
 endif
+ifneq ($(or $(filter-out q k v o gate up down,$(PATHS_FOLLOW_ON)),$(if $(strip $(PATHS_FOLLOW_ON)),,x)),)
+$(error convert.mk: PATHS_FOLLOW_ON '$(PATHS_FOLLOW_ON)' is not a list of q k v o gate up down)
+endif
 ifneq ($(filter-out 0 1,$(PATHS_FOLLOW)),)
 ifneq ($(METHOD)$(PATHS),nvgauto)
 $(error convert.mk: PATHS_FOLLOW follows the choices of PATHS=auto of nvg: METHOD=nvg PATHS=auto)
@@ -325,7 +335,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD)$(if $(filter nvg,$(METHOD)),$(if $(filter-out 3,$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)$(if $(filter-out 0 1,$(PATHS_FOLLOW)), paths_follow=$(PATHS_FOLLOW))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)$(if $(filter-out 0 1,$(PATHS_FOLLOW)), paths_follow=$(PATHS_FOLLOW):$(subst $(space),$(comma),$(sort $(PATHS_FOLLOW_ON))))
 STAMP := $(OUT)/params
 # $(call stamp_was,TOKEN,VAR,OLD): an nvg stamp without TOKEN where this
 # command names one was made with VAR=OLD, the default of before
@@ -464,11 +474,12 @@ SWEEP_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS))
 state_arg = $(if $(filter 0,$(1)),,--state $(OUT)/S$(1).state)
 state_dep = $(if $(filter 0,$(1)),,$(OUT)/S$(1).state)
 leads_of = $(sort $(foreach s,$(ENC_$(1)),$(LEAD_$(1)_$(s))))
-# the --paths of tensor $(2) of layer $(1) under PATHS_FOLLOW, read from the
+# the --paths of tensor $(2) of layer $(1) under PATHS_FOLLOW (of the
+# tensors PATHS_FOLLOW_ON), read from the
 # reports of the layers before when the encoder runs (convert-lib.sh
 # follow); those reports are older than this layer's Grams, which come from
 # the state they advanced
-follow_paths = $(if $(and $(filter-out 0 1,$(PATHS_FOLLOW)),$(filter-out 0,$(1))),$$$$($(LIB) follow $(OUT) $(1) $(2) $(PATHS_FOLLOW)))
+follow_paths = $(if $(and $(filter-out 0 1,$(PATHS_FOLLOW)),$(filter-out 0,$(1)),$(filter $(2),$(PATHS_FOLLOW_ON))),$$$$($(LIB) follow $(OUT) $(1) $(2) $(PATHS_FOLLOW)))
 grams_of = $(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/g.$(d).fit.gram $(OUT)/L$(1)/g.$(d).sel.gram)
 
 # a layer's directory, and its tensors' encodings (nvg and dual-svid)
@@ -564,7 +575,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)' '$(PATHS_FOLLOW)'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)' '$(PATHS_FOLLOW)' '$(sort $(PATHS_FOLLOW_ON))'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or the input of the last steps

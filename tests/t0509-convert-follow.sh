@@ -1,8 +1,8 @@
 #!/bin/bash
-# convert.mk PATHS_FOLLOW=N: a tensor encodes two paths only where the same
-# tensor of the layers before chose two paths over one (both candidates
-# compared fewer than N layers back); its payload is then auto's byte for
-# byte.  The rule is read from the reports (convert-lib.sh follow), checked
+# convert.mk PATHS_FOLLOW=N: a tensor of PATHS_FOLLOW_ON (gate, up and down
+# by default) encodes two paths only where the same tensor of the layers
+# before chose two paths over one (both candidates compared fewer than N
+# layers back); its payload is then auto's byte for byte.  The rule is read from the reports (convert-lib.sh follow), checked
 # here against a second implementation of it over auto's own reports.
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIR/lib-convert.sh"
@@ -13,17 +13,18 @@ test_expect_success 'setup: stories260K imported, calibration tokens' '
 	convert_setup
 '
 
-# follow_want AUTO N: "L short 2|auto" for every report of the conversion
-# AUTO, as PATHS_FOLLOW=N chooses when every earlier choice is auto's own:
-# the last layer that compared both chose two paths, fewer than N back
+# follow_want AUTO N SHORTS: "L short 2|auto" for every report of the
+# conversion AUTO, as PATHS_FOLLOW=N PATHS_FOLLOW_ON=SHORTS chooses when every
+# earlier choice is auto's own: for a short of SHORTS, the last layer that
+# compared both chose two paths, fewer than N back
 follow_want() {
 	for f in "$1"/L*/*.rep; do
 		l=${f#"$1"/L}; l=${l%%/*}; s=${f##*/}; s=${s%.rep}
 		echo "$l $s $(sed -n "s/^pick P\([12]\) .*/\1/p" "$f")"
-	done | sort -k2,2 -k1,1n | awk -v n="$2" '
+	done | sort -k2,2 -k1,1n | awk -v n="$2" -v on=" $3 " '
 	$2 != cur { cur = $2; last = -1 }
 	{
-		if ($1 > 0 && last >= 0 && $1 - last < n && won == 2) { print $1, $2, 2; next }
+		if (index(on, " " $2 " ") && $1 > 0 && last >= 0 && $1 - last < n && won == 2) { print $1, $2, 2; next }
 		print $1, $2, "auto"; last = $1; won = $3
 	}'
 }
@@ -40,7 +41,7 @@ follow_got() {
 test_expect_success 'PATHS_FOLLOW=3: two paths only where auto chose them at the compared layer before, both again every third layer' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 -j2 2>err &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
-	follow_want auto 3 >expect &&
+	follow_want auto 3 "gate up down" >expect &&
 	follow_got f3 >actual &&
 	test_cmp expect actual &&
 	grep -c " 2$" actual >n2 &&
@@ -48,6 +49,17 @@ test_expect_success 'PATHS_FOLLOW=3: two paths only where auto chose them at the
 	test "$(grep -c "^0 .* auto$" actual)" = 7 &&
 	test_grep "^3 gate auto$" actual && test_grep "^4 gate 2$" actual &&
 	test_no_tmp_files f3
+'
+
+test_expect_success 'PATHS_FOLLOW_ON: only the tensors named follow' '
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3d BPW=2.5 PATHS_FOLLOW=3 PATHS_FOLLOW_ON="down" -j2 2>err &&
+	follow_want auto 3 down >expect &&
+	follow_got f3d >actual &&
+	test_cmp expect actual &&
+	test "$(grep -c " 2$" actual)" = 3 &&
+	test "$(grep " 2$" actual | grep -vc " down ")" = 0 &&
+	test_grep " paths_follow=3:down$" f3d/params &&
+	for f in auto/L*/*.blr; do cmp "$f" "f3d/${f#auto/}" || return 1; done
 '
 
 test_expect_success 'PATHS_FOLLOW=3: every payload auto'"'"'s byte for byte where the choices agree (all of them here)' '
@@ -59,17 +71,21 @@ test_expect_success 'PATHS_FOLLOW=3: every payload auto'"'"'s byte for byte wher
 '
 
 test_expect_success 'PATHS_FOLLOW: stamped, recorded in the report and the provenance; 0 the default, recorded' '
-	test_grep " paths_follow=3$" f3/params &&
+	test_grep " paths_follow=3:down,gate,up$" f3/params &&
 	test_no_grep "paths_follow" auto/params &&
 	test "$(prov_value f3/model.cmf paths_follow)" = 3 &&
+	test "$(prov_value f3/model.cmf paths_follow_on)" = "[\"down\", \"gate\", \"up\"]" &&
 	test "$(prov_value auto/model.cmf paths_follow)" = 0 &&
-	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .two paths where the layers before chose them, both candidates every 3 layers.," f3/model.cmf.blr.txt &&
+	test "$(prov_value auto/model.cmf paths_follow_on)" = null &&
+	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .down, gate, up: two paths where the layers before chose them, both candidates every 3 layers.," f3/model.cmf.blr.txt &&
 	test_no_grep "two paths where" auto/model.cmf.blr.txt
 '
 
 test_expect_success 'PATHS_FOLLOW: resuming with another value is refused, naming it; with the stamp'"'"'s, nothing is redone' '
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=4 2>err &&
-	test_grep "the stamp has .paths_follow=3., this command .paths_follow=4." err &&
+	test_grep "the stamp has .paths_follow=3:down,gate,up., this command .paths_follow=4:down,gate,up." err &&
+	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 PATHS_FOLLOW_ON="gate up" 2>err &&
+	test_grep "this command .paths_follow=3:gate,up." err &&
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 PATHS_FOLLOW=4 2>err &&
 	test_grep "a stamp without paths_follow was made with PATHS_FOLLOW=0" err &&
 	cp -p f3/L4/down.blr before.blr &&
@@ -110,14 +126,16 @@ test_expect_success 'follow: two paths after a compared two-path choice; auto af
 	test "$(bash "$LIB" follow fx 1 d 8)" = 2
 '
 
-test_expect_success 'PATHS_FOLLOW refused: not an integer, out of range, with PATHS=1 or 2, with dual-svid' '
+test_expect_success 'PATHS_FOLLOW refused: not an integer, out of range, with PATHS=1 or 2, with dual-svid; PATHS_FOLLOW_ON: not shorts, or none' '
 	conv_refused fbad "PATHS_FOLLOW=x:PATHS_FOLLOW .x. is not an integer from 0 to 9999" \
 		"PATHS_FOLLOW=-1:PATHS_FOLLOW .-1. is not an integer" \
 		"PATHS_FOLLOW=08:PATHS_FOLLOW .08. is not an integer" \
 		"PATHS_FOLLOW=10000:PATHS_FOLLOW .10000. is not an integer" \
 		"PATHS_FOLLOW=4 PATHS=2:PATHS_FOLLOW follows the choices of PATHS=auto of nvg" \
 		"PATHS_FOLLOW=4 PATHS=1:PATHS_FOLLOW follows the choices of PATHS=auto of nvg" \
-		"PATHS_FOLLOW=4 METHOD=dual-svid:PATHS_FOLLOW follows the choices of PATHS=auto of nvg"
+		"PATHS_FOLLOW=4 METHOD=dual-svid:PATHS_FOLLOW follows the choices of PATHS=auto of nvg" \
+		"PATHS_FOLLOW=4 PATHS_FOLLOW_ON=mlp:PATHS_FOLLOW_ON .mlp. is not a list of q k v o gate up down" \
+		"PATHS_FOLLOW=4 PATHS_FOLLOW_ON=:PATHS_FOLLOW_ON .. is not a list of q k v o gate up down"
 '
 
 test_done

@@ -2,8 +2,9 @@
 # convert.mk PATHS_FOLLOW=N: a tensor of PATHS_FOLLOW_ON (gate, up and down
 # by default) encodes two paths only where the same tensor of the layers
 # before chose two paths over one (both candidates compared fewer than N
-# layers back); its payload is then auto's byte for byte.  The rule is read from the reports (convert-lib.sh follow), checked
-# here against a second implementation of it over auto's own reports.
+# layers back); its payload is then auto's byte for byte.  The rule is read
+# from the reports (convert-lib.sh follow), checked here against a second
+# implementation of it over auto's own reports.
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIR/lib-convert.sh"
 

@@ -1,7 +1,7 @@
 # convert.mk - the sequential BLR conversion of a whole model, driven by make.
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
-#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=0] \
+#        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=8] \
 #        [PATHS_FOLLOW_ON='gate up down'] [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
 #        [ALS_TOL=0.001] [ALS_PREC=f64|f32] \
@@ -90,8 +90,15 @@ PATHS      ?= auto
 # same tensor of the layer before chose two paths over one, that choice
 # made by both candidates at most N − 1 layers back (both again every Nth
 # layer at least); 0 (and 1) encode both everywhere.  Where auto would
-# choose two paths too, the payload is auto's byte for byte
-PATHS_FOLLOW ?= 0
+# choose two paths too, the payload is auto's byte for byte.  8 by default
+# for nvg with PATHS=auto since whole conversions judged it level with 0
+# (README), 0 otherwise; given with another METHOD or PATHS it is refused.
+# The stamp names it whenever it is not 0 or 1, so that a stamp without it
+# still means 0, the default of before
+PATHS_FOLLOW_DEFAULT := 8
+ifeq ($(origin PATHS_FOLLOW),undefined)
+PATHS_FOLLOW = $(if $(and $(filter nvg,$(METHOD)),$(filter auto,$(PATHS))),$(PATHS_FOLLOW_DEFAULT),0)
+endif
 comma := ,
 empty :=
 space := $(empty) $(empty)

@@ -1,8 +1,9 @@
 #!/bin/bash
-# convert.mk PATHS_FOLLOW=N: a tensor of PATHS_FOLLOW_ON (gate, up and down
-# by default) encodes two paths only where the same tensor of the layers
-# before chose two paths over one (both candidates compared fewer than N
-# layers back); its payload is then auto's byte for byte.  The rule is read
+# convert.mk PATHS_FOLLOW=N (8 by default for nvg with PATHS=auto): a
+# tensor of PATHS_FOLLOW_ON (gate, up and down by default) encodes two paths
+# only where the same tensor of the layers before chose two paths over one
+# (both candidates compared fewer than N layers back); its payload is then
+# auto's byte for byte.  The rule is read
 # from the reports (convert-lib.sh follow), checked here against a second
 # implementation of it over auto's own reports.
 . "$(dirname "$0")/test-lib.sh"
@@ -40,7 +41,7 @@ follow_got() {
 }
 
 test_expect_success 'PATHS_FOLLOW=3: two paths only where auto chose them at the compared layer before, both again every third layer' '
-	conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 -j2 2>err &&
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 PATHS_FOLLOW=0 -j2 2>err &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
 	follow_want auto 3 "gate up down" >expect &&
 	follow_got f3 >actual &&
@@ -71,7 +72,7 @@ test_expect_success 'PATHS_FOLLOW=3: every payload auto'"'"'s byte for byte wher
 	cmf-patch verify f3/model.cmf
 '
 
-test_expect_success 'PATHS_FOLLOW: stamped, recorded in the report and the provenance; 0 the default, recorded' '
+test_expect_success 'PATHS_FOLLOW: stamped, recorded in the report and the provenance; 0 recorded' '
 	test_grep " paths_follow=3:down,gate,up$" f3/params &&
 	test_no_grep "paths_follow" auto/params &&
 	test "$(prov_value f3/model.cmf paths_follow)" = 3 &&
@@ -89,10 +90,28 @@ test_expect_success 'PATHS_FOLLOW: resuming with another value is refused, namin
 	test_grep "this command .paths_follow=3:gate,up." err &&
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 PATHS_FOLLOW=4 2>err &&
 	test_grep "a stamp without paths_follow was made with PATHS_FOLLOW=0" err &&
+	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 2>err &&
+	test_grep "this command .paths_follow=8:down,gate,up..; give the stamp.s settings to resume it (.*; a stamp without paths_follow was made with PATHS_FOLLOW=0)" err &&
 	cp -p f3/L4/down.blr before.blr &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
 	test_no_grep "encode" err &&
 	cmp before.blr f3/L4/down.blr
+'
+
+test_expect_success 'PATHS_FOLLOW=8, MLP only, the default of nvg with PATHS=auto; 0 with PATHS=1 or 2 and dual-svid, not refused there' '
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f8 BPW=2.5 -j2 2>err &&
+	test_grep " paths_follow=8:down,gate,up$" f8/params &&
+	test "$(prov_value f8/model.cmf paths_follow)" = 8 &&
+	follow_want auto 8 "gate up down" >expect &&
+	follow_got f8 >actual &&
+	test_cmp expect actual &&
+	test "$(grep -c " 2$" actual)" -ge 6 &&
+	for f in auto/L*/*.blr; do cmp "$f" "f8/${f#auto/}" || return 1; done &&
+	for v in "PATHS=1" "PATHS=2" "METHOD=dual-svid"; do
+		conv MODEL=s2.cmf TOKENS=cal.u32 OUT=p0 BPW=2.5 $v layers 2>err &&
+		test_grep "^method=" p0/params && test_no_grep "paths_follow" p0/params &&
+		rm -rf p0 || return 1
+	done
 '
 
 test_expect_success 'PATHS_FOLLOW=0 and 1 encode both candidates everywhere, the bytes of auto' '

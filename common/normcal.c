@@ -17,11 +17,28 @@
 #define NC_CHUNK 256
 
 typedef struct {
-	float *a, *as; /* (NC_CHUNK × d) w ⊙ n and w°⊙ n° of the chunk's rows */
-	float *z, *zs; /* (NC_CHUNK × vocab) logits; z becomes q − p */
-	float *g;      /* (NC_CHUNK × d) (q − p) · E */
-	double *kl;    /* (NC_CHUNK) each row's KL */
+	float *a, *as;     /* (NC_CHUNK × d) w ⊙ n of the chunk's rows, w°⊙ n° of those not kept */
+	float *z, *zs;     /* (NC_CHUNK × vocab) logits; z becomes q − p */
+	float *g;          /* (NC_CHUNK × d) (q − p) · E */
+	double *kl;        /* (NC_CHUNK) each row's KL */
+	const float **zp;  /* (NC_CHUNK) each row's source logits: in zs or kept */
+	double *lp;        /* (NC_CHUNK) their log-sum-exp (NaN: not yet known) */
+	size_t *slot;      /* (NC_CHUNK) each row's place in the kept logits, SIZE_MAX none */
 } nc_scratch;
+
+/*
+ * the source's logits kept from their first computation (nc_fit): they do
+ * not change while w does.  The SEL rows first (every evaluation reads them
+ * all), then the first FIT rows, as many as o->cache_bytes holds; a kept
+ * row's logits are the bits its first chunk's sgemm gave, which are the
+ * bits every later chunk would give (test-normcal checks)
+ */
+typedef struct {
+	float *z;         /* (rows × vocab) */
+	double *lse;      /* (rows) */
+	uint8_t *have;    /* (rows) made yet */
+	size_t nsel, nfit; /* SEL rows kept, the first nfit FIT rows kept */
+} nc_cache;
 
 static void scratch_free(nc_scratch *s)
 {
@@ -31,6 +48,9 @@ static void scratch_free(nc_scratch *s)
 	free(s->zs);
 	free(s->g);
 	free(s->kl);
+	free(s->zp);
+	free(s->lp);
+	free(s->slot);
 }
 
 static int scratch_init(nc_scratch *s, const nc_data *D)
@@ -42,19 +62,52 @@ static int scratch_init(nc_scratch *s, const nc_data *D)
 	s->zs = nv_malloc(NC_CHUNK, D->vocab * sizeof(float));
 	s->g = nv_malloc(NC_CHUNK, D->d * sizeof(float));
 	s->kl = nv_malloc(NC_CHUNK, sizeof(double));
-	if (!s->a || !s->as || !s->z || !s->zs || !s->g || !s->kl) {
+	s->zp = nv_malloc(NC_CHUNK, sizeof(*s->zp));
+	s->lp = nv_malloc(NC_CHUNK, sizeof(double));
+	s->slot = nv_malloc(NC_CHUNK, sizeof(size_t));
+	if (!s->a || !s->as || !s->z || !s->zs || !s->g || !s->kl || !s->zp || !s->lp || !s->slot) {
 		scratch_free(s);
 		return -1;
 	}
 	return 0;
 }
 
-/* KL(p ‖ q) of one row; z ← q − p when want_diff */
-static double row_kl(float *z, const float *zs, size_t V, int want_diff)
+static void cache_free(nc_cache *k)
 {
-	double lq = nv_lse(z, V), lp = nv_lse(zs, V);
+	free(k->z);
+	free(k->lse);
+	free(k->have);
+	memset(k, 0, sizeof *k);
+}
 
-	return want_diff ? nv_kl_row_diff(zs, lp, z, lq, V) : nv_kl_row(zs, lp, z, lq, V);
+/* room for the rows that bytes holds; where the memory is not there, none
+ * kept (the same bytes, only slower) */
+static void cache_init(nc_cache *k, const nc_data *D, size_t bytes)
+{
+	size_t per = D->vocab * sizeof(float) + sizeof(double) + 1, rows = bytes / per;
+
+	memset(k, 0, sizeof *k);
+	k->nsel = rows < D->sel ? rows : D->sel;
+	rows -= k->nsel;
+	k->nfit = rows < D->fit ? rows : D->fit;
+	rows = k->nsel + k->nfit;
+	if (rows == 0)
+		return;
+	k->z = malloc(rows * D->vocab * sizeof(float));
+	k->lse = malloc(rows * sizeof(double));
+	k->have = calloc(rows, 1);
+	if (!k->z || !k->lse || !k->have)
+		cache_free(k);
+}
+
+/* row's place in the kept logits, SIZE_MAX where it is not kept */
+static size_t cache_slot(const nc_cache *k, const nc_data *D, size_t row)
+{
+	if (!k || !k->z)
+		return SIZE_MAX;
+	if (row >= D->fit)
+		return row - D->fit < k->nsel ? row - D->fit : SIZE_MAX;
+	return row < k->nfit ? k->nsel + row : SIZE_MAX;
 }
 
 typedef struct {
@@ -63,12 +116,19 @@ typedef struct {
 	int diff;
 } kl_job;
 
+/* KL(p ‖ q) of one row; z ← q − p when the gradient is wanted */
 static void kl_row(void *ctx, size_t b, size_t thread)
 {
 	const kl_job *j = ctx;
+	nc_scratch *s = j->s;
+	float *z = s->z + b * j->V;
+	double lq = nv_lse(z, j->V);
 
 	(void)thread;
-	j->s->kl[b] = row_kl(j->s->z + b * j->V, j->s->zs + b * j->V, j->V, j->diff);
+	if (isnan(s->lp[b]))
+		s->lp[b] = nv_lse(s->zp[b], j->V);
+	s->kl[b] = j->diff ? nv_kl_row_diff(s->zp[b], s->lp[b], z, lq, j->V)
+			   : nv_kl_row(s->zp[b], s->lp[b], z, lq, j->V);
 }
 
 /* each of c rows' KL into s->kl, the rows on OpenBLAS's count of our threads */
@@ -83,8 +143,49 @@ static void rows_kl(nc_scratch *s, size_t c, size_t V, int diff)
  * one chunk of c rows: Σ KL into *kl, Σ gradient into grad (d) when given,
  * and each row's (q − p)·E into rowg (c × d) when given
  */
-static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_t *rows, size_t c,
-		    double *kl, double *grad, float *rowg, double *flops)
+/* the chunk's source logits: kept ones where k has them, the others made
+ * by one sgemm of the rows missing (chunk_keep keeps those k has room for,
+ * once their KL is done) */
+static void chunk_source(const nc_data *D, nc_scratch *s, const nc_cache *k,
+			   const size_t *rows, size_t c, double *flops)
+{
+	size_t d = D->d, V = D->vocab, miss = 0;
+
+	for (size_t b = 0; b < c; b++) {
+		size_t sl = cache_slot(k, D, rows[b]);
+
+		s->slot[b] = sl;
+		if (sl != SIZE_MAX && k->have[sl]) {
+			s->zp[b] = k->z + sl * V;
+			s->lp[b] = k->lse[sl];
+			continue;
+		}
+		memcpy(s->as + miss * d, D->ns + rows[b] * d, d * sizeof(float));
+		s->zp[b] = s->zs + miss * V;
+		s->lp[b] = NAN;
+		miss++;
+	}
+	if (miss) {
+		nv_sgemm(0, 1, miss, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
+		*flops += 2.0 * (double)miss * (double)V * (double)d;
+	}
+}
+
+static void chunk_keep(const nc_data *D, const nc_scratch *s, nc_cache *k, size_t c)
+{
+	for (size_t b = 0; b < c; b++) {
+		size_t sl = s->slot[b];
+
+		if (sl == SIZE_MAX || k->have[sl])
+			continue;
+		memcpy(k->z + sl * D->vocab, s->zp[b], D->vocab * sizeof(float));
+		k->lse[sl] = s->lp[b];
+		k->have[sl] = 1;
+	}
+}
+
+static int chunk_kl(const nc_data *D, nc_scratch *s, nc_cache *k, const float *w,
+		    const size_t *rows, size_t c, double *kl, double *grad, float *rowg, double *flops)
 {
 	int diff = grad != NULL || rowg != NULL;
 	size_t d = D->d, V = D->vocab;
@@ -94,13 +195,14 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
 
 		for (size_t i = 0; i < d; i++)
 			s->a[b * d + i] = w[i] * n[i];
-		memcpy(s->as + b * d, D->ns + rows[b] * d, d * sizeof(float));
 	}
 	/* z (c × V) = a (c × d) · Eᵀ; zs likewise with the source's head */
 	nv_sgemm(0, 1, c, V, d, 1.0f, s->a, d, D->E, d, 0.0f, s->z, V);
-	nv_sgemm(0, 1, c, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
-	*flops += 4.0 * (double)c * (double)V * (double)d;
+	*flops += 2.0 * (double)c * (double)V * (double)d;
+	chunk_source(D, s, k, rows, c, flops);
 	rows_kl(s, c, V, diff);
+	if (k)
+		chunk_keep(D, s, k, c);
 	for (size_t b = 0; b < c; b++) {
 		if (!isfinite(s->kl[b])) {
 			nv_seterr("the KL of calibration row %zu is not finite", rows[b]);
@@ -123,8 +225,8 @@ static int chunk_kl(const nc_data *D, nc_scratch *s, const float *w, const size_
  * nc_kl with the caller's scratch (a fit allocates its 2·NC_CHUNK·vocab
  * floats once), and with rowg (n × d) each row's (q − p)·E when given
  */
-static int kl_rows(const nc_data *D, nc_scratch *s, const float *w, size_t r0, const size_t *idx,
-		   size_t n, double *kl, double *grad, float *rowg, double *flops)
+static int kl_rows(const nc_data *D, nc_scratch *s, nc_cache *k, const float *w, size_t r0,
+		   const size_t *idx, size_t n, double *kl, double *grad, float *rowg, double *flops)
 {
 	size_t rows[NC_CHUNK];
 	double sum = 0, fl = 0;
@@ -141,7 +243,7 @@ static int kl_rows(const nc_data *D, nc_scratch *s, const float *w, size_t r0, c
 
 		for (size_t b = 0; b < c; b++)
 			rows[b] = idx ? idx[b0 + b] : r0 + b0 + b;
-		rc = chunk_kl(D, s, w, rows, c, &sum, grad, rowg ? rowg + b0 * D->d : NULL, &fl);
+		rc = chunk_kl(D, s, k, w, rows, c, &sum, grad, rowg ? rowg + b0 * D->d : NULL, &fl);
 	}
 	if (rc < 0)
 		return -1;
@@ -162,7 +264,7 @@ int nc_kl(const nc_data *D, const float *w, size_t r0, const size_t *idx, size_t
 
 	if (scratch_init(&s, D) < 0)
 		return -1;
-	rc = kl_rows(D, &s, w, r0, idx, n, kl, grad, NULL, flops);
+	rc = kl_rows(D, &s, NULL, w, r0, idx, n, kl, grad, NULL, flops);
 	scratch_free(&s);
 	return rc;
 }
@@ -175,7 +277,7 @@ int nc_kl_back(const nc_data *D, const float *w, size_t r0, size_t n, double *kl
 
 	if (scratch_init(&s, D) < 0)
 		return -1;
-	rc = kl_rows(D, &s, w, r0, NULL, n, kl, NULL, gz, flops);
+	rc = kl_rows(D, &s, NULL, w, r0, NULL, n, kl, NULL, gz, flops);
 	scratch_free(&s);
 	if (rc == 0)
 		*kl *= (double)n; /* the sum, as the header says */
@@ -202,11 +304,13 @@ typedef struct {
 	float *w;              /* (d) the current weights */
 	size_t *perm;          /* (fit) the FIT rows' order */
 	nc_scratch sc;         /* the logits of every step and evaluation */
+	nc_cache k;            /* the source's logits kept */
 } nc_state;
 
 static void state_free(nc_state *t)
 {
 	scratch_free(&t->sc);
+	cache_free(&t->k);
 	free(t->s);
 	free(t->m);
 	free(t->v);
@@ -215,13 +319,14 @@ static void state_free(nc_state *t)
 	free(t->perm);
 }
 
-static int state_init(nc_state *t, const nc_data *D)
+static int state_init(nc_state *t, const nc_data *D, size_t cache_bytes)
 {
 	size_t d = D->d, fit = D->fit;
 
 	memset(t, 0, sizeof *t);
 	if (scratch_init(&t->sc, D) < 0)
 		return -1;
+	cache_init(&t->k, D, cache_bytes);
 	t->s = nv_calloc(d, sizeof(double));
 	t->m = nv_calloc(d, sizeof(double));
 	t->v = nv_calloc(d, sizeof(double));
@@ -255,7 +360,7 @@ static const size_t *batch_rows(nc_state *t, const nc_data *D, size_t b, size_t 
 
 static int sel_kl(const nc_data *D, nc_state *t, const float *w, double *kl, double *flops)
 {
-	return kl_rows(D, &t->sc, w, D->fit, NULL, D->sel, kl, NULL, NULL, flops);
+	return kl_rows(D, &t->sc, &t->k, w, D->fit, NULL, D->sel, kl, NULL, NULL, flops);
 }
 
 int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, nc_result *r)
@@ -271,10 +376,10 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 		nv_seterr("the calibration needs FIT and SEL rows, a batch and an evaluation period");
 		return -1;
 	}
-	if (state_init(&t, D) < 0)
+	if (state_init(&t, D, o->cache_bytes) < 0)
 		return -1;
 	memcpy(w, w_start, D->d * sizeof *w);
-	if (kl_rows(D, &t.sc, w, 0, NULL, D->fit, &r->fit_before, NULL, NULL, &r->flops) < 0 ||
+	if (kl_rows(D, &t.sc, &t.k, w, 0, NULL, D->fit, &r->fit_before, NULL, NULL, &r->flops) < 0 ||
 	    sel_kl(D, &t, w, &r->sel_before, &r->flops) < 0)
 		goto out;
 	best = r->sel_before;
@@ -282,7 +387,7 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 		const size_t *rows = batch_rows(&t, D, b, k, &st);
 
 		if (weights(w_start, t.s, D->d, NULL, t.w) < 0 ||
-		    kl_rows(D, &t.sc, t.w, 0, rows, b, &kl, t.g, NULL, &r->flops) < 0)
+		    kl_rows(D, &t.sc, &t.k, t.w, 0, rows, b, &kl, t.g, NULL, &r->flops) < 0)
 			goto out;
 		adam(&t, w_start, D->d, nv_lr_at(o->lr, o->cosine, k, o->steps), k);
 		if (k % o->eval_every && k != o->steps)
@@ -296,7 +401,9 @@ int nc_fit(const nc_data *D, const float *w_start, const nc_opts *o, float *w, n
 		}
 	}
 	r->sel_after = best;
-	rc = kl_rows(D, &t.sc, w, 0, NULL, D->fit, &r->fit_after, NULL, NULL, &r->flops);
+	r->kept = t.k.z ? t.k.nsel + t.k.nfit : 0;
+	r->rows = D->fit + D->sel;
+	rc = kl_rows(D, &t.sc, &t.k, w, 0, NULL, D->fit, &r->fit_after, NULL, NULL, &r->flops);
 out:
 	state_free(&t);
 	return rc;

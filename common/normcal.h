@@ -18,6 +18,12 @@
  * KL over the SEL rows is measured; the step with the lowest SEL KL is kept,
  * the start (step 0) included, so the result is never worse on SEL than
  * the start.  Same inputs and thread count, same bytes.
+ *
+ * The source's logits do not move: nc_fit keeps those of the SEL rows and
+ * then of the first FIT rows, as many as cache_bytes holds (vocab·4 + 9
+ * bytes a row), from their first computation, which takes a third of the
+ * work of every later step and evaluation that reads them; kept or not,
+ * the same bytes.
  */
 #ifndef NV_NORMCAL_H
 #define NV_NORMCAL_H
@@ -42,6 +48,7 @@ typedef struct {
 	uint64_t seed;     /* the order of the FIT rows */
 	float (*round)(float); /* the stored dtype's rounding, NULL for f32 */
 	int cosine;        /* the rate decays by nv_lr_at's cosine */
+	size_t cache_bytes; /* the source's logits kept, at most (0: none kept) */
 } nc_opts;
 
 typedef struct {
@@ -49,6 +56,7 @@ typedef struct {
 	double sel_before, sel_after; /* mean KL over the SEL rows (sel_after ≤ sel_before) */
 	size_t best_step;             /* 0: the start was kept */
 	double flops;                 /* sgemm flops issued */
+	size_t kept, rows;            /* rows whose source logits were kept, of FIT + SEL */
 } nc_result;
 
 /*

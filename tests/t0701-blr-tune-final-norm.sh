@@ -1,8 +1,8 @@
 #!/bin/bash
 # blr-tune --final-norm: the converted model's final RMSNorm weight fitted to
 # the source's logits on stories260K.  The SEL KL never rises, the held-out
-# KL falls, nothing but model.norm.weight changes, the bytes repeat; bad
-# input is one line, exit 1, no output.
+# KL falls, nothing but model.norm.weight changes, the bytes repeat (with the
+# source's logits kept or not); bad input is one line, exit 1, no output.
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIR/lib-convert.sh"
 
@@ -91,6 +91,18 @@ test_expect_success 'same inputs, same bytes' '
 	cmp cal.cmf cal2.cmf &&
 	cut -d"|" -f1,2 rep >r1 && cut -d"|" -f1,2 rep2 >r2 &&
 	test_cmp r1 r2
+'
+
+test_expect_success 'the source logits kept, all, some or none: the same bytes' '
+	test_grep "source logits kept for 1524 of 1524 rows\$" rep &&
+	blr-tune $TUNE --steps 60 -q --cache-mib 0 -m c/model.cmf -o cal0.cmf >rep0 &&
+	test_grep "source logits kept for 0 of 1524 rows\$" rep0 &&
+	cmp cal.cmf cal0.cmf &&
+	blr-tune $TUNE --steps 60 -q --cache-mib 2 -m c/model.cmf -o calk.cmf >repk &&
+	test_grep "source logits kept for 1019 of 1524 rows\$" repk &&
+	cmp cal.cmf calk.cmf &&
+	cut -d"|" -f1,2 rep0 >r0 && cut -d"|" -f1,2 repk >rk && cut -d"|" -f1,2 rep >r &&
+	test_cmp r r0 && test_cmp r rk
 '
 
 test_expect_success 'no steps: the model back, its norm untouched' '

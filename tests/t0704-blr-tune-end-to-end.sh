@@ -145,9 +145,9 @@ test_expect_success 'bad input: one line, exit 1, nothing written' '
 	test_expect_code 2 blr-tune --end-to-end --final-norm -m c/model.cmf --base s2.cmf $C \
 		$(patches c) -o bad.cmf 2>err &&
 	test_grep "one of --final-norm, --layer L, --end-to-end and --perturb L" err &&
-	test_expect_code 2 blr-tune --final-norm -m c/model.cmf --base s2.cmf $C --cache-mib 1 \
-		-o bad.cmf 2>err &&
-	test_grep "cache-mib is for --end-to-end" err &&
+	test_expect_code 2 blr-tune --layer 0 -m s2.cmf $C $(patches c) --cache-mib 1 \
+		-o bad 2>err &&
+	test_grep "cache-mib is for --end-to-end and --final-norm" err &&
 	test_expect_code 2 blr-tune --end-to-end -m c/model.cmf --base s2.cmf $C $(patches c) \
 		--cache-mib -1 -o bad.cmf 2>err &&
 	test_grep "bad --cache-mib" err &&

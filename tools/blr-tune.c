@@ -61,7 +61,7 @@ static const char synopsis[] =
 	"         (--tokens file | --text file) [--fit-tokens F] [--sel-tokens S]\n"
 	"         [--window W] [--steps N] [--batch B] [--lr X]\n"
 	"         [--lr-decay none | cosine] [--eval-every K] [--seed N]\n"
-	"         -o out.cmf [-q | -v]\n"
+	"         [--cache-mib M] -o out.cmf [-q | -v]\n"
 	"blr-tune --layer L -m source.cmf (--tokens file | --text file)\n"
 	"         [--state S_L --src-state S_L_src] --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
@@ -253,8 +253,8 @@ static int parse_args(int argc, char **argv, opts *o)
 		return tool_usage_error("give one of --tokens and --text");
 	if (o->perturb)
 		return check_perturb(o);
-	if (o->has_cache && !o->e2e)
-		return tool_usage_error("--cache-mib is for --end-to-end");
+	if (o->has_cache && !o->e2e && !o->final_norm)
+		return tool_usage_error("--cache-mib is for --end-to-end and --final-norm");
 	if ((o->has_loss || o->has_ahead) && !o->has_layer)
 		return tool_usage_error("%s is for --layer", o->has_loss ? "--loss" : "--lookahead");
 	if (o->has_layer)
@@ -394,8 +394,9 @@ static void report(const opts *o, const nc_result *r, const nc_opts *no, double 
 		   size_t cap)
 {
 	printf("final-norm: kl sel %.6f -> %.6f fit %.6f -> %.6f | step %zu of %zu | %.1f s "
-	       "%.1f GFLOP/s\n", r->sel_before, r->sel_after, r->fit_before, r->fit_after,
-	       r->best_step, no->steps, secs, r->flops / secs * 1e-9);
+	       "%.1f GFLOP/s | source logits kept for %zu of %zu rows\n", r->sel_before,
+	       r->sel_after, r->fit_before, r->fit_after, r->best_step, no->steps, secs,
+	       r->flops / secs * 1e-9, r->kept, r->rows);
 	snprintf(prov, cap,
 		 "{\"final_norm_calibration\":{\"kl_sel_before\":%.9g,\"kl_sel_after\":%.9g,"
 		 "\"kl_fit_before\":%.9g,\"kl_fit_after\":%.9g,\"best_step\":%zu,\"steps\":%zu,"
@@ -420,7 +421,8 @@ static int final_norm(opts *o, const cmf_file *f, fw_model *m, fw_model *b, cons
 	nc_opts no = { o->steps, o->has_batch ? o->batch : 256, o->eval_every,
 		       o->has_lr ? o->lr : 0.01, (uint64_t)o->seed,
 		       m->final_norm->dtype == CMF_F16 ? round_f16
-		       : m->final_norm->dtype == CMF_BF16 ? round_bf16 : NULL, o->decay == 1 };
+		       : m->final_norm->dtype == CMF_BF16 ? round_bf16 : NULL, o->decay == 1,
+		       o->cache_mib << 20 };
 	nc_data D = { m->d, m->vocab, t.E, t.Es, t.n, t.ns, t.fit, t.sel };
 	if (nc_fit(&D, m->final_w, &no, w, &r) < 0) {
 		tool_fail("cannot calibrate the final norm of", o->model);

@@ -108,6 +108,34 @@ static void check_kl_and_gradient(const problem *p, tap_rng *r)
 	ok(fabs(k3 - k1) <= 1e-5 * k1, "an index list picks those rows (%.8f, want %.8f)", k3, k1);
 }
 
+/*
+ * the source's logits kept (all rows, the SEL rows and some FIT rows, half
+ * the SEL rows, none): the same weights and figures as none kept (w, res),
+ * in fewer flops wherever some are kept; a batch then mixes kept rows with
+ * rows its own sgemm makes
+ */
+static void check_kept(const problem *p, const float *w0, const nc_opts *o, const float *w,
+		       const nc_result *res)
+{
+	size_t want[4] = { ROWS, SEL + 12, SEL / 2, 0 }, per = V * sizeof(float) + sizeof(double) + 1;
+
+	for (size_t i = 0; i < 4; i++) {
+		nc_opts ko = *o;
+		nc_result kr;
+		float wk[D];
+
+		ko.cache_bytes = want[i] * per + per - 1;
+		int rc = nc_fit(&p->d, w0, &ko, wk, &kr);
+		ok(rc == 0 && kr.kept == want[i] && kr.rows == ROWS && !memcmp(w, wk, sizeof wk) &&
+		   kr.sel_after == res->sel_after && kr.sel_before == res->sel_before &&
+		   kr.fit_before == res->fit_before && kr.fit_after == res->fit_after &&
+		   kr.best_step == res->best_step && (want[i] ? kr.flops < res->flops
+						       : kr.flops == res->flops),
+		   "the source's logits of %zu rows kept: the same weights and figures, %.3g of "
+		   "the flops", want[i], kr.flops / res->flops);
+	}
+}
+
 static void check_fit(const problem *p)
 {
 	float w0[D], w[D], w2[D];
@@ -129,6 +157,7 @@ static void check_fit(const problem *p)
 	   "the reported SEL KL is the returned weights'");
 	ok(nc_fit(&p->d, w0, &o, w2, &res2) == 0 && !memcmp(w, w2, sizeof w) &&
 	   res.sel_after == res2.sel_after, "a second run gives the same bytes");
+	check_kept(p, w0, &o, w, &res);
 	o.cosine = 1;
 	rc = nc_fit(&p->d, w0, &o, w2, &res2);
 	ok(rc == 0 && res2.sel_after <= 0.02 * res2.sel_before && memcmp(w, w2, sizeof w),

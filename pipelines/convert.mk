@@ -542,9 +542,12 @@ $(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT
 	$(Q)$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1) $(SUB)` --next-state $$@
 endef
 
-# both streams entering layer L for blr-tune --layer (layer 0 starts from the embeddings)
-streams_arg = $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state)
-streams_dep = $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state)
+# both streams entering layer L for blr-tune --layer (layer 0 starts from the
+# embeddings), and the source stream leaving it where the stream goes on: the
+# source block's outputs, which blr-tune then reads instead of running the block
+streams_arg = $(if $(filter-out 0,$(1)),--state $(OUT)/S$(1).state --src-state $(OUT)/src/S$(1).state) \
+	$(if $(call src_next,$(1)),--src-next $(call src_next,$(1)))
+streams_dep = $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).state) $(call src_next,$(1))
 
 # block reconstruction (TUNE=1): the layer's payloads tuned together into L/tuned/
 SUB := $(if $(filter 1,$(TUNE)),tuned/)

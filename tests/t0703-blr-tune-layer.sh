@@ -1,8 +1,8 @@
 #!/bin/bash
 # blr-tune --layer: block reconstruction of one layer's payloads on
-# stories260K.  SEL never worse, signs and sizes kept, the same bytes twice,
-# the tuned layer closer to the source model; bad input refused; convert.mk
-# TUNE=1.
+# stories260K.  SEL never worse, signs and sizes kept, the same bytes twice
+# (and with the source stream's next states read, --src-next), the tuned layer
+# closer to the source model; bad input refused; convert.mk TUNE=1.
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIR/lib-convert.sh"
 
@@ -169,6 +169,37 @@ test_expect_success 'bad input: one line, exit 1, nothing written' '
 		--src-state S1src.state $(layer_patches 1 c/L1) -o bad 2>err &&
 	test -z "$(ls bad)" && test_no_tmp_files . &&
 	for s in q k v o gate up down; do blr-pack info c/L1/$s.blr >/dev/null || return 1; done
+'
+
+test_expect_success '--src-next: the source stream after the layer read, the same bytes as the block run' '
+	mkdir sn0 sn1 sna &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(layer_patches 0 c/L0) --steps 20 --src-next S1src.state \
+		-o sn0 >rep.sn0 &&
+	for s in q k v o gate up down; do cmp t0/$s.blr sn0/$s.blr || return 1; done &&
+	test "$(cut -d"|" -f1,2 rep.0)" = "$(cut -d"|" -f1,2 rep.sn0)" &&
+	blr-tune --layer 1 -q -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		--src-next S2src.state $(layer_patches 1 c/L1) --steps 60 -o sn1 >rep.sn1 &&
+	for s in q k v o gate up down; do cmp t1/$s.blr sn1/$s.blr || return 1; done &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(layer_patches 0 c/L0) --lookahead 1 --steps 40 \
+		--src-next S1src.state -o sna >/dev/null &&
+	for s in q k v o gate up down; do cmp la/$s.blr sna/$s.blr || return 1; done
+'
+
+test_expect_success '--src-next: a state that does not leave the layer, or another mode, refused' '
+	mkdir badn &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		--src-next S1src.state $(layer_patches 1 c/L1) -o badn 2>err &&
+	test_grep "cannot read the source stream after layer.*S1src.state.*layer" err &&
+	test_one_line_error err &&
+	gram-capture -q -m s2.cmf --tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 \
+		--window 64 -l 1 --state S1w64.state --next-state S2w64.state &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		--src-next S2w64.state $(layer_patches 1 c/L1) -o badn 2>err &&
+	test_grep "window" err && test_one_line_error err &&
+	test_expect_code 2 blr-tune --final-norm -m c/model.cmf --base s2.cmf $C \
+		--src-next S2src.state -o bad.cmf 2>err &&
+	test_grep "src-next is for --layer" err &&
+	test -z "$(ls badn)" && test_path_is_missing bad.cmf
 '
 
 test_expect_success 'convert.mk TUNE=1: every layer tuned, -j1 and -j2 the same bytes' '

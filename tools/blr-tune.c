@@ -63,7 +63,8 @@ static const char synopsis[] =
 	"         [--lr-decay none | cosine] [--eval-every K] [--seed N]\n"
 	"         [--cache-mib M] -o out.cmf [-q | -v]\n"
 	"blr-tune --layer L -m source.cmf (--tokens file | --text file)\n"
-	"         [--state S_L --src-state S_L_src] --patch name=payload ...\n"
+	"         [--state S_L --src-state S_L_src [--src-next S_L+1_src]]\n"
+	"         --patch name=payload ...\n"
 	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
 	"         [--batch B] [--lr X] [--lr-decay none | cosine] [--eval-every K]\n"
 	"         [--loss mse | normed] [--lookahead 0 | 1] [--seed N] -o dir\n"
@@ -82,7 +83,7 @@ static const char synopsis[] =
 #define MAX_PATCH (FW_NMAT * 4096)
 
 typedef struct {
-	const char *model, *base, *tokens, *text, *out, *state, *src_state;
+	const char *model, *base, *tokens, *text, *out, *state, *src_state, *src_next;
 	size_t fit, sel, window, steps, batch, eval_every, npatch, cache_mib;
 	long seed, layer;
 	double lr;
@@ -180,6 +181,7 @@ static int parse_opt(int c, opts *o)
 		return 0;
 	case 'x': o->state = optarg; return 0;
 	case 'X': o->src_state = optarg; return 0;
+	case 'N': o->src_next = optarg; return 0;
 	case 'p': return add_patch(o, optarg);
 	case 's':
 		o->has_tuning = 1;
@@ -237,7 +239,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
 		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { "cache-mib", 1, 0, 'C' },
 		{ "lr-decay", 1, 0, 'D' }, { "loss", 1, 0, 'W' }, { "lookahead", 1, 0, 'A' },
-		{ "perturb", 1, 0, 'P' }, { 0, 0, 0, 0 },
+		{ "perturb", 1, 0, 'P' }, { "src-next", 1, 0, 'N' }, { 0, 0, 0, 0 },
 	};
 	int c, rc;
 
@@ -251,6 +253,8 @@ static int parse_args(int argc, char **argv, opts *o)
 					"--end-to-end and --perturb L");
 	if (!o->tokens == !o->text)
 		return tool_usage_error("give one of --tokens and --text");
+	if (o->src_next && !o->has_layer)
+		return tool_usage_error("--src-next is for --layer");
 	if (o->perturb)
 		return check_perturb(o);
 	if (o->has_cache && !o->e2e && !o->final_norm)
@@ -480,9 +484,16 @@ static int layer_prepare(const opts *o, const fw_model *m, const uint32_t *ids, 
 	if (o->ahead && l + 1 >= m->a.layers)
 		return tool_failf("--lookahead 1: layer %d is the last of %s, no block after it", l,
 				  o->model);
-	if (!(ld->ys = nv_malloc(ld->rows, d * sizeof(float))) ||
-	    tn_block_out(m, l, ld->xs, ld->w, ld->nw, ld->ys) < 0)
+	if (o->src_next) {
+		/* the source stream's next states are this block's outputs, as its run gives them */
+		if (tn_rows(m, o->src_next, l + 1, ids, n, o->fit, o->sel, o->window, &ld->ys, &w2,
+			    &nw2, &rows2) < 0)
+			return tool_fail("cannot read the source stream after layer", o->src_next);
+		free(w2);
+	} else if (!(ld->ys = nv_malloc(ld->rows, d * sizeof(float))) ||
+		   tn_block_out(m, l, ld->xs, ld->w, ld->nw, ld->ys) < 0) {
 		return tool_fail("cannot run the source block of", o->model);
+	}
 	/* ahead: the next block's input is ys, its output the target; xs becomes its input */
 	if (o->ahead) {
 		memcpy(ld->xs, ld->ys, ld->rows * d * sizeof(float));

@@ -85,9 +85,10 @@ static double measured_flops(const tn_run *u, const bk_factor *const *fac, size_
 /*
  * Σ ρ_t‖y − y_src‖² over the windows of one part (sel 0 FIT, 1 SEL), per
  * position; with norm, also √(Σ‖y‖² / Σ‖y_src‖²): whether the block's
- * outputs shrink against the source's
+ * outputs shrink against the source's; with keep (rows × d), the block's
+ * own outputs of the part's rows into it
  */
-static int part_loss(tn_run *u, int sel, double *out, double *norm)
+static int part_loss(tn_run *u, int sel, double *out, double *norm, float *keep)
 {
 	size_t d = u->m->d, count = 0;
 	double sum = 0, yy = 0, ss = 0;
@@ -100,6 +101,8 @@ static int part_loss(tn_run *u, int sel, double *out, double *norm)
 			continue;
 		if (!(y = measured(u, NULL, u->x + u->row0[i] * d, T)))
 			return -1;
+		if (keep)
+			memcpy(keep + u->row0[i] * d, u->c.y, T * d * sizeof(float));
 		for (size_t t = 0; t < T; t++) {
 			double e = 0;
 			for (size_t k = t * d; k < (t + 1) * d; k++) {
@@ -237,7 +240,7 @@ static int loop_sel(void *ctx, double *loss)
 {
 	tn_run *u = ctx;
 
-	return load_stored(u) < 0 ? -1 : part_loss(u, 1, loss, &u->last_norm);
+	return load_stored(u) < 0 ? -1 : part_loss(u, 1, loss, &u->last_norm, NULL);
 }
 
 static void loop_kept(void *ctx)
@@ -281,6 +284,7 @@ int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const tn_d
 	tn_run u = { .m = m, .x = dt->x, .ysrc = dt->ysrc, .rw = dt->rw, .w = dt->w, .nw = dt->nw,
 		     .ahead = dt->ahead != 0, .r = r };
 	size_t tmax = fw_windows_tmax(dt->w, dt->nw), k = 0;
+	double sel_kept;
 	int rc = -1;
 
 	memset(r, 0, sizeof *r);
@@ -297,8 +301,8 @@ int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const tn_d
 	if (tp_snapshot(u.t, u.nt, out) < 0)
 		goto out;
 	k = u.nt;
-	if (part_loss(&u, 0, &r->fit_before, NULL) < 0 ||
-	    part_loss(&u, 1, &r->sel_before, &r->norm_before) < 0)
+	if (part_loss(&u, 0, &r->fit_before, NULL, NULL) < 0 ||
+	    part_loss(&u, 1, &r->sel_before, &r->norm_before, NULL) < 0)
 		goto out;
 	r->norm_after = r->norm_before; /* the start, unless a step is kept */
 	tp_loop lp = { &u, loop_grad, loop_sel, loop_kept, NULL };
@@ -306,7 +310,8 @@ int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const tn_d
 	if (tp_steps(u.t, u.nt, u.fit, u.nfit, o, &lp, out, &r->sel_after, &r->best_step) < 0)
 		goto out;
 	tp_reload(u.t, u.nt, out);
-	if (load_stored(&u) < 0 || part_loss(&u, 0, &r->fit_after, NULL) < 0)
+	if (load_stored(&u) < 0 || part_loss(&u, 0, &r->fit_after, NULL, dt->next) < 0 ||
+	    (dt->next && part_loss(&u, 1, &sel_kept, NULL, dt->next) < 0))
 		goto out;
 	rc = 0;
 out:

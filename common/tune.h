@@ -71,6 +71,8 @@ typedef struct {
 	const fw_window *w;
 	size_t nw;
 	int ahead;
+	float *next; /* (rows × d) the tuned block's own outputs as stored, every window
+		      * (fw_layer_run's bits: the states after the layer); NULL: not asked */
 } tn_data;
 
 /*

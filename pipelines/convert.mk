@@ -42,7 +42,8 @@
 # encoded, tunes the scales of all its payloads together so that the block
 # on S_L follows the source block on S_L^src (blr-tune --layer: same signs
 # and bits, L/tuned/*.blr, its report in L/tune.txt); the tuned layer
-# advances the states and goes into the model.  TUNE_STEPS Adam steps at the
+# advances the states (its tuning writes them, L/next.state, reading the
+# source block's outputs from the source stream) and goes into the model.  TUNE_STEPS Adam steps at the
 # rate TUNE_LR on the loss TUNE_LOSS (blr-tune --steps, --lr, --loss);
 # TUNE_AHEAD=1 measures that loss after the source's next block
 # (blr-tune --lookahead 1, every layer but the last); values other than the
@@ -535,11 +536,15 @@ $(OUT)/L$(1)/$(d).hctx: $(OUT)/L$(1)/g.$(d).fit.gram
 )
 endef
 
-# S_{L+1}, the states after layer L as encoded (refused tensors stay float)
+# S_{L+1}, the states after layer L as encoded (refused tensors stay float);
+# a tuned layer's are those its tuning left in L/next.state (blr-tune
+# --next-state: gram-capture's bytes), taken by a hard link
 define advance
 $(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep) $(call tune_dep,$(1))
 	@$(call say,'layer $(1)/$(NLAYERS): advance to S$(NEXT_$(1))')
-	$(Q)$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1) $(SUB)` --next-state $$@
+	$(Q)if [ -n '$(call tune_dep,$(1))' ] && [ -f $(OUT)/L$(1)/next.state ]; then \
+		ln -f $(OUT)/L$(1)/next.state $$@.tmp && mv $$@.tmp $$@; \
+	else $$(STEP_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1) $(SUB)` --next-state $$@; fi
 endef
 
 # both streams entering layer L for blr-tune --layer (layer 0 starts from the
@@ -552,14 +557,17 @@ streams_dep = $(call state_dep,$(1)) $(if $(filter-out 0,$(1)),$(OUT)/src/S$(1).
 # block reconstruction (TUNE=1): the layer's payloads tuned together into L/tuned/
 SUB := $(if $(filter 1,$(TUNE)),tuned/)
 tune_dep = $(if $(and $(filter 1,$(TUNE)),$(ENC_$(1))),$(OUT)/L$(1)/tune.txt)
+# the states after the tuned layer, where the conversion goes on
+next_arg = $(if $(filter $(NEXT_$(1)),$(NEED_STATE)),--next-state $(OUT)/L$(1)/next.state)
 # TUNE_AHEAD=1: the loss after the next block, which the last layer has not
 ahead_arg = $(if $(and $(filter 1,$(TUNE_AHEAD)),$(filter-out $(lastword $(LAYERS)),$(1))),--lookahead 1)
 define tune
 $(OUT)/L$(1)/tune.txt: $(call streams_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep)
 	@$(call say,'layer $(1)/$(NLAYERS): tune the block')
 	$(Q)mkdir -p $(OUT)/L$(1)/tuned
+	$(Q)rm -f $(OUT)/L$(1)/next.state
 	$(Q)args=`$(LIB) patch-args $(OUT) $(1)`; if [ -n "$$$$args" ]; then \
-		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) --steps $(TUNE_STEPS) --lr $(TUNE_LR) --loss $(TUNE_LOSS) $(call ahead_arg,$(1)) $(call streams_arg,$(1)) $$$$args -o $(OUT)/L$(1)/tuned >$$@.tmp; \
+		$$(STEP_ENV) $(LIB) step $(LOG)/L$(1).tune.log -- $(T)blr-tune --layer $(1) -q -m '$(MODEL)' $(CALIB_ARG) $(CAPTURE) --steps $(TUNE_STEPS) --lr $(TUNE_LR) --loss $(TUNE_LOSS) $(call ahead_arg,$(1)) $(call streams_arg,$(1)) $$$$args $(call next_arg,$(1)) -o $(OUT)/L$(1)/tuned >$$@.tmp; \
 	else echo "layer $(1): nothing encoded" >$$@.tmp; fi
 	$(Q)sed 's/^/convert: /' $$@.tmp >&2
 	$(Q)mv $$@.tmp $$@

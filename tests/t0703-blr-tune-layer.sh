@@ -202,6 +202,22 @@ test_expect_success '--src-next: a state that does not leave the layer, or anoth
 	test -z "$(ls badn)" && test_path_is_missing bad.cmf
 '
 
+test_expect_success '--next-state: an input, an unwritable path or another mode refused, nothing written' '
+	mkdir badx && cp c/S1.state S1keep.state &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		--next-state c/S1.state $(layer_patches 1 c/L1) -o badx 2>err &&
+	test_grep "refusing to overwrite the input .c/S1.state." err && test_one_line_error err &&
+	cmp S1keep.state c/S1.state &&
+	test_expect_code 1 blr-tune --layer 1 -m s2.cmf $C --state c/S1.state --src-state S1src.state \
+		--next-state nodir/S2.state $(layer_patches 1 c/L1) --steps 2 -o badx 2>err &&
+	test_grep "cannot write .nodir/S2.state." err && test_one_line_error err &&
+	test_expect_code 2 blr-tune --final-norm -m c/model.cmf --base s2.cmf $C \
+		--next-state S9.state -o bad.cmf 2>err &&
+	test_grep "next-state is for --layer" err &&
+	test -z "$(ls badx)" && test_path_is_missing bad.cmf && test_path_is_missing S9.state &&
+	test_no_tmp_files .
+'
+
 test_expect_success 'convert.mk TUNE=1: every layer tuned, -j1 and -j2 the same bytes' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu BPW=2 TUNE=1 -j2 2>err &&
 	test_grep "layer 1: loss fit" tu/L1/tune.txt &&
@@ -210,6 +226,26 @@ test_expect_success 'convert.mk TUNE=1: every layer tuned, -j1 and -j2 the same 
 	cmf-patch extract -o a.raw tu/model.cmf model.layers.1.mlp.down_proj.weight &&
 	blr-pack unpack -o b.raw tu/L1/tuned/down.blr && cmp a.raw b.raw &&
 	test_no_tmp_files tu
+'
+
+test_expect_success 'TUNE=1: the states after a tuned layer are its tuning'"'"'s, gram-capture'"'"'s bytes' '
+	test -f tu/L0/next.state && test_path_is_missing tu/L1/next.state &&
+	test "$(stat -c %i tu/L0/next.state)" = "$(stat -c %i tu/S1.state)" &&
+	gram-capture -q -m s2.cmf $C -l 0 $(layer_patches 0 tu/L0/tuned) --next-state adv1.state &&
+	cmp adv1.state tu/S1.state &&
+	test_path_is_missing tu/logs/L0.advance.log &&
+	mkdir ns &&
+	blr-tune --layer 0 -q -m s2.cmf $C $(layer_patches 0 c/L0) --steps 20 --next-state ns.state \
+		-o ns >/dev/null &&
+	gram-capture -q -m s2.cmf $C -l 0 $(layer_patches 0 ns) --next-state adv0.state &&
+	cmp adv0.state ns.state &&
+	for s in q k v o gate up down; do cmp t0/$s.blr ns/$s.blr || return 1; done
+'
+
+test_expect_success 'TUNE=1: a lost state after a tuned layer is made again, to the same bytes' '
+	rm tu/S1.state tu/L0/next.state &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu BPW=2 TUNE=1 -j2 2>err &&
+	cmp adv1.state tu/S1.state && cmp tu/model.cmf tu1/model.cmf
 '
 
 test_expect_success 'TUNE=1: a lost tuning is made again, to the same bytes' '

@@ -9,6 +9,7 @@
 #include "par.h"
 #include "parse.h"
 #include "perturb.h"
+#include "state.h"
 #include "aout.h"
 #include "fileio.h"
 #include "tok.h"
@@ -64,9 +65,9 @@ static const char synopsis[] =
 	"         [--cache-mib M] -o out.cmf [-q | -v]\n"
 	"blr-tune --layer L -m source.cmf (--tokens file | --text file)\n"
 	"         [--state S_L --src-state S_L_src [--src-next S_L+1_src]]\n"
-	"         --patch name=payload ...\n"
-	"         [--fit-tokens F] [--sel-tokens S] [--window W] [--steps N]\n"
-	"         [--batch B] [--lr X] [--lr-decay none | cosine] [--eval-every K]\n"
+	"         --patch name=payload ... [--next-state S_L+1] [--fit-tokens F]\n"
+	"         [--sel-tokens S] [--window W] [--steps N] [--batch B] [--lr X]\n"
+	"         [--lr-decay none | cosine] [--eval-every K]\n"
 	"         [--loss mse | normed] [--lookahead 0 | 1] [--seed N] -o dir\n"
 	"         [-q | -v]\n"
 	"blr-tune --end-to-end -m model.cmf --base source.cmf\n"
@@ -83,7 +84,7 @@ static const char synopsis[] =
 #define MAX_PATCH (FW_NMAT * 4096)
 
 typedef struct {
-	const char *model, *base, *tokens, *text, *out, *state, *src_state, *src_next;
+	const char *model, *base, *tokens, *text, *out, *state, *src_state, *src_next, *next_state;
 	size_t fit, sel, window, steps, batch, eval_every, npatch, cache_mib;
 	long seed, layer;
 	double lr;
@@ -182,6 +183,7 @@ static int parse_opt(int c, opts *o)
 	case 'x': o->state = optarg; return 0;
 	case 'X': o->src_state = optarg; return 0;
 	case 'N': o->src_next = optarg; return 0;
+	case 'Z': o->next_state = optarg; return 0;
 	case 'p': return add_patch(o, optarg);
 	case 's':
 		o->has_tuning = 1;
@@ -206,6 +208,13 @@ static int check_layer(const opts *o)
 	if (!o->state != !o->src_state || (!o->state && o->layer != 0))
 		return tool_usage_error("give --state and --src-state together (layer 0 may "
 					"start from the embeddings)");
+	if (o->next_state) {
+		const char *in[] = { o->model, o->tokens, o->text, o->state, o->src_state, o->src_next };
+
+		for (size_t i = 0; i < sizeof in / sizeof *in; i++)
+			if (in[i] && tool_same_file(o->next_state, in[i]))
+				return tool_failf("refusing to overwrite the input '%s'", in[i]);
+	}
 	return 0;
 }
 
@@ -239,7 +248,8 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "layer", 1, 0, 'L' }, { "state", 1, 0, 'x' }, { "src-state", 1, 0, 'X' },
 		{ "patch", 1, 0, 'p' }, { "end-to-end", 0, 0, 'E' }, { "cache-mib", 1, 0, 'C' },
 		{ "lr-decay", 1, 0, 'D' }, { "loss", 1, 0, 'W' }, { "lookahead", 1, 0, 'A' },
-		{ "perturb", 1, 0, 'P' }, { "src-next", 1, 0, 'N' }, { 0, 0, 0, 0 },
+		{ "perturb", 1, 0, 'P' }, { "src-next", 1, 0, 'N' },
+		{ "next-state", 1, 0, 'Z' }, { 0, 0, 0, 0 },
 	};
 	int c, rc;
 
@@ -253,8 +263,8 @@ static int parse_args(int argc, char **argv, opts *o)
 					"--end-to-end and --perturb L");
 	if (!o->tokens == !o->text)
 		return tool_usage_error("give one of --tokens and --text");
-	if (o->src_next && !o->has_layer)
-		return tool_usage_error("--src-next is for --layer");
+	if ((o->src_next || o->next_state) && !o->has_layer)
+		return tool_usage_error("%s is for --layer", o->src_next ? "--src-next" : "--next-state");
 	if (o->perturb)
 		return check_perturb(o);
 	if (o->has_cache && !o->e2e && !o->final_norm)
@@ -454,6 +464,8 @@ typedef struct {
 	size_t nw, rows;
 	double energy[2]; /* E ρ_t‖y_src − x_src‖² per position, FIT and SEL (the
 			   * measured block's change of the source stream) */
+	const uint32_t *tok; /* the calibration tokens, ntok of them */
+	size_t ntok;
 } layer_data;
 
 static void layer_data_free(layer_data *ld)
@@ -472,6 +484,8 @@ static int layer_prepare(const opts *o, const fw_model *m, const uint32_t *ids, 
 	fw_window *w2;
 	size_t nw2, rows2, cnt[2] = { 0, 0 }, d = m->d;
 
+	ld->tok = ids;
+	ld->ntok = n;
 	if (tn_rows(m, o->state, l, ids, n, o->fit, o->sel, o->window, &ld->xq, &ld->w, &ld->nw,
 		    &ld->rows) < 0)
 		return tool_fail("cannot read the converted stream of layer", o->state ? o->state
@@ -555,27 +569,54 @@ static int write_payloads(const opts *o, uint8_t **out, const tn_input *in)
 	return rc;
 }
 
+/* --next-state: the tuned layer's outputs, the states entering the next layer
+ * (gram-capture --next-state's file for the same payloads, byte for byte) */
+static int write_next(const opts *o, const fw_model *m, const layer_data *ld, const float *y)
+{
+	st_header h = { .layer = (uint32_t)o->layer + 1, .width = (uint32_t)m->d,
+			.window = (uint32_t)o->window, .crc = st_token_crc(ld->tok, ld->ntok),
+			.tokens = ld->ntok, .fit = o->fit, .sel = o->sel, .rows = ld->rows };
+	st_writer w;
+
+	if (!o->next_state)
+		return EXIT_OK;
+	if (st_create(&w, o->next_state, &h) < 0)
+		return tool_fail("cannot write", o->next_state);
+	if (st_append(&w, y, ld->rows) < 0) {
+		st_abort(&w);
+		return tool_fail("cannot write", o->next_state);
+	}
+	return st_commit(&w) < 0 ? tool_fail("cannot write", o->next_state) : EXIT_OK;
+}
+
 static int layer_tune(const opts *o, const fw_model *m, const layer_data *ld, tn_input *in)
 {
 	uint8_t *out[MAX_PATCH] = { 0 };
 	tn_opts to = { o->has_steps ? o->steps : LAYER_STEPS, o->has_batch ? o->batch : 2,
 		       o->eval_every, o->has_lr ? o->lr : LAYER_LR, (uint64_t)o->seed,
 		       o->decay == 1 };
-	tn_data dt = { ld->xq, ld->ys, ld->rw, ld->w, ld->nw, o->ahead };
+	tn_data dt = { ld->xq, ld->ys, ld->rw, ld->w, ld->nw, o->ahead, NULL };
 	tn_result r;
 	double t0 = tool_now(), secs;
 	int rc;
 
-	if (tn_tune(m, (int)o->layer, in, o->npatch, &dt, &to, out, &r) < 0)
+	if (o->next_state && !(dt.next = nv_malloc(ld->rows, m->d * sizeof(float))))
+		return tool_fail("cannot hold the states after layer", o->patch_file[0]);
+	if (tn_tune(m, (int)o->layer, in, o->npatch, &dt, &to, out, &r) < 0) {
+		free(dt.next);
 		return tool_fail("cannot tune layer", o->patch_file[0]);
+	}
 	secs = tool_now() - t0;
 	printf("layer %ld: loss fit %.6f -> %.6f sel %.6f -> %.6f | step %zu of %zu | %.1f s "
 	       "%.1f GFLOP/s | norm sel %.4f -> %.4f\n", o->layer, r.fit_before / ld->energy[0],
 	       r.fit_after / ld->energy[0], r.sel_before / ld->energy[1], r.sel_after / ld->energy[1],
 	       r.best_step, to.steps, secs, r.flops / secs * 1e-9, r.norm_before, r.norm_after);
-	rc = write_payloads(o, out, in);
+	rc = write_next(o, m, ld, dt.next);
+	if (rc == EXIT_OK && (rc = write_payloads(o, out, in)) != EXIT_OK && o->next_state)
+		unlink(o->next_state); /* every output, or none */
 	for (size_t i = 0; i < o->npatch; i++)
 		free(out[i]);
+	free(dt.next);
 	return rc;
 }
 

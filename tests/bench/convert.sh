@@ -10,8 +10,9 @@
 # default is) and
 # dual-svid, each with the final-norm calibration when CALIBRATE is not 0
 # (its default): the conversion's time per stage (capture, contexts, encode,
-# tune: blr-tune --layer, advance, calib: blr-tune --final-norm, e2e:
-# blr-tune --end-to-end; the summed wall time of each tool's runs, from
+# tune: blr-tune --layer, which also advances a tuned layer's states,
+# advance: gram-capture --next-state, the source stream's too, calib:
+# blr-tune --final-norm, e2e: blr-tune --end-to-end; the summed wall time of each tool's runs, from
 # /usr/bin/time), its total time and the peak RSS of any one step, then
 # perplexity, KL divergence and top-1 agreement against the source on
 # held-out TinyStories text, of the model before the calibration (row

@@ -538,12 +538,14 @@ endef
 
 # S_{L+1}, the states after layer L as encoded (refused tensors stay float);
 # a tuned layer's are those its tuning left in L/next.state (blr-tune
-# --next-state: gram-capture's bytes), taken by a hard link
+# --next-state: gram-capture's bytes), taken by a hard link and touched, so
+# that they are newer than the tuning's report, which is written after them
 define advance
 $(OUT)/S$(NEXT_$(1)).state: $(call state_dep,$(1)) $(foreach s,$(ENC_$(1)),$(OUT)/L$(1)/$(s).rep) $(call tune_dep,$(1))
 	@$(call say,'layer $(1)/$(NLAYERS): advance to S$(NEXT_$(1))')
 	$(Q)if [ -n '$(call tune_dep,$(1))' ] && [ -f $(OUT)/L$(1)/next.state ]; then \
-		ln -f $(OUT)/L$(1)/next.state $$@.tmp && mv $$@.tmp $$@; \
+		{ [ $$@ -ef $(OUT)/L$(1)/next.state ] || { ln -f $(OUT)/L$(1)/next.state $$@.tmp && \
+		mv $$@.tmp $$@; }; } && touch $$@; \
 	else $$(STEP_ENV) $(LIB) step $(LOG)/L$(1).advance.log -- $(T)gram-capture -m '$(MODEL)' $(CALIB_ARG) -l $(1) $(call state_arg,$(1)) $(CAPTURE) `$(LIB) patch-args $(OUT) $(1) $(SUB)` --next-state $$@; fi
 endef
 

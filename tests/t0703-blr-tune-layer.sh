@@ -248,6 +248,12 @@ test_expect_success 'TUNE=1: a lost state after a tuned layer is made again, to 
 	cmp adv1.state tu/S1.state && cmp tu/model.cmf tu1/model.cmf
 '
 
+test_expect_success 'TUNE=1: a finished conversion run again does nothing' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu1 BPW=2 TUNE=1 -j2 2>err &&
+	test_must_fail grep -E "advance|tune the block|capture|encode" err &&
+	cmp tu/model.cmf tu1/model.cmf
+'
+
 test_expect_success 'TUNE=1: a lost tuning is made again, to the same bytes' '
 	rm tu/L1/tune.txt tu/L1/tuned/gate.blr &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tu BPW=2 TUNE=1 -j2 2>err &&

@@ -30,8 +30,8 @@ typedef struct {
  * the source's logits kept from their first computation (nc_fit): they do
  * not change while w does.  The SEL rows first (every evaluation reads them
  * all), then the first FIT rows, as many as o->cache_bytes holds; a kept
- * row's logits are the bits its first chunk's sgemm gave, which are the
- * bits every later chunk would give (test-normcal checks)
+ * row's logits are the bits its first full chunk's sgemm gave, which are the
+ * bits every later full chunk's would give (test-normcal and t0701 check)
  */
 typedef struct {
 	float *z;         /* (rows × vocab) */
@@ -143,31 +143,36 @@ static void rows_kl(nc_scratch *s, size_t c, size_t V, int diff)
  * one chunk of c rows: Σ KL into *kl, Σ gradient into grad (d) when given,
  * and each row's (q − p)·E into rowg (c × d) when given
  */
-/* the chunk's source logits: kept ones where k has them, the others made
- * by one sgemm of the rows missing (chunk_keep keeps those k has room for,
- * once their KL is done) */
+/*
+ * the chunk's source logits: the kept ones when k has every row of a full
+ * chunk, else one sgemm of the whole chunk, the product the uncached path
+ * makes (chunk_keep keeps a full chunk's rows that k has room for, once
+ * their KL is done).  Kept logits are made and read in products of
+ * NC_CHUNK rows only, each row's bits then the same in any such product;
+ * a product of other rows gives a row's bits in another order of sums
+ */
 static void chunk_source(const nc_data *D, nc_scratch *s, const nc_cache *k,
-			   const size_t *rows, size_t c, double *flops)
+			 const size_t *rows, size_t c, double *flops)
 {
-	size_t d = D->d, V = D->vocab, miss = 0;
+	size_t d = D->d, V = D->vocab, have = 0;
 
 	for (size_t b = 0; b < c; b++) {
-		size_t sl = cache_slot(k, D, rows[b]);
-
-		s->slot[b] = sl;
-		if (sl != SIZE_MAX && k->have[sl]) {
-			s->zp[b] = k->z + sl * V;
-			s->lp[b] = k->lse[sl];
+		s->slot[b] = c == NC_CHUNK ? cache_slot(k, D, rows[b]) : SIZE_MAX;
+		have += s->slot[b] != SIZE_MAX && k->have[s->slot[b]];
+	}
+	for (size_t b = 0; b < c; b++) {
+		if (have == c) {
+			s->zp[b] = k->z + s->slot[b] * V;
+			s->lp[b] = k->lse[s->slot[b]];
 			continue;
 		}
-		memcpy(s->as + miss * d, D->ns + rows[b] * d, d * sizeof(float));
-		s->zp[b] = s->zs + miss * V;
+		memcpy(s->as + b * d, D->ns + rows[b] * d, d * sizeof(float));
+		s->zp[b] = s->zs + b * V;
 		s->lp[b] = NAN;
-		miss++;
 	}
-	if (miss) {
-		nv_sgemm(0, 1, miss, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
-		*flops += 2.0 * (double)miss * (double)V * (double)d;
+	if (have < c) {
+		nv_sgemm(0, 1, c, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
+		*flops += 2.0 * (double)c * (double)V * (double)d;
 	}
 }
 

@@ -140,10 +140,6 @@ static void rows_kl(nc_scratch *s, size_t c, size_t V, int diff)
 }
 
 /*
- * one chunk of c rows: Σ KL into *kl, Σ gradient into grad (d) when given,
- * and each row's (q − p)·E into rowg (c × d) when given
- */
-/*
  * the chunk's source logits: the kept ones when k has every row of a full
  * chunk, else one sgemm of the whole chunk, the product the uncached path
  * makes (chunk_keep keeps a full chunk's rows that k has room for, once
@@ -189,6 +185,10 @@ static void chunk_keep(const nc_data *D, const nc_scratch *s, nc_cache *k, size_
 	}
 }
 
+/*
+ * one chunk of c rows: Σ KL into *kl, Σ gradient into grad (d) when given,
+ * and each row's (q − p)·E into rowg (c × d) when given
+ */
 static int chunk_kl(const nc_data *D, nc_scratch *s, nc_cache *k, const float *w,
 		    const size_t *rows, size_t c, double *kl, double *grad, float *rowg, double *flops)
 {

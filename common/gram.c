@@ -242,15 +242,7 @@ int gr_state_header(const fw_model *m, const gr_capture_opts *o, uint32_t layer,
 	if (!w)
 		return -1;
 	free(w);
-	memset(h, 0, sizeof *h);
-	h->layer = layer;
-	h->width = (uint32_t)m->d;
-	h->window = (uint32_t)o->window;
-	h->crc = st_token_crc(o->tok, o->ntok);
-	h->tokens = o->ntok;
-	h->fit = o->fit;
-	h->sel = o->sel;
-	h->rows = rows;
+	*h = st_header_of(layer, m->d, o->window, o->tok, o->ntok, o->fit, o->sel, rows);
 	return 0;
 }
 

@@ -22,6 +22,14 @@ uint32_t st_token_crc(const uint32_t *tok, size_t n)
 	return crc;
 }
 
+st_header st_header_of(uint32_t layer, size_t width, size_t window, const uint32_t *tok,
+		       size_t ntok, size_t fit, size_t sel, size_t rows)
+{
+	return (st_header){ .layer = layer, .width = (uint32_t)width, .window = (uint32_t)window,
+			    .crc = st_token_crc(tok, ntok), .tokens = ntok, .fit = fit,
+			    .sel = sel, .rows = rows };
+}
+
 static void parse_header(const uint8_t *p, st_header *h)
 {
 	h->layer = le_u32(p + 8);

@@ -46,6 +46,12 @@ typedef struct {
 /* CRC-32 of n token ids as u32 little-endian bytes */
 uint32_t st_token_crc(const uint32_t *tok, size_t n);
 
+/* the header of the states entering layer `layer` of a run over tok's FIT and SEL
+ * windows (rows: the positions those windows feed); what every writer writes and
+ * every reader checks */
+st_header st_header_of(uint32_t layer, size_t width, size_t window, const uint32_t *tok,
+		       size_t ntok, size_t fit, size_t sel, size_t rows);
+
 /* map and validate path (magic, version, size = 56 + 4·rows·width) */
 int st_open(st_reader *r, const char *path);
 void st_close(st_reader *r);

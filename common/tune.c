@@ -313,6 +313,12 @@ int tn_tune(const fw_model *m, int l, const tn_input *in, size_t nin, const tn_d
 	if (load_stored(&u) < 0 || part_loss(&u, 0, &r->fit_after, NULL, dt->next) < 0 ||
 	    (dt->next && part_loss(&u, 1, &sel_kept, NULL, dt->next) < 0))
 		goto out;
+	/* the SEL rows of dt->next come from the bytes whose loss was kept: the same loss */
+	if (dt->next && sel_kept != r->sel_after) {
+		nv_seterr("the stored payloads give SEL loss %.17g, the kept step %.17g", sel_kept,
+			  r->sel_after);
+		goto out;
+	}
 	rc = 0;
 out:
 	r->flops = u.flops;
@@ -361,9 +367,7 @@ int tn_rows(const fw_model *m, const char *state, int l, const uint32_t *tok, si
 				  tok[i], i, m->vocab - 1);
 			goto fail;
 		}
-	want = (st_header){ .layer = (uint32_t)l, .width = (uint32_t)m->d,
-			    .window = (uint32_t)window, .crc = st_token_crc(tok, ntok),
-			    .tokens = ntok, .fit = fit, .sel = sel, .rows = *rows };
+	want = st_header_of((uint32_t)l, m->d, window, tok, ntok, fit, sel, *rows);
 	if (!(*x = nv_malloc(*rows ? *rows : 1, m->d * sizeof(float))) ||
 	    rows_in(m, state, &want, tok, *w, *nw, *x) < 0)
 		goto fail;

@@ -573,9 +573,8 @@ static int write_payloads(const opts *o, uint8_t **out, const tn_input *in)
  * (gram-capture --next-state's file for the same payloads, byte for byte) */
 static int write_next(const opts *o, const fw_model *m, const layer_data *ld, const float *y)
 {
-	st_header h = { .layer = (uint32_t)o->layer + 1, .width = (uint32_t)m->d,
-			.window = (uint32_t)o->window, .crc = st_token_crc(ld->tok, ld->ntok),
-			.tokens = ld->ntok, .fit = o->fit, .sel = o->sel, .rows = ld->rows };
+	st_header h = st_header_of((uint32_t)o->layer + 1, m->d, o->window, ld->tok,
+				   ld->ntok, o->fit, o->sel, ld->rows);
 	st_writer w;
 
 	if (!o->next_state)

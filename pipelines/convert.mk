@@ -489,6 +489,11 @@ leads_of = $(sort $(foreach s,$(ENC_$(1)),$(LEAD_$(1)_$(s))))
 # the state they advanced
 follow_paths = $(if $(and $(filter-out 0 1,$(PATHS_FOLLOW)),$(filter-out 0,$(1)),$(filter $(2),$(PATHS_FOLLOW_ON))),$$$$($(LIB) follow $(OUT) $(1) $(2) $(PATHS_FOLLOW)))
 grams_of = $(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/g.$(d).fit.gram $(OUT)/L$(1)/g.$(d).sel.gram)
+# nvg: every context of the layer, which each encode waits for (order only):
+# make -j then starts the encodes after the contexts, in ENC_L's order, where
+# it started the short tensors first while the longest's context was built
+# and the layer ended with its longest encode alone
+ctxs_of = $(if $(filter nvg,$(METHOD)),$(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/$(d).hctx))
 
 # a layer's directory, and its tensors' encodings (nvg and dual-svid)
 define layer_rules
@@ -496,7 +501,7 @@ $(OUT)/L$(1)/.dir:
 	$(Q)mkdir -p $(OUT)/L$(1) && touch $$@
 
 $(foreach s,$(ENC_$(1)),
-$(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir
+$(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir $(call ctxs_of,$(1))
 	@$(call say,'layer $(1)/$(NLAYERS) $(s): encode $(NAME_$(1)_$(s)) at $(BPW_$(1)_$(s)) bpw')
 	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s),$(call follow_paths,$(1),$(s))) --bpw $(BPW_$(1)_$(s))
 )

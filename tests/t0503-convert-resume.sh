@@ -11,7 +11,23 @@ test_expect_success 'setup: stories260K (two layers), calibration tokens' '
 
 test_expect_success 'the reference: -j1' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=j1 BPW=2.5 -j1 2>err &&
-	cmf-patch verify j1/model.cmf
+	cmf-patch verify j1/model.cmf &&
+	cp err j1.err
+'
+
+# every encode waits for all of its layer's contexts (order-only), so make
+# builds the contexts first and then starts the encodes in ENC_L's order,
+# the longest first; -j1 shows make's order without races between starts
+# (before, -j2 started the short k and v while down_proj's context was
+# still being built, and the layer ended with down_proj alone)
+test_expect_success 'a layer'"'"'s contexts first, then its encodes in ENC_L'"'"'s order' '
+	for l in 0 1; do
+		grep "^convert: layer $l/2 [a-z]*: \(input context\|encode\)" j1.err >lines &&
+		awk "/: encode / { e = 1 } /: input context/ && e { exit 1 }" lines &&
+		sed -n "s/^ENC_$l := //p" j1/layers.mk >expect &&
+		sed -n "s|^convert: layer $l/2 \([a-z]*\): encode .*|\1|p" lines | paste -s -d " " >actual &&
+		test_cmp expect actual || return 1
+	done
 '
 
 test_expect_success '-j2 gives the same bytes' '

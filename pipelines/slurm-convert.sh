@@ -11,9 +11,11 @@
 #   pipelines/slurm-convert.sh [-j N] [-s 'SBATCH OPTIONS'] [-n] VAR=VALUE…
 #
 # VAR=VALUE are convert.mk's variables (MODEL, TOKENS or TEXT, OUT, BPW, …).
-# -j N runs a layer's tensors N at a time inside its job (and asks Slurm for
-# N CPUs); -s passes more options to every sbatch; -n prints the sbatch
-# commands instead of running them.  SBATCH names the sbatch program.
+# -j N runs a layer's tensors N at a time inside its job, each on THREADS
+# threads (convert.mk's THREADS, from VAR=VALUE or the environment, 1 when
+# neither gives it), and asks Slurm for N × THREADS CPUs; -s passes more
+# options to every sbatch; -n prints the sbatch commands instead of running
+# them.  SBATCH names the sbatch program.
 # The job ids go to standard output, one a line, the last the final job's.
 set -eo pipefail
 
@@ -36,13 +38,20 @@ done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || usage
 out=
+threads=${THREADS:-1}
 for a in "$@"; do
 	[[ $a == *=* ]] || { echo "slurm-convert: '$a' is not VAR=VALUE" >&2; exit 2; }
 	case $a in
 	OUT=*) out=${a#OUT=} ;;
+	THREADS=*) threads=${a#THREADS=} ;;
 	esac
 done
 [ -n "$out" ] || { echo "slurm-convert: OUT is required" >&2; exit 2; }
+[[ $threads =~ ^[1-9][0-9]{0,2}$ ]] ||
+	{ echo "slurm-convert: THREADS '$threads' is not a positive integer" >&2; exit 2; }
+# a job's CPUs: its N encoders at THREADS each (the steps that run alone
+# take THREADS × N too, convert.mk's STEP_THREADS)
+cpus=$((jobs * threads))
 
 # the layer rules, made here: they only list the model (and check the
 # command line, the plan, OUT and its lock before anything is submitted)
@@ -61,12 +70,12 @@ submit() {
 	local dep=()
 	[ -n "$2" ] && dep=(--dependency="afterok:$2")
 	if [ $dry = 1 ]; then
-		echo "$sb --parsable --job-name=$1 --cpus-per-task=$jobs ${dep[*]} $extra --wrap=\"$mk -j $jobs $3\"" >&2
+		echo "$sb --parsable --job-name=$1 --cpus-per-task=$cpus ${dep[*]} $extra --wrap=\"$mk -j $jobs $3\"" >&2
 		echo "$1"
 		return
 	fi
 	# shellcheck disable=SC2086 # extra is a list of options
-	"$sb" --parsable --job-name="$1" --cpus-per-task="$jobs" "${dep[@]}" $extra \
+	"$sb" --parsable --job-name="$1" --cpus-per-task="$cpus" "${dep[@]}" $extra \
 		--wrap="$mk -j $jobs $3" | cut -d';' -f1
 }
 

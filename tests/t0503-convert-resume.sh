@@ -149,6 +149,20 @@ test_expect_success 'slurm-convert.sh: dual-svid chains too, with tokens or with
 	test_path_is_missing sb.tok.log sb.free.log
 '
 
+# a job runs -j N encoders of THREADS threads each: Slurm is asked for N × THREADS
+test_expect_success 'slurm-convert.sh asks for -j × THREADS CPUs a job' '
+	SB_DIR=$PWD/sb PATH=$PWD/sb:$PATH bash "$NVG_TOP/pipelines/slurm-convert.sh" -n -j 3 \
+		FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf METHOD=dual-svid \
+		OUT=sl.thr BPW=2.5 THREADS=2 >ids 2>cmds &&
+	test_grep "job-name=nvg-L1 --cpus-per-task=6 .*-j 3 " cmds &&
+	THREADS=4 SB_DIR=$PWD/sb PATH=$PWD/sb:$PATH bash "$NVG_TOP/pipelines/slurm-convert.sh" \
+		-n -j 2 FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf METHOD=dual-svid \
+		OUT=sl.thr BPW=2.5 >ids 2>cmds &&
+	test_grep "job-name=nvg-L0 --cpus-per-task=8 " cmds &&
+	test_expect_code 2 bash "$NVG_TOP/pipelines/slurm-convert.sh" -n OUT=sl.thr THREADS=0 2>err &&
+	test_grep "THREADS .0. is not a positive integer" err
+'
+
 test_expect_success 'slurm-convert.sh refuses a bad command line before submitting' '
 	test_expect_code 2 bash "$NVG_TOP/pipelines/slurm-convert.sh" MODEL=s2.cmf 2>err &&
 	test_grep "OUT is required" err &&

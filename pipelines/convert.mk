@@ -30,9 +30,11 @@
 # target, is refused naming the holder's pid; the kernel releases the lock
 # when the conversion's processes end, killed or not.  A run starts by
 # removing the temporaries (NAME.tmp, NAME.tmp.PID) that a killed one left.
-# THREADS (each encoder's threads; the steps that run alone, capture, tune
-# and calibration, get THREADS × the -j count) changes the speed, not the
-# bytes: it is not stamped, and a conversion resumes at another count.
+# THREADS (each encoder's threads, and THREADS more for each job slot that
+# lies idle while it runs, up to THREADS × the -j count; the steps that run
+# alone, capture, tune and calibration, get THREADS × the -j count) changes
+# the speed, not the bytes: it is not stamped, and a conversion resumes at
+# another count.
 # TRANSPORT=1 (nvg) also keeps the source model's own states OUT/src/S_L
 # (nothing encoded), captures each lead's cross-moment of the two streams
 # (L/g.<lead>.{fit,sel}.cross, NVGC) and encodes the transport target
@@ -444,6 +446,13 @@ NVG_ENV := OPENBLAS_NUM_THREADS=$(THREADS)
 # most 64.  The bytes do not depend on it.
 STEP_ENV = OPENBLAS_NUM_THREADS=$$(( $(STEP_THREADS) > 64 ? 64 : $(STEP_THREADS) ))
 STEP_THREADS = $(THREADS) * $(or $(patsubst -j%,%,$(filter -j%,$(MAKEFLAGS))),1)
+# a layer's encodes take the job slots that lie idle as more threads, up to
+# STEP_THREADS (nvg-encode --threads-max): the layer's last encodes then run
+# on the cores the finished ones left.  make hands its jobserver only to the
+# recipes it marks recursive (+), and runs those even under -n, -t and -q:
+# LEND marks them only when make is to run its recipes
+THREADS_MAX = $$(( $(STEP_THREADS) > 64 ? 64 : $(STEP_THREADS) ))
+LEND := $(if $(findstring n,$(firstword -$(MAKEFLAGS)))$(findstring t,$(firstword -$(MAKEFLAGS)))$(findstring q,$(firstword -$(MAKEFLAGS))),,+)
 ENCODE_COMMON = --shape $(SHAPE_$(1)_$(2)) $(KV_$(1)_$(2)) --paths $(or $(3),$(PATHS)) \
 	--kv-factor $(KV_FACTOR) --threads $(THREADS)
 NVG_CTX = --hctx $(OUT)/L$(1)/$(LEAD_$(1)_$(2)).hctx --fit $(OUT)/L$(1)/g.$(LEAD_$(1)_$(2)).fit.gram \
@@ -503,7 +512,7 @@ $(OUT)/L$(1)/.dir:
 $(foreach s,$(ENC_$(1)),
 $(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir $(call ctxs_of,$(1))
 	@$(call say,'layer $(1)/$(NLAYERS) $(s): encode $(NAME_$(1)_$(s)) at $(BPW_$(1)_$(s)) bpw')
-	$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s),$(call follow_paths,$(1),$(s))) --bpw $(BPW_$(1)_$(s))
+	$(LEND)$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s),$(call follow_paths,$(1),$(s))) --threads-max $$(THREADS_MAX) --bpw $(BPW_$(1)_$(s))
 )
 
 .PHONY: layer-$(1)

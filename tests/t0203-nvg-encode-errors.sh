@@ -72,6 +72,10 @@ test_expect_success 'bad --rho, --threads, --kv-factor, --row-gauge, --head-bloc
 '
 test_expect_success 'usage errors exit 2' '
 	fails 2 "missing --bpw" $ENC &&
+	fails 1 "invalid --threads-max" $ENC --bpw 1 --threads 1 --threads-max 0 &&
+	fails 2 "--threads-max needs --threads, and at least as many" $ENC --bpw 1 --threads-max 2 &&
+	fails 2 "--threads-max needs --threads, and at least as many" $ENC --bpw 1 --threads 2 \
+		--threads-max 1 &&
 	fails 2 "missing --shape" -w w.raw --fit fit.gram --sel sel.gram --bpw 1 &&
 	fails 2 "nvg needs --fit" -w w.raw --shape 96x64 --fit fit.gram --bpw 1 &&
 	fails 2 "exactly one of" $ENC --target-raw w.raw --bpw 1 &&

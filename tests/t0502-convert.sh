@@ -19,6 +19,16 @@ test_expect_success 'nvg at 2.5 bpw converts all five layers' '
 	test_no_tmp_files nvg
 '
 
+# the encodes' recipes are marked recursive (+) so that make hands them its
+# jobserver (nvg-encode --threads-max), but make runs such recipes even
+# under -n: convert.mk marks them only when make is to run its recipes
+test_expect_success 'make -n prints the encodes, --threads-max with them, and runs none' '
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=dry BPW=2.5 -j2 -n >out 2>err &&
+	test_grep "nvg-encode .* --threads 1 --threads-max .* --bpw 2.5" out &&
+	test "$(grep -c "nvg-encode " out)" -eq 35 &&
+	test_path_is_missing dry/L0 dry/model.cmf
+'
+
 test_expect_success 'the conversion passes on the note of cmf-patch --version, once' '
 	cmf-patch --version | sed -n "s/^note: /convert: note: /p" >expect &&
 	grep "^convert: note: " err >actual || true &&

@@ -11,6 +11,7 @@
 #include "err.h"
 #include "fileio.h"
 #include "hctx.h"
+#include "jobs.h"
 #include "linalg.h"
 #include "mem.h"
 #include "nvg.h"
@@ -19,14 +20,18 @@
 #include "parse.h"
 #include "tool.h"
 
+/* how often an idle job slot is looked for: make takes a token at once when it
+ * has a job to start, so one still there a period later is lent */
+#define LEND_POLL_MS 10
+
 static const char synopsis[] =
 	"nvg-encode -w W.raw --shape MxN --fit FIT.gram --sel SEL.gram\n"
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
 	"[--itq-prec f64|f32] [--hb-prec f32|f64] [--als-prec f64|f32]\n"
 	"[--try-sweeps N] [--itq-tol F] [--als-tol F] [--pick-after N]\n"
-	"[--threads N] [--profile] [--target-raw M.raw]\n"
-	"[--cross C.fit.cross [--cross-damp D]]\n"
+	"[--threads N [--threads-max M]] [--profile]\n"
+	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
 	"[--device cpu|opencl|auto|both] [--cl-platform P]\n"
@@ -58,6 +63,7 @@ typedef struct {
 	long pick_after; /* --pick-after: 0 not given */
 	nv_method method;
 	long threads;
+	long threads_max; /* --threads-max: 0 not given */
 	nvdev_opts dev;
 	size_t nt, nout, nshape; /* several tensors that read one input */
 	const char *ts[64], *outs[64], *shapes[64];
@@ -70,7 +76,7 @@ enum {
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
 	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_HB_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER,
-	O_ALS_PREC
+	O_ALS_PREC, O_THREADS_MAX
 };
 
 static const struct option longopts[] = {
@@ -89,6 +95,7 @@ static const struct option longopts[] = {
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
 	{"pick-after", required_argument, NULL, O_PICK_AFTER},
 	{"threads", required_argument, NULL, O_THREADS},
+	{"threads-max", required_argument, NULL, O_THREADS_MAX},
 	{"profile", no_argument, NULL, O_PROFILE}, {"rho", required_argument, NULL, O_RHO},
 	{"target-raw", required_argument, NULL, O_TARGET},
 	{"cross", required_argument, NULL, O_CROSS},
@@ -135,6 +142,10 @@ static int value_opt(int c, const char *a, opts *o)
 	case O_THREADS:
 		if (tool_parse_threads(a, &o->threads) < 0)
 			return tool_fail("invalid --threads", a), -1;
+		return 0;
+	case O_THREADS_MAX:
+		if (tool_parse_threads(a, &o->threads_max) < 0)
+			return tool_fail("invalid --threads-max", a), -1;
 		return 0;
 	case O_SHUFFLE:
 		if (nv_parse_long(a, 1, 0x7fffffffL, &v) < 0)
@@ -268,6 +279,14 @@ static int check_several(const opts *o)
 	return 0;
 }
 
+/* --threads-max: above --threads, which it needs */
+static int check_threads(const opts *o)
+{
+	if (o->threads_max && (!o->threads || o->threads_max < o->threads))
+		return tool_usage_error("--threads-max needs --threads, and at least as many");
+	return 0;
+}
+
 /* the transport target and its SEL objective; returns a usage status or 0 */
 static int check_transport(const opts *o)
 {
@@ -363,7 +382,9 @@ static int check_usage(const opts *o)
 					"(--gauge-shuffle with them)");
 	if (o->s.gauge && !o->s.fit)
 		return tool_usage_error("--row-gauge needs --fit FIT.gram");
-	return check_transport(o) ? EXIT_USAGE : check_several(o);
+	if (check_threads(o) || check_transport(o))
+		return EXIT_USAGE;
+	return check_several(o);
 }
 
 /* 0: go on; 1: exit now with *st */
@@ -601,25 +622,76 @@ out:
 	return st;
 }
 
+/* grow's: THREADS more for each job slot lent, up to --threads-max */
+static void lent(void *ctx, size_t held)
+{
+	const opts *o = ctx;
+	size_t n = (size_t)o->threads * (held + 1);
+
+	nv_set_threads((int)(n < (size_t)o->threads_max ? n : (size_t)o->threads_max));
+}
+
+/*
+ * --threads-max: the job slots of make's jobserver that lie idle, THREADS
+ * threads each (j: opened before any file, so that a descriptor number make
+ * closed cannot be one of ours); where none is given or it cannot be read,
+ * the encoder runs on --threads, with a note in the second case
+ */
+static nv_jobs *lend_slots(const opts *o, nv_jobs *j, int open_rc)
+{
+	size_t slots;
+
+	if (!o->threads_max || open_rc < 0 || !j) {
+		if (o->threads_max && open_rc < 0)
+			fprintf(stderr, "%s: note: no job slots lent: %s\n", tool_name, nv_err());
+		nv_jobs_close(j);
+		return NULL;
+	}
+	slots = (size_t)((o->threads_max + o->threads - 1) / o->threads) - 1;
+	if (nv_jobs_lend(j, slots, LEND_POLL_MS, lent, (void *)o) < 0) {
+		fprintf(stderr, "%s: note: no job slots lent: %s\n", tool_name, nv_err());
+		nv_jobs_close(j);
+		return NULL;
+	}
+	return j;
+}
+
+static void lend_end(nv_jobs *j)
+{
+	size_t held = nv_jobs_held(j);
+
+	if (held)
+		fprintf(stderr, "%s: %zu job slot%s lent at the end\n", tool_name, held,
+			held == 1 ? "" : "s");
+	if (nv_jobs_close(j) < 0)
+		fprintf(stderr, "%s: note: %s\n", tool_name, nv_err());
+}
+
 int main(int argc, char **argv)
 {
 	opts o;
 	nv_prof prof;
 	cmf_file cf;
-	int st;
+	nv_jobs *j = NULL;
+	int st, jrc = nv_jobs_open(getenv("MAKEFLAGS"), &j);
 
 	tool_name = "nvg-encode";
-	if (parse_args(argc, argv, &o, &st))
+	if (parse_args(argc, argv, &o, &st)) {
+		nv_jobs_close(j);
 		return st;
+	}
 	memset(&cf, 0, sizeof(cf));
 	if ((o.s.model && nv_encin_model(&o.s, &cf) < 0) || (o.s.plan && nv_encin_plan(&o.s) < 0)) {
+		nv_jobs_close(j);
 		cmf_close(&cf);
 		return tool_finish(tool_failf("%s", nv_err()));
 	}
 	if (o.threads)
 		nv_set_threads((int)o.threads);
+	j = lend_slots(&o, j, jrc);
 	nv_prof_init(&prof);
 	st = encode(&o, &cf, o.profile ? &prof : NULL);
+	lend_end(j);
 	nv_prof_free(&prof);
 	if (o.s.model)
 		cmf_close(&cf);

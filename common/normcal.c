@@ -30,8 +30,9 @@ typedef struct {
  * the source's logits kept from their first computation (nc_fit): they do
  * not change while w does.  The SEL rows first (every evaluation reads them
  * all), then the first FIT rows, as many as o->cache_bytes holds; a kept
- * row's logits are the bits its first full chunk's sgemm gave, which are the
- * bits every later full chunk's would give (test-normcal and t0701 check)
+ * row's logits are the bits its first product of NC_CHUNK rows gave, which
+ * are the bits every later such product would give (test-normcal and t0701
+ * check)
  */
 typedef struct {
 	float *z;         /* (rows × vocab) */
@@ -140,36 +141,37 @@ static void rows_kl(nc_scratch *s, size_t c, size_t V, int diff)
 }
 
 /*
- * the chunk's source logits: the kept ones when k has every row of a full
- * chunk, else one sgemm of the whole chunk, the product the uncached path
- * makes (chunk_keep keeps a full chunk's rows that k has room for, once
- * their KL is done).  Kept logits are made and read in products of
- * NC_CHUNK rows only, each row's bits then the same in any such product;
- * a product of other rows gives a row's bits in another order of sums
+ * the chunk's source logits: the kept ones where k has them, the others
+ * made together by one sgemm of NC_CHUNK rows, zeros after them (chunk_keep
+ * keeps those k has room for, once their KL is done).  Every source logit
+ * of a calibration (nc_fit: k given, with room or none) is made in a
+ * product of NC_CHUNK rows, so each row has the same bits wherever it is
+ * made: a product of other rows gives a row's bits in another order of
+ * sums.  Without k (nc_kl, nc_kl_back) the chunk's c rows are one product.
  */
 static void chunk_source(const nc_data *D, nc_scratch *s, const nc_cache *k,
 			 const size_t *rows, size_t c, double *flops)
 {
-	size_t d = D->d, V = D->vocab, have = 0;
+	size_t d = D->d, V = D->vocab, need = 0;
 
 	for (size_t b = 0; b < c; b++) {
-		s->slot[b] = c == NC_CHUNK ? cache_slot(k, D, rows[b]) : SIZE_MAX;
-		have += s->slot[b] != SIZE_MAX && k->have[s->slot[b]];
-	}
-	for (size_t b = 0; b < c; b++) {
-		if (have == c) {
+		s->slot[b] = cache_slot(k, D, rows[b]);
+		if (s->slot[b] != SIZE_MAX && k->have[s->slot[b]]) {
 			s->zp[b] = k->z + s->slot[b] * V;
 			s->lp[b] = k->lse[s->slot[b]];
 			continue;
 		}
-		memcpy(s->as + b * d, D->ns + rows[b] * d, d * sizeof(float));
-		s->zp[b] = s->zs + b * V;
+		memcpy(s->as + need * d, D->ns + rows[b] * d, d * sizeof(float));
+		s->zp[b] = s->zs + need * V;
 		s->lp[b] = NAN;
+		need++;
 	}
-	if (have < c) {
-		nv_sgemm(0, 1, c, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
-		*flops += 2.0 * (double)c * (double)V * (double)d;
-	}
+	if (need == 0)
+		return;
+	size_t M = k ? NC_CHUNK : need; /* no k (nc_kl, nc_kl_back): the chunk's own product */
+	memset(s->as + need * d, 0, (M - need) * d * sizeof(float));
+	nv_sgemm(0, 1, M, V, d, 1.0f, s->as, d, D->Es, d, 0.0f, s->zs, V);
+	*flops += 2.0 * (double)M * (double)V * (double)d;
 }
 
 static void chunk_keep(const nc_data *D, const nc_scratch *s, nc_cache *k, size_t c)

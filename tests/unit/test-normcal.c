@@ -145,6 +145,18 @@ static void check_kept(tap_rng *r)
 		   "the source's logits of %zu rows kept: the same weights and figures, %.3g of "
 		   "the flops", want[i], kr.flops / res.flops);
 	}
+	/*
+	 * every source product is one of 256 rows: without kept logits one for
+	 * each chunk of each pass (FIT before and after: 4 chunks each; SEL at
+	 * the start and at steps 4, 8, 12: 3 each; 12 steps of one), with all
+	 * kept only the first passes' 4 + 3, the tails' rows kept as the others
+	 */
+	o.cache_bytes = KR * per;
+	nc_fit(&kd, w0, &o, wk, &kr);
+	double prod = 2.0 * 256 * V * D, saved = res.flops - kr.flops;
+	ok(saved == (double)(2 * 4 + 4 * 3 + 12 - (4 + 3)) * prod,
+	   "all kept: the source's logits made once each, in 7 products (%.4g of 27 saved)",
+	   saved / prod);
 	free(E);
 	free(n);
 	free(ns);

@@ -637,13 +637,13 @@ static void lent(void *ctx, size_t held)
  * closed cannot be one of ours); where none is given or it cannot be read,
  * the encoder runs on --threads, with a note in the second case
  */
-static nv_jobs *lend_slots(const opts *o, nv_jobs *j, int open_rc)
+static nv_jobs *lend_slots(const opts *o, nv_jobs *j, const char *open_err)
 {
 	size_t slots;
 
-	if (!o->threads_max || open_rc < 0 || !j) {
-		if (o->threads_max && open_rc < 0)
-			fprintf(stderr, "%s: note: no job slots lent: %s\n", tool_name, nv_err());
+	if (!o->threads_max || open_err || !j) {
+		if (o->threads_max && open_err)
+			fprintf(stderr, "%s: note: no job slots lent: %s\n", tool_name, open_err);
 		nv_jobs_close(j);
 		return NULL;
 	}
@@ -673,9 +673,13 @@ int main(int argc, char **argv)
 	nv_prof prof;
 	cmf_file cf;
 	nv_jobs *j = NULL;
-	int st, jrc = nv_jobs_open(getenv("MAKEFLAGS"), &j);
+	char jerr[256] = "";
+	int st;
 
 	tool_name = "nvg-encode";
+	/* before any file is opened (lend_slots) */
+	if (nv_jobs_open(getenv("MAKEFLAGS"), &j) < 0)
+		snprintf(jerr, sizeof jerr, "%s", nv_err());
 	if (parse_args(argc, argv, &o, &st)) {
 		nv_jobs_close(j);
 		return st;
@@ -688,7 +692,7 @@ int main(int argc, char **argv)
 	}
 	if (o.threads)
 		nv_set_threads((int)o.threads);
-	j = lend_slots(&o, j, jrc);
+	j = lend_slots(&o, j, jerr[0] ? jerr : NULL);
 	nv_prof_init(&prof);
 	st = encode(&o, &cf, o.profile ? &prof : NULL);
 	lend_end(j);

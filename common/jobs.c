@@ -92,6 +92,11 @@ static int open_fds(nv_jobs *j, const char *v)
 			nv_seterr("jobserver fifo '%s': %s", v + 5, strerror(errno));
 			return -1;
 		}
+		if (!is_pipe(j->rfd)) {
+			close(j->rfd);
+			nv_seterr("jobserver fifo '%s': not a named pipe", v + 5);
+			return -1;
+		}
 		j->wfd = j->rfd;
 		return 1;
 	}

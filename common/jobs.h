@@ -31,7 +31,8 @@ typedef struct nv_jobs nv_jobs;
  * descriptors of a pipe, or "fifo:PATH".  *out is NULL (return 0) when it
  * names none, or descriptors that are not open here (a recipe make did not
  * mark recursive, whose descriptors make closes) or not a pipe; -1 with
- * reason when the entry is malformed or the pipe cannot be opened.
+ * reason when the entry is malformed, or the pipe cannot be opened, or the
+ * named pipe is not one.
  */
 int nv_jobs_open(const char *makeflags, nv_jobs **out);
 

@@ -75,9 +75,22 @@ static void test_forms(void)
 	   "a malformed entry: an error (%s)", nv_err());
 	ok(nv_jobs_open("-j2 --jobserver-auth=3,", &j) == -1, "R, without W: an error");
 	ok(nv_jobs_open("-j2 --jobserver-auth=", &j) == -1, "an empty entry: an error");
+	char *big = malloc(5000);
+	if (big) {
+		memcpy(big, "--jobserver-auth=fifo:/", 23);
+		memset(big + 23, 'x', 4960);
+		big[4983] = 0;
+		rc = nv_jobs_open(big, &j);
+		ok(rc == -1 && j == NULL && strstr(nv_err(), "of 4966 characters") != NULL,
+		   "an entry longer than a path can be: an error (%s)", nv_err());
+		free(big);
+	}
 	rc = nv_jobs_open("-j2 --jobserver-auth=fifo:/nonexistent/fifo", &j);
 	ok(rc == -1 && strstr(nv_err(), "/nonexistent/fifo") != NULL,
 	   "a named pipe that cannot be opened: an error naming it (%s)", nv_err());
+	rc = nv_jobs_open("-j2 --jobserver-auth=fifo:/dev/null", &j);
+	ok(rc == -1 && j == NULL && strstr(nv_err(), "not a named pipe") != NULL,
+	   "a named pipe that is not one: an error, nothing read from it (%s)", nv_err());
 	ok(nv_jobs_close(NULL) == 0, "closing none");
 	close(devnull);
 }

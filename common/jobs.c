@@ -62,17 +62,12 @@ static int is_pipe(int fd)
 
 static int parse_fds(const char *v, int *r, int *w)
 {
-	char *e;
-	const char *w0;
-	long a = strtol(v, &e, 10), b;
+	char *e, *f = NULL;
+	long a = strtol(v, &e, 10), b = 0;
 
-	if (e == v || *e != ',') {
-		nv_seterr("MAKEFLAGS: jobserver '%s' is not R,W or fifo:PATH", v);
-		return -1;
-	}
-	w0 = e + 1;
-	b = strtol(w0, &e, 10);
-	if (*e || e == w0) {
+	if (e != v && *e == ',')
+		b = strtol(e + 1, &f, 10);
+	if (!f || *f || f == e + 1) {
 		nv_seterr("MAKEFLAGS: jobserver '%s' is not R,W or fifo:PATH", v);
 		return -1;
 	}

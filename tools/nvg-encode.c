@@ -639,21 +639,19 @@ static void lent(void *ctx, size_t held)
  */
 static nv_jobs *lend_slots(const opts *o, nv_jobs *j, const char *open_err)
 {
-	size_t slots;
+	const char *why = open_err;
 
-	if (!o->threads_max || open_err || !j) {
-		if (o->threads_max && open_err)
-			fprintf(stderr, "%s: note: no job slots lent: %s\n", tool_name, open_err);
-		nv_jobs_close(j);
-		return NULL;
+	if (o->threads_max && !open_err && j) {
+		size_t slots = (size_t)((o->threads_max + o->threads - 1) / o->threads) - 1;
+
+		if (nv_jobs_lend(j, slots, LEND_POLL_MS, lent, (void *)o) == 0)
+			return j;
+		why = nv_err();
 	}
-	slots = (size_t)((o->threads_max + o->threads - 1) / o->threads) - 1;
-	if (nv_jobs_lend(j, slots, LEND_POLL_MS, lent, (void *)o) < 0) {
-		fprintf(stderr, "%s: note: no job slots lent: %s\n", tool_name, nv_err());
-		nv_jobs_close(j);
-		return NULL;
-	}
-	return j;
+	if (o->threads_max && why)
+		fprintf(stderr, "%s: note: no job slots lent: %s\n", tool_name, why);
+	nv_jobs_close(j);
+	return NULL;
 }
 
 static void lend_end(nv_jobs *j)

@@ -2,7 +2,7 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=8] \
-#        [PATHS_FOLLOW_ON='gate up down'] [REFINE=2] [G_SOLVE=pcg|direct] \
+#        [PATHS_FOLLOW_ON='q k v o gate up down'] [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
 #        [ALS_TOL=0.001] [ALS_PREC=f64|f32] \
 #        [RHO=0.03] [KV_FACTOR=K] \
@@ -88,16 +88,17 @@ PIPE := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 METHOD     ?= nvg
 PATHS      ?= auto
 # PATHS_FOLLOW=N (nvg, PATHS=auto): a tensor of PATHS_FOLLOW_ON (shorts;
-# the MLP's by default, whose choices hold from layer to layer where the
-# attention's flip) encodes two paths only, not both candidates, where the
-# same tensor of the layer before chose two paths over one, that choice
+# all seven by default) encodes two paths only, not both candidates, where
+# the same tensor of the layer before chose two paths over one, that choice
 # made by both candidates at most N − 1 layers back (both again every Nth
 # layer at least); 0 (and 1) encode both everywhere.  Where auto would
 # choose two paths too, the payload is auto's byte for byte.  8 by default
 # for nvg with PATHS=auto since whole conversions judged it level with 0
 # (README), 0 otherwise; given with another METHOD or PATHS it is refused.
 # The stamp names it whenever it is not 0 or 1, so that a stamp without it
-# still means 0, the default of before
+# still means 0, the default of before.  PATHS_FOLLOW_ON was the MLP's
+# three (gate up down) until the attention's four, whose choices flip more
+# from layer to layer, were judged level too at 1.0 and 0.55 bpw (README)
 PATHS_FOLLOW_DEFAULT := 8
 ifeq ($(origin PATHS_FOLLOW),undefined)
 PATHS_FOLLOW = $(if $(and $(filter nvg,$(METHOD)),$(filter auto,$(PATHS))),$(PATHS_FOLLOW_DEFAULT),0)
@@ -105,7 +106,7 @@ endif
 comma := ,
 empty :=
 space := $(empty) $(empty)
-PATHS_FOLLOW_ON_DEFAULT := gate up down
+PATHS_FOLLOW_ON_DEFAULT := q k v o gate up down
 PATHS_FOLLOW_ON ?= $(PATHS_FOLLOW_ON_DEFAULT)
 REFINE     ?= 2
 # the ALS g step: PCG (nvg-encode --g-solve), the CPU encoder's default, or a
@@ -350,12 +351,15 @@ STAMP := $(OUT)/params
 # $(call stamp_was,TOKEN,VAR,OLD): an nvg stamp without TOKEN where this
 # command names one was made with VAR=OLD, the default of before
 stamp_was = $(if $(and $(filter $(1)=%,$(PARAMS)),$(filter method=nvg,$(file <$(STAMP))),$(if $(filter $(1)=%,$(file <$(STAMP))),,x)),; a stamp without $(1) was made with $(2)=$(3))
+# the stamp's paths_follow=N:LIST, where this command's differs, as the
+# settings that resume it (the default LIST grew from the MLP's three)
+follow_was = $(foreach t,$(filter paths_follow=%,$(filter-out $(PARAMS),$(file <$(STAMP)))),; $(t) is PATHS_FOLLOW=$(word 2,$(subst =, ,$(firstword $(subst :, ,$(t))))) PATHS_FOLLOW_ON='$(subst $(comma),$(space),$(word 2,$(subst :, ,$(t))))')
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
 # the settings that differ, named both ways: a default that changed since the
 # conversion began (TRANSPORT's did) is resumed by giving the stamp's setting
-$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)$(call stamp_was,hb_prec,HB_PREC,f64)$(call stamp_was,als_prec,ALS_PREC,f64)$(call stamp_was,paths_follow,PATHS_FOLLOW,0)), or choose another OUT)
+$(error convert.mk: OUT '$(OUT)' holds another conversion's files (parameters in $(STAMP) differ from this command's: the stamp has '$(strip $(filter-out $(PARAMS),$(file <$(STAMP))))', this command '$(strip $(filter-out $(file <$(STAMP)),$(PARAMS)))'); give the stamp's settings to resume it (transport=1 is TRANSPORT=1$(call stamp_was,try_sweeps,TRY_SWEEPS,3)$(call stamp_was,itq_tol,ITQ_TOL,0)$(call stamp_was,als_tol,ALS_TOL,0)$(call stamp_was,hb_prec,HB_PREC,f64)$(call stamp_was,als_prec,ALS_PREC,f64)$(call stamp_was,paths_follow,PATHS_FOLLOW,0)$(follow_was)), or choose another OUT)
 endif
 else
 ifneq ($(filter-out logs params .lock,$(shell ls -A '$(OUT)' 2>/dev/null)),)

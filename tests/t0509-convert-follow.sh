@@ -1,6 +1,6 @@
 #!/bin/bash
 # convert.mk PATHS_FOLLOW=N (8 by default for nvg with PATHS=auto): a
-# tensor of PATHS_FOLLOW_ON (gate, up and down by default) encodes two paths
+# tensor of PATHS_FOLLOW_ON (all seven by default) encodes two paths
 # only where the same tensor of the layers before chose two paths over one
 # (both candidates compared fewer than N layers back); its payload is then
 # auto's byte for byte.  The rule is read
@@ -43,7 +43,7 @@ follow_got() {
 test_expect_success 'PATHS_FOLLOW=3: two paths only where auto chose them at the compared layer before, both again every third layer' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 PATHS_FOLLOW=0 -j2 2>err &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
-	follow_want auto 3 "gate up down" >expect &&
+	follow_want auto 3 "q k v o gate up down" >expect &&
 	follow_got f3 >actual &&
 	test_cmp expect actual &&
 	grep -c " 2$" actual >n2 &&
@@ -51,6 +51,18 @@ test_expect_success 'PATHS_FOLLOW=3: two paths only where auto chose them at the
 	test "$(grep -c "^0 .* auto$" actual)" = 7 &&
 	test_grep "^3 gate auto$" actual && test_grep "^4 gate 2$" actual &&
 	test_no_tmp_files f3
+'
+
+# at 2.5 bpw stories260K's attention chooses one path everywhere, at 1.0 two
+test_expect_success 'PATHS_FOLLOW=3 at 1.0 bpw: the attention'"'"'s tensors follow too, auto'"'"'s bytes' '
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=a10 BPW=1.0 PATHS_FOLLOW=0 -j2 2>err &&
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f10 BPW=1.0 PATHS_FOLLOW=3 -j2 2>err &&
+	follow_want a10 3 "q k v o gate up down" >expect &&
+	follow_got f10 >actual &&
+	test_cmp expect actual &&
+	grep " 2$" actual | grep -v " gate \| up \| down " >attn &&
+	test "$(wc -l <attn)" -ge 8 &&
+	for f in a10/L*/*.blr; do cmp "$f" "f10/${f#a10/}" || return 1; done
 '
 
 test_expect_success 'PATHS_FOLLOW_ON: only the tensors named follow' '
@@ -73,36 +85,36 @@ test_expect_success 'PATHS_FOLLOW=3: every payload auto'"'"'s byte for byte wher
 '
 
 test_expect_success 'PATHS_FOLLOW: stamped, recorded in the report and the provenance; 0 recorded' '
-	test_grep " paths_follow=3:down,gate,up$" f3/params &&
+	test_grep " paths_follow=3:down,gate,k,o,q,up,v$" f3/params &&
 	test_no_grep "paths_follow" auto/params &&
 	test "$(prov_value f3/model.cmf paths_follow)" = 3 &&
-	test "$(prov_value f3/model.cmf paths_follow_on)" = "[\"down\", \"gate\", \"up\"]" &&
+	test "$(prov_value f3/model.cmf paths_follow_on)" = "[\"down\", \"gate\", \"k\", \"o\", \"q\", \"up\", \"v\"]" &&
 	test "$(prov_value auto/model.cmf paths_follow)" = 0 &&
 	test "$(prov_value auto/model.cmf paths_follow_on)" = null &&
-	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .down, gate, up: two paths where the layers before chose them, both candidates every 3 layers.," f3/model.cmf.blr.txt &&
+	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .down, gate, k, o, q, up, v: two paths where the layers before chose them, both candidates every 3 layers.," f3/model.cmf.blr.txt &&
 	test_no_grep "two paths where" auto/model.cmf.blr.txt
 '
 
 test_expect_success 'PATHS_FOLLOW: resuming with another value is refused, naming it; with the stamp'"'"'s, nothing is redone' '
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=4 2>err &&
-	test_grep "the stamp has .paths_follow=3:down,gate,up., this command .paths_follow=4:down,gate,up." err &&
+	test_grep "the stamp has .paths_follow=3:down,gate,k,o,q,up,v., this command .paths_follow=4:down,gate,k,o,q,up,v." err &&
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 PATHS_FOLLOW_ON="gate up" 2>err &&
 	test_grep "this command .paths_follow=3:gate,up." err &&
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 PATHS_FOLLOW=4 2>err &&
 	test_grep "a stamp without paths_follow was made with PATHS_FOLLOW=0" err &&
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 2>err &&
-	test_grep "this command .paths_follow=8:down,gate,up..; give the stamp.s settings to resume it (.*; a stamp without paths_follow was made with PATHS_FOLLOW=0)" err &&
+	test_grep "this command .paths_follow=8:down,gate,k,o,q,up,v..; give the stamp.s settings to resume it (.*; a stamp without paths_follow was made with PATHS_FOLLOW=0)" err &&
 	cp -p f3/L4/down.blr before.blr &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
 	test_no_grep "encode" err &&
 	cmp before.blr f3/L4/down.blr
 '
 
-test_expect_success 'PATHS_FOLLOW=8, MLP only, the default of nvg with PATHS=auto; 0 with PATHS=1 or 2 and dual-svid, not refused there' '
+test_expect_success 'PATHS_FOLLOW=8, every tensor, the default of nvg with PATHS=auto; 0 with PATHS=1 or 2 and dual-svid, not refused there' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f8 BPW=2.5 -j2 2>err &&
-	test_grep " paths_follow=8:down,gate,up$" f8/params &&
+	test_grep " paths_follow=8:down,gate,k,o,q,up,v$" f8/params &&
 	test "$(prov_value f8/model.cmf paths_follow)" = 8 &&
-	follow_want auto 8 "gate up down" >expect &&
+	follow_want auto 8 "q k v o gate up down" >expect &&
 	follow_got f8 >actual &&
 	test_cmp expect actual &&
 	test "$(grep -c " 2$" actual)" -ge 6 &&
@@ -112,6 +124,17 @@ test_expect_success 'PATHS_FOLLOW=8, MLP only, the default of nvg with PATHS=aut
 		test_grep "^method=" p0/params && test_no_grep "paths_follow" p0/params &&
 		rm -rf p0 || return 1
 	done
+'
+
+test_expect_success 'PATHS_FOLLOW: a conversion begun when the default was the MLP'"'"'s three is refused, naming the settings that resume it, and resumes with them, nothing redone' '
+	cp -rp f8 old8 &&
+	sed -i "s/ paths_follow=8:down,gate,k,o,q,up,v$/ paths_follow=8:down,gate,up/" old8/params &&
+	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=old8 BPW=2.5 2>err &&
+	test_grep "; paths_follow=8:down,gate,up is PATHS_FOLLOW=8 PATHS_FOLLOW_ON=.down gate up.), or choose another OUT" err &&
+	test_no_grep "a stamp without paths_follow" err &&
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=old8 BPW=2.5 PATHS_FOLLOW=8 PATHS_FOLLOW_ON="down gate up" -j2 2>err &&
+	test_no_grep "encode" err &&
+	test_grep " paths_follow=8:down,gate,up$" old8/params
 '
 
 test_expect_success 'PATHS_FOLLOW=0 and 1 encode both candidates everywhere, the bytes of auto' '

@@ -13,7 +13,11 @@
 # tune: blr-tune --layer, which also advances a tuned layer's states,
 # advance: gram-capture --next-state, the source stream's too, calib:
 # blr-tune --final-norm, e2e: blr-tune --end-to-end; the summed wall time of each tool's runs, from
-# /usr/bin/time), its total time and the peak RSS of any one step, then
+# /usr/bin/time), its total time, the CPU seconds of the tools its steps
+# run (user and system; make's and the scripts' own are not counted) and what share of the slots' time they filled (busy: CPU over
+# total × JOBS × THREADS, THREADS from the environment as convert.mk reads
+# it: where it is well under 1 the cores waited on a step that ran alone or
+# on a layer's last encode), the peak RSS of any one step, then
 # perplexity, KL divergence and top-1 agreement against the source on
 # held-out TinyStories text, of the model before the calibration (row
 # LABEL), after it (row LABEL+cal) and after the end-to-end step (row
@@ -92,40 +96,43 @@ all="TRANSPORT=1 TUNE=1 $e2e_on"
 wrap=$out/wrap
 mkdir -p "$wrap"
 for t in "$bin"/*; do
-	printf '#!/bin/sh\nexec /usr/bin/time -a -o "$BENCH_TIMES" -f "%%e %%M %s $*" "%s" "$@"\n' \
+	printf '#!/bin/sh\nexec /usr/bin/time -a -o "$BENCH_TIMES" -f "%%e %%M %%U %%S %s $*" "%s" "$@"\n' \
 		"${t##*/}" "$t" >"$wrap/${t##*/}"
 	chmod +x "$wrap/${t##*/}"
 done
 
 echo "OpenBLAS core: $(OPENBLAS_VERBOSE=2 "$bin/cmf-patch" info "$src" 2>&1 >/dev/null | sed -n 's/.*Core: *//p' | head -n 1)"
 echo "model $src, $jobs jobs, FIT $fit SEL $sel window $window, eval $eval_tokens tokens"
-printf '%-22s %5s %8s %8s %8s %7s %8s %7s %7s %8s %8s %9s %10s %8s %7s\n' method bpw capture \
-	contexts encode tune advance calib e2e total rss_MiB body_bpw perplexity KL top1
+printf '%-22s %5s %8s %8s %8s %7s %8s %7s %7s %8s %8s %5s %8s %9s %10s %8s %7s\n' method bpw \
+	capture contexts encode tune advance calib e2e total cpu busy rss_MiB body_bpw perplexity KL \
+	top1
 
 # row LABEL BPW M EVAL DROP [DIR]: one table row from the kept measurements
 # M.times and M.total of the conversion in DIR (default M) (DROP: the last
 # steps not yet run in the model measured, "calib e2e" or "e2e"; their time
 # is not counted)
 row() {
-	awk -v m="$1" -v b="$2" -v drop="$5" '
+	awk -v m="$1" -v b="$2" -v drop="$5" -v slots="$((jobs * ${THREADS:-1}))" '
 	FILENAME ~ /times$/ {
 		s = "other"
-		if ($3 == "gram-capture") s = ($0 ~ /--next-state/) ? "advance" : "capture"
-		else if ($3 == "hctx-build") s = "contexts"
-		else if ($3 == "nvg-encode") s = "encode"
-		else if ($3 == "blr-tune")
+		if ($5 == "gram-capture") s = ($0 ~ /--next-state/) ? "advance" : "capture"
+		else if ($5 == "hctx-build") s = "contexts"
+		else if ($5 == "nvg-encode") s = "encode"
+		else if ($5 == "blr-tune")
 			s = ($0 ~ /--final-norm/) ? "calib" : ($0 ~ /--end-to-end/) ? "e2e" : "tune"
-		t[s] += $1; if ($2 > rss) rss = $2; next
+		t[s] += $1; c[s] += $3 + $4; if ($2 > rss) rss = $2; next
 	}
 	FILENAME ~ /total$/ { total = $1; next }
 	FILENAME ~ /eval/ { v[$1] = $2; next }
 	/^# total blr body/ { body = $5 }
 	END {
 		n = split(drop, d, " ")
-		for (i = 1; i <= n; i++) { total -= t[d[i]]; t[d[i]] = 0 }
-		printf "%-22s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %7.1f %8.1f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
+		for (i = 1; i <= n; i++) { total -= t[d[i]]; t[d[i]] = 0; c[d[i]] = 0 }
+		for (s in c) cpu += c[s]
+		printf "%-22s %5s %8.1f %8.1f %8.1f %7.1f %8.1f %7.1f %7.1f %8.1f %8.1f %5.2f %8.1f %9.4f %10.3f %8.4f %7.4f\n",
 			m, b, t["capture"], t["contexts"], t["encode"], t["tune"], t["advance"], t["calib"],
-			t["e2e"], total, rss / 1024, body, v["ppl"], v["kl"], v["top1"]
+			t["e2e"], total, cpu, (total > 0 ? cpu / (total * slots) : 0), rss / 1024, body,
+			v["ppl"], v["kl"], v["top1"]
 	}' "$3.times" "$3.total" "$4" "${6:-$3}/model.cmf.blr.txt"
 }
 
@@ -135,7 +142,7 @@ row() {
 convert() {
 	local dir=$1 label=$2 m=$3 b=$4 plan=$5 t0 key
 	shift 5
-	key="$m $b fit=$fit sel=$sel window=$window eval=$eval_tokens jobs=$jobs $src $calib plan=${plan:+$(cksum <"$plan")}"
+	key="$m $b fit=$fit sel=$sel window=$window eval=$eval_tokens jobs=$jobs threads=${THREADS:-1} times=cpu $src $calib plan=${plan:+$(cksum <"$plan")}"
 	key="$key calibrate=${CALIBRATE-d} $*"
 	if ! [ -f "$dir/model.cmf" ] || ! [ -s "$dir.eval" ] || ! [ -s "$dir.total" ] ||
 		[ "$(cat "$dir.key" 2>/dev/null)" != "$key" ]; then

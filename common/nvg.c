@@ -2039,7 +2039,7 @@ static int flip_blocks(nv_bm *md, const nv_tctx *c, size_t pi, const nv_mat *q,
 	nv_path *p = &md->p[pi];
 	size_t m = md->m, r = md->r, bs = nv_row_block(c, m);
 	nv_mat b = {0}, qs = {0};
-	int rc = -1, nt;
+	int rc = -1;
 
 	*flips = 0;
 	if (nv_mat_zeros(&b, bs, r) < 0 || nv_mat_zeros(&qs, bs, r) < 0)
@@ -2051,10 +2051,7 @@ static int flip_blocks(nv_bm *md, const nv_tctx *c, size_t pi, const nv_mat *q,
 		flip_job proto = {0, 0, r, blk.d, qs.d, q->d, qd, whb->d + i0 * r, p->l, p->h + i0, 0};
 		nv_sgn_scaled_to(&blk, NULL, NULL, b.d, r);
 		nv_gemm(1.0, &bv, 0, q, 0, 0.0, &qv);
-		nt = nv_get_threads();
-		/* threads lent mid-encode (nvg-encode --threads-max) join at the
-		 * next block: the split does not change the result */
-		*flips += flip_parallel(&proto, rows, nt > c->threads ? nt : c->threads);
+		*flips += flip_parallel(&proto, rows, c->threads);
 	}
 	rc = 0;
 out:

@@ -1415,32 +1415,6 @@ static void test_init_halves(const nv_tctx *c)
 }
 
 /*
- * the row flips with threads lent after the context was made (nvg-encode
- * --threads-max raises nv_get_threads() above c->threads mid-encode): the
- * rows split over more workers, the same signs and the same count, since
- * rows are independent
- */
-static void test_flip_lent(const nv_tctx *c)
-{
-	int old = nv_get_threads();
-	nv_bm a, b;
-	uint64_t fa = 0, fb = 0;
-
-	nv_build_nvg_init(c, 16, 2, &a);
-	nv_bm_copy(&b, &a);
-	nv_set_threads(c->threads);
-	nv_flip_u(&a, c, 1, &fa);
-	nv_set_threads(c->threads + 3);
-	nv_flip_u(&b, c, 1, &fb);
-	nv_set_threads(old);
-	ok(fa > 0 && fa == fb && same_model(&a, &b),
-	   "nv_flip_u on %d threads lent beyond the context's %d: the same signs, %llu flips both",
-	   c->threads + 3, c->threads, (unsigned long long)fa);
-	nv_bm_free(&a);
-	nv_bm_free(&b);
-}
-
-/*
  * nv_enc_opts.spend_l: a context that this encode alone reads has its l
  * (the tall latents' factor) freed once the candidates' paths are made;
  * the bytes and line are those of an encode that keeps it, for both
@@ -1494,7 +1468,6 @@ int main(void)
 	test_als_tol(&c);
 	test_als_kept_hb(&c);
 	test_hbk(&c);
-	test_flip_lent(&c);
 	test_refine_kept(&c);
 	test_wh_dropped(&c);
 	test_row_blocks(&c);

@@ -14,10 +14,11 @@
 # advance: gram-capture --next-state, the source stream's too, calib:
 # blr-tune --final-norm, e2e: blr-tune --end-to-end; the summed wall time of each tool's runs, from
 # /usr/bin/time), its total time, the CPU seconds of the tools its steps
-# run (user and system; make's and the scripts' own are not counted) and what share of the slots' time they filled (busy: CPU over
-# total × JOBS × THREADS, THREADS from the environment as convert.mk reads
-# it: where it is well under 1 the cores waited on a step that ran alone or
-# on a layer's last encode), the peak RSS of any one step, then
+# run (user and system; make's and the scripts' own are not counted) and
+# what share of the slots' time they filled (busy: CPU over total × JOBS ×
+# THREADS, THREADS from the environment as convert.mk reads it: where it is
+# well under 1 the cores waited on a step that ran alone or on a layer's
+# last encode), the peak RSS of any one step, then
 # perplexity, KL divergence and top-1 agreement against the source on
 # held-out TinyStories text, of the model before the calibration (row
 # LABEL), after it (row LABEL+cal) and after the end-to-end step (row

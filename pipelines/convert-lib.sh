@@ -155,21 +155,28 @@ encode() {
 	mv "$rep.tmp" "$rep"
 }
 
-# follow OUT L SHORT N: the --paths of SHORT at layer L under PATHS_FOLLOW=N:
-# 2 where the nearest layer before L whose SHORT had both candidates (its
-# report names P2 and P1) lies less than N layers back and chose two paths,
-# and every layer between chose two paths after it without one; auto where
-# a report between is missing, refused or chose one path, or none is near
+# follow OUT L SHORT N [ONE]: the --paths of SHORT at layer L under
+# PATHS_FOLLOW=N: 2 where the nearest layer before L whose SHORT had both
+# candidates (its report names P2 and P1) lies less than N layers back and
+# chose two paths, and every layer between chose two paths after it without
+# one; with ONE 1 (SHORT of PATHS_FOLLOW_ONE) the same for one path, 1; auto
+# where a report between is missing, refused or chose the other count (or one
+# path without ONE), or none is near
 follow() {
-	local out=$1 l=$2 s=$3 n=$4 k rep
+	local out=$1 l=$2 s=$3 n=$4 one=${5:-0} k rep p want=
 	for ((k = l - 1; k >= 0 && k > l - n; k--)); do
 		rep=$out/L$k/$s.rep
 		[ -f "$rep" ] || break
 		rep=$(cat "$rep")
 		case $rep in
-		"pick P2 "*" P2 "*" P1 "*) echo 2; return ;;
-		"pick P2 "*) ;;
+		"pick P1 "* | "pick P2 "*) p=${rep:6:1} ;;
 		*) break ;;
+		esac
+		[ "$p" = 1 ] && [ "$one" != 1 ] && break
+		[ -n "$want" ] && [ "$p" != "$want" ] && break
+		want=$p
+		case $rep in
+		*" P2 "*" P1 "*) echo "$p"; return ;;
 		esac
 	done
 	echo auto
@@ -235,7 +242,7 @@ report_tensor() {
 }
 
 # report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE SWEEPS GSOLVE TRY ITQTOL
-#        ALSTOL ITQPREC HBPREC ALSPREC
+#        ALSTOL ITQPREC HBPREC ALSPREC FOLLOW FOLLOW_ON FOLLOW_ONE
 report() {
 	local out=$1 method=$2 bpw=$3 kv=$4 pathsopt=$5 plan=$6 calib=$7 fit=$8 sel=$9
 	local window=${10} rho=${11} device=${12} sweeps=${13} gqa=0 name layer b m n short lead mult st
@@ -260,14 +267,14 @@ report() {
 	done <"$out/tensors.txt"
 	summarise "$out" "$method" "$bpw" "$kv" "$pathsopt" "$plan" "$calib" "$fit" "$sel" "$window" "$rho" \
 		"$device" "$sweeps" "${14:-direct}" "${15:-3}" "${16:-0}" "${17:-0}" "${18:-f64}" "${19:-f64}" \
-		"${20:-f64}" "${21:-0}" "${22:-}"
+		"${20:-f64}" "${21:-0}" "${22:-}" "${23:-}"
 }
 
 # the totals, the clipped list, the report file and the provenance JSON
 summarise() {
 	local out=$1 rep=$1/model.cmf.blr.txt.tmp prov=$1/provenance.json.tmp calibjson=null planjson=null
 	{
-		echo "# nvgkit BLR conversion: method $2, target $3 bpw, paths $5$([ "${21}" -gt 1 ] && echo " (${22// /, }: two paths where the layers before chose them, both candidates every ${21} layers)")$([ "$2" = nvg ] &&
+		echo "# nvgkit BLR conversion: method $2, target $3 bpw, paths $5$([ "${21}" -gt 1 ] && echo " (${22// /, }: two paths where the layers before chose them$([ -n "${23}" ] && echo ", ${23// /, }: one path too where they chose one"), both candidates every ${21} layers)")$([ "$2" = nvg ] &&
 			echo ", refinement sweeps ${13}, ALS sweeps a try ${15}, ITQ stop ${16}$([ "${18}" = f32 ] && echo ", ITQ products in f32")$([ "${19}" = f64 ] && echo ", Gram products in f64"), ALS stop ${17}$([ "${20}" = f32 ] && echo ", ALS products in f32")$([ "${14}" = pcg ] && echo ", g steps by PCG")"), kv factor $4"
 		echo "# tensor layer shape requested_bpw delivered_bpw rank paths clip sel_error | encoder report"
 		awk '$5 != "-" { split($3, d, "x"); w = d[1] * d[2]; printf "%s %s %s %s %.6f %s %s %s %s", $1, $2, $3, $4, $5 / w, $6, $7, $8, $9
@@ -317,9 +324,10 @@ summarise() {
 			"$req_bpw" "$nclip" "$nkept" "$(awk '$8 == "refused" { printf "%s\"%s\"", n++ ? ", " : "", $1 }' "$out/report.body.tmp")"
 		printf '"blr_body_bpw": %s, "blr_body_weights": %s, "layer_projection_bpw": %s, "layer_projection_weights": %s, ' \
 			"$body_bpw" "$body_w" "$all_bpw" "$all_w"
-		printf '"kv_factor": %s, "paths": "%s", "paths_follow": %s, "paths_follow_on": %s, "refine_sweeps": %s, "g_solve": %s, "try_sweeps": %s, "itq_tol": %s, "itq_prec": %s, "hb_prec": %s, "als_tol": %s, "als_prec": %s, "calibration": %s, "encoder_device": "%s"}}\n' \
+		printf '"kv_factor": %s, "paths": "%s", "paths_follow": %s, "paths_follow_on": %s, "paths_follow_one": %s, "refine_sweeps": %s, "g_solve": %s, "try_sweeps": %s, "itq_tol": %s, "itq_prec": %s, "hb_prec": %s, "als_tol": %s, "als_prec": %s, "calibration": %s, "encoder_device": "%s"}}\n' \
 			"$4" "$5" "$([ "$2" = nvg ] && echo "${21}" || echo null)" \
 			"$([ "$2" = nvg ] && [ "${21}" -gt 1 ] && printf '[%s]' "$(printf '"%s", ' ${22} | sed 's/, $//')" || echo null)" \
+			"$([ "$2" = nvg ] && [ "${21}" -gt 1 ] && printf '[%s]' "$([ -n "${23}" ] && printf '"%s", ' ${23} | sed 's/, $//')" || echo null)" \
 			"$([ "$2" = nvg ] && echo "${13}" || echo null)" \
 			"$([ "$2" = nvg ] && echo "\"${14}\"" || echo null)" \
 			"$([ "$2" = nvg ] && echo "${15}" || echo null)" \

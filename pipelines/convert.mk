@@ -2,7 +2,7 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=8] \
-#        [PATHS_FOLLOW_ON='q k v o gate up down'] [REFINE=2] [G_SOLVE=pcg|direct] \
+#        [PATHS_FOLLOW_ON='q k v o gate up down'] [PATHS_FOLLOW_ONE='k v'] [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
 #        [ALS_TOL=0.001] [ALS_PREC=f64|f32] \
 #        [RHO=0.03] [KV_FACTOR=K] \
@@ -98,7 +98,14 @@ PATHS      ?= auto
 # The stamp names it whenever it is not 0 or 1, so that a stamp without it
 # still means 0, the default of before.  PATHS_FOLLOW_ON was the MLP's
 # three (gate up down) until the attention's four, whose choices flip more
-# from layer to layer, were judged level too at 1.0 and 0.55 bpw (README)
+# from layer to layer, were judged level too at 1.0 and 0.55 bpw (README).
+# PATHS_FOLLOW_ONE (shorts of PATHS_FOLLOW_ON; k and v by default, where
+# PATHS_FOLLOW_ON has them) follow a choice of one path the same way: one
+# path only, auto's payload byte for byte where auto would choose one path
+# too.  k_proj and v_proj chose one path in every layer of the conversions
+# measured, while q_proj and o_proj flip between the two by a hair (README).
+# The stamp names it as paths_follow_one=LIST beside paths_follow, so that a
+# stamp without it means none
 PATHS_FOLLOW_DEFAULT := 8
 ifeq ($(origin PATHS_FOLLOW),undefined)
 PATHS_FOLLOW = $(if $(and $(filter nvg,$(METHOD)),$(filter auto,$(PATHS))),$(PATHS_FOLLOW_DEFAULT),0)
@@ -108,6 +115,8 @@ empty :=
 space := $(empty) $(empty)
 PATHS_FOLLOW_ON_DEFAULT := q k v o gate up down
 PATHS_FOLLOW_ON ?= $(PATHS_FOLLOW_ON_DEFAULT)
+PATHS_FOLLOW_ONE_DEFAULT := k v
+PATHS_FOLLOW_ONE ?= $(filter $(PATHS_FOLLOW_ONE_DEFAULT),$(PATHS_FOLLOW_ON))
 REFINE     ?= 2
 # the ALS g step: PCG (nvg-encode --g-solve), the CPU encoder's default, or a
 # factorization each sweep (the device's)
@@ -280,6 +289,9 @@ endif
 ifneq ($(or $(filter-out q k v o gate up down,$(PATHS_FOLLOW_ON)),$(if $(strip $(PATHS_FOLLOW_ON)),,x)),)
 $(error convert.mk: PATHS_FOLLOW_ON '$(PATHS_FOLLOW_ON)' is not a list of q k v o gate up down)
 endif
+ifneq ($(filter-out $(PATHS_FOLLOW_ON),$(PATHS_FOLLOW_ONE)),)
+$(error convert.mk: PATHS_FOLLOW_ONE '$(PATHS_FOLLOW_ONE)' is not a list of PATHS_FOLLOW_ON's ($(PATHS_FOLLOW_ON)))
+endif
 ifneq ($(filter-out 0 1,$(PATHS_FOLLOW)),)
 ifneq ($(METHOD)$(PATHS),nvgauto)
 $(error convert.mk: PATHS_FOLLOW follows the choices of PATHS=auto of nvg: METHOD=nvg PATHS=auto)
@@ -346,14 +358,16 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD)$(if $(filter nvg,$(METHOD)),$(if $(filter-out 3,$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)$(if $(filter-out 0 1,$(PATHS_FOLLOW)), paths_follow=$(PATHS_FOLLOW):$(subst $(space),$(comma),$(sort $(PATHS_FOLLOW_ON))))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)$(if $(filter-out 0 1,$(PATHS_FOLLOW)), paths_follow=$(PATHS_FOLLOW):$(subst $(space),$(comma),$(sort $(PATHS_FOLLOW_ON)))$(if $(strip $(PATHS_FOLLOW_ONE)), paths_follow_one=$(subst $(space),$(comma),$(sort $(PATHS_FOLLOW_ONE)))))
 STAMP := $(OUT)/params
 # $(call stamp_was,TOKEN,VAR,OLD): an nvg stamp without TOKEN where this
 # command names one was made with VAR=OLD, the default of before
 stamp_was = $(if $(and $(filter $(1)=%,$(PARAMS)),$(filter method=nvg,$(file <$(STAMP))),$(if $(filter $(1)=%,$(file <$(STAMP))),,x)),; a stamp without $(1) was made with $(2)=$(3))
-# the stamp's paths_follow=N:LIST, where this command's differs, as the
-# settings that resume it (the default LIST grew from the MLP's three)
-follow_was = $(foreach t,$(filter paths_follow=%,$(filter-out $(PARAMS),$(file <$(STAMP)))),; $(t) is PATHS_FOLLOW=$(word 2,$(subst =, ,$(firstword $(subst :, ,$(t))))) PATHS_FOLLOW_ON='$(subst $(comma),$(space),$(word 2,$(subst :, ,$(t))))')
+# the stamp's paths_follow=N:LIST and paths_follow_one=LIST, where this
+# command's differ, as the settings that resume it (the default LIST grew
+# from the MLP's three; a stamp with paths_follow but without
+# paths_follow_one followed no choice of one path)
+follow_was = $(foreach t,$(filter paths_follow=%,$(filter-out $(PARAMS),$(file <$(STAMP)))),; $(t) is PATHS_FOLLOW=$(word 2,$(subst =, ,$(firstword $(subst :, ,$(t))))) PATHS_FOLLOW_ON='$(subst $(comma),$(space),$(word 2,$(subst :, ,$(t))))')$(foreach t,$(filter paths_follow_one=%,$(filter-out $(PARAMS),$(file <$(STAMP)))),; $(t) is PATHS_FOLLOW_ONE='$(subst $(comma),$(space),$(word 2,$(subst =, ,$(t))))')$(if $(and $(filter paths_follow_one=%,$(PARAMS)),$(filter paths_follow=%,$(file <$(STAMP))),$(if $(filter paths_follow_one=%,$(file <$(STAMP))),,x)),; a stamp with paths_follow but without paths_follow_one was made with PATHS_FOLLOW_ONE='')
 # an empty stamp is one whose writing failed (a full disk): no stamp at all
 ifneq ($(file <$(STAMP)),)
 ifneq ($(file <$(STAMP)),$(PARAMS))
@@ -500,7 +514,7 @@ leads_of = $(sort $(foreach s,$(ENC_$(1)),$(LEAD_$(1)_$(s))))
 # reports of the layers before when the encoder runs (convert-lib.sh
 # follow); those reports are older than this layer's Grams, which come from
 # the state they advanced
-follow_paths = $(if $(and $(filter-out 0 1,$(PATHS_FOLLOW)),$(filter-out 0,$(1)),$(filter $(2),$(PATHS_FOLLOW_ON))),$$$$($(LIB) follow $(OUT) $(1) $(2) $(PATHS_FOLLOW)))
+follow_paths = $(if $(and $(filter-out 0 1,$(PATHS_FOLLOW)),$(filter-out 0,$(1)),$(filter $(2),$(PATHS_FOLLOW_ON))),$$$$($(LIB) follow $(OUT) $(1) $(2) $(PATHS_FOLLOW) $(if $(filter $(2),$(PATHS_FOLLOW_ONE)),1,0)))
 grams_of = $(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/g.$(d).fit.gram $(OUT)/L$(1)/g.$(d).sel.gram)
 # nvg: every context of the layer, which each encode waits for (order only):
 # make -j then starts the encodes after the contexts, in ENC_L's order, where
@@ -613,7 +627,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)' '$(PATHS_FOLLOW)' '$(sort $(PATHS_FOLLOW_ON))'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)' '$(PATHS_FOLLOW)' '$(sort $(PATHS_FOLLOW_ON))' '$(sort $(PATHS_FOLLOW_ONE))'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or the input of the last steps

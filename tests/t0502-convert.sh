@@ -140,7 +140,7 @@ test_expect_success 'the report names the encoder, budget and rank of each tenso
 	test "$(prov_value svid/model.cmf refine_sweeps)" = null &&
 	test "$(prov_value nvg/model.cmf g_solve)" = pcg &&
 	test "$(prov_value svid/model.cmf g_solve)" = null &&
-	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .down, gate, k, o, q, up, v: two paths where the layers before chose them, both candidates every 8 layers., refinement sweeps 2, ALS sweeps a try 2, ITQ stop 0.001, ALS stop 0.001, g steps by PCG, kv factor 1$" \
+	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .down, gate, k, o, q, up, v: two paths where the layers before chose them, k, v: one path too where they chose one, both candidates every 8 layers., refinement sweeps 2, ALS sweeps a try 2, ITQ stop 0.001, ALS stop 0.001, g steps by PCG, kv factor 1$" \
 		nvg/model.cmf.blr.txt &&
 	test "$(prov_value nvg/model.cmf clipped_tensors)" = "$(wc -l <clip-col)"
 '
@@ -211,7 +211,7 @@ test_expect_success 'a tensor the encoder refuses stays in its source dtype and 
 
 test_expect_success 'G_SOLVE=direct: its own stamp, recorded, the layer-0 SEL errors of the default (pcg) within 0.5% of it; pcg on the CPU only' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gd BPW=2.5 G_SOLVE=direct -j2 2>err &&
-	test_grep " g_solve=direct itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v$" gd/params &&
+	test_grep " g_solve=direct itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" gd/params &&
 	test "$(prov_value gd/model.cmf g_solve)" = direct &&
 	test_no_grep "g steps by PCG" gd/model.cmf.blr.txt &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=gd BPW=2.5 2>err &&
@@ -231,7 +231,7 @@ test_expect_success 'G_SOLVE=direct: its own stamp, recorded, the layer-0 SEL er
 test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg only' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw3 BPW=2.5 REFINE=3 -j2 2>err &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw2 BPW=2.5 -j2 2>err &&
-	test_grep " refine=3 itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v$" sw3/params &&
+	test_grep " refine=3 itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" sw3/params &&
 	test_no_grep "refine" sw2/params &&
 	test "$(prov_value sw3/model.cmf refine_sweeps)" = 3 &&
 	test_must_fail cmp -s sw3/L1/down.blr sw2/L1/down.blr &&
@@ -240,7 +240,7 @@ test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg onl
 	test_grep "the stamp has .refine=3., this command ...; give the stamp.s settings to resume it" err &&
 	cp -r sw3 sw3c &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=sw3c BPW=2.5 REFINE=2 PATHS=1 2>err &&
-	test_grep "the stamp has .paths=auto refine=3 paths_follow=8:down,gate,k,o,q,up,v., this command .paths=1." err &&
+	test_grep "the stamp has .paths=auto refine=3 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v., this command .paths=1." err &&
 	test_must_fail conv MODEL=s2.cmf OUT=swd BPW=2.5 METHOD=dual-svid REFINE=3 2>err &&
 	test_grep "REFINE is nvg.s" err &&
 	test_path_is_missing swd
@@ -260,9 +260,9 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encod
 		ITQ_PREC=f32 ALS_PREC=f32 BIN="$PWD/argwrap" -j2 2>err &&
 	test "$(grep -c -- "--method nvg .*--try-sweeps 1 --itq-tol 0.0025 --itq-prec f32 --hb-prec f32 --als-tol 0.002 --als-prec f32 " encode.args)" = 14 &&
 	test_grep "^method=nvg try_sweeps=1 bpw=" lean/params &&
-	test_grep " itq_tol=0.0025 itq_prec=f32 hb_prec=f32 als_tol=0.002 als_prec=f32 paths_follow=8:down,gate,k,o,q,up,v$" lean/params &&
+	test_grep " itq_tol=0.0025 itq_prec=f32 hb_prec=f32 als_tol=0.002 als_prec=f32 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" lean/params &&
 	test_grep "^method=nvg try_sweeps=2 bpw=" sw2/params &&
-	test_grep " plan= itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v$" sw2/params &&
+	test_grep " plan= itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" sw2/params &&
 	test_no_grep "try_sweeps" svid/params && test_no_grep "itq_tol" svid/params &&
 	test_no_grep "als_tol" svid/params && test_no_grep "itq_prec" sw2/params &&
 	test "$(prov_value lean/model.cmf try_sweeps)" = 1 &&
@@ -285,9 +285,9 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encod
 	test "$(prov_value old3/model.cmf try_sweeps)" = 3 &&
 	test "$(prov_value sw2/model.cmf itq_tol)" = 0.001 &&
 	test "$(prov_value sw2/model.cmf als_tol)" = 0.001 &&
-	cp -rp sw2 old0 && sed -i "s/ itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v$/ hb_prec=f32/" old0/params &&
+	cp -rp sw2 old0 && sed -i "s/ itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$/ hb_prec=f32/" old0/params &&
 	test_must_fail conv MODEL=s2.cmf TOKENS=cal.u32 OUT=old0 BPW=2.5 2>err &&
-	test_grep "this command .itq_tol=0.001 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v..; give the stamp.s settings to resume it .transport=1 is TRANSPORT=1; a stamp without itq_tol was made with ITQ_TOL=0; a stamp without als_tol was made with ALS_TOL=0; a stamp without paths_follow was made with PATHS_FOLLOW=0., or" err &&
+	test_grep "this command .itq_tol=0.001 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v..; give the stamp.s settings to resume it .transport=1 is TRANSPORT=1; a stamp without itq_tol was made with ITQ_TOL=0; a stamp without als_tol was made with ALS_TOL=0; a stamp without paths_follow was made with PATHS_FOLLOW=0., or" err &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=old0 BPW=2.5 ITQ_TOL=0 ALS_TOL=0 PATHS_FOLLOW=0 2>err &&
 	for f in sw2/L*/*.blr; do cmp $f old0/${f#sw2/} || return 1; done &&
 	test "$(prov_value old0/model.cmf itq_tol)" = 0 &&
@@ -348,7 +348,7 @@ test_expect_success 'every value is checked before OUT is touched; an empty stam
 test_expect_success 'by default nvg follows the source (tuning, calibration, end to end; transport only when asked); dual-svid calibrates only' '
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \
 		TOKENS=cal.u32 OUT=dflt BPW=2.5 E2E_FIT_TOKENS=1024 layers &&
-	test_grep " tune=1 itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v$" dflt/params && ! grep -q transport dflt/params &&
+	test_grep " tune=1 itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" dflt/params && ! grep -q transport dflt/params &&
 	! ls dflt/L1/g.*.cross 2>/dev/null &&
 	test "$(cat dflt/calibrate.set)" = 1 && test "$(cat dflt/e2e.set)" = "1 fit=1024 steps=120 tokens=cal.u32" &&
 	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 MODEL=s2.cmf \

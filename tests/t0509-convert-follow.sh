@@ -2,8 +2,9 @@
 # convert.mk PATHS_FOLLOW=N (8 by default for nvg with PATHS=auto): a
 # tensor of PATHS_FOLLOW_ON (all seven by default) encodes two paths
 # only where the same tensor of the layers before chose two paths over one
-# (both candidates compared fewer than N layers back); its payload is then
-# auto's byte for byte.  The rule is read
+# (both candidates compared fewer than N layers back), and one of
+# PATHS_FOLLOW_ONE (k and v by default) one path only where they chose one;
+# its payload is then auto's byte for byte.  The rule is read
 # from the reports (convert-lib.sh follow), checked here against a second
 # implementation of it over auto's own reports.
 . "$(dirname "$0")/test-lib.sh"
@@ -15,39 +16,46 @@ test_expect_success 'setup: stories260K imported, calibration tokens' '
 	convert_setup
 '
 
-# follow_want AUTO N SHORTS: "L short 2|auto" for every report of the
-# conversion AUTO, as PATHS_FOLLOW=N PATHS_FOLLOW_ON=SHORTS chooses when every
-# earlier choice is auto's own: for a short of SHORTS, the last layer that
-# compared both chose two paths, fewer than N back
+# follow_want AUTO N SHORTS ONE: "L short 2|1|auto" for every report of the
+# conversion AUTO, as PATHS_FOLLOW=N PATHS_FOLLOW_ON=SHORTS
+# PATHS_FOLLOW_ONE=ONE chooses: for a short of SHORTS, what the last layer
+# that compared both chose, fewer than N back, where that is two paths or
+# the short is one of ONE (the layers between follow it too, so that the
+# chain is never broken)
 follow_want() {
 	for f in "$1"/L*/*.rep; do
 		l=${f#"$1"/L}; l=${l%%/*}; s=${f##*/}; s=${s%.rep}
 		echo "$l $s $(sed -n "s/^pick P\([12]\) .*/\1/p" "$f")"
-	done | sort -k2,2 -k1,1n | awk -v n="$2" -v on=" $3 " '
+	done | sort -k2,2 -k1,1n | awk -v n="$2" -v on=" $3 " -v one=" $4 " '
 	$2 != cur { cur = $2; last = -1 }
 	{
-		if (index(on, " " $2 " ") && $1 > 0 && last >= 0 && $1 - last < n && won == 2) { print $1, $2, 2; next }
+		if (index(on, " " $2 " ") && $1 > 0 && last >= 0 && $1 - last < n &&
+		    (won == 2 || index(one, " " $2 " "))) { print $1, $2, won; next }
 		print $1, $2, "auto"; last = $1; won = $3
 	}'
 }
 
-# follow_got OUT: "L short 2|auto" from the reports of OUT (two paths only:
-# no P1 in the report)
+# follow_got OUT: "L short 2|1|auto" from the reports of OUT (one candidate
+# only: its report names P2 or P1 alone)
 follow_got() {
 	for f in "$1"/L*/*.rep; do
 		l=${f#"$1"/L}; l=${l%%/*}; s=${f##*/}; s=${s%.rep}
-		if grep -q " P1 " "$f"; then echo "$l $s auto"; else echo "$l $s 2"; fi
+		if ! grep -q " P1 " "$f"; then echo "$l $s 2"
+		elif ! grep -q " P2 " "$f"; then echo "$l $s 1"
+		else echo "$l $s auto"; fi
 	done | sort -k2,2 -k1,1n
 }
 
 test_expect_success 'PATHS_FOLLOW=3: two paths only where auto chose them at the compared layer before, both again every third layer' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 PATHS_FOLLOW=0 -j2 2>err &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
-	follow_want auto 3 "q k v o gate up down" >expect &&
+	follow_want auto 3 "q k v o gate up down" "k v" >expect &&
 	follow_got f3 >actual &&
 	test_cmp expect actual &&
 	grep -c " 2$" actual >n2 &&
 	test "$(cat n2)" -ge 6 &&
+	test "$(grep -c "^[1-9][0-9]* [kv] 1$" actual)" -ge 6 &&
+	test "$(grep " 1$" actual | grep -vc " [kv] ")" = 0 &&
 	test "$(grep -c "^0 .* auto$" actual)" = 7 &&
 	test_grep "^3 gate auto$" actual && test_grep "^4 gate 2$" actual &&
 	test_no_tmp_files f3
@@ -57,7 +65,7 @@ test_expect_success 'PATHS_FOLLOW=3: two paths only where auto chose them at the
 test_expect_success 'PATHS_FOLLOW=3 at 1.0 bpw: the attention'"'"'s tensors follow too, auto'"'"'s bytes' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=a10 BPW=1.0 PATHS_FOLLOW=0 -j2 2>err &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f10 BPW=1.0 PATHS_FOLLOW=3 -j2 2>err &&
-	follow_want a10 3 "q k v o gate up down" >expect &&
+	follow_want a10 3 "q k v o gate up down" "k v" >expect &&
 	follow_got f10 >actual &&
 	test_cmp expect actual &&
 	grep " 2$" actual | grep -v " gate \| up \| down " >attn &&
@@ -67,12 +75,13 @@ test_expect_success 'PATHS_FOLLOW=3 at 1.0 bpw: the attention'"'"'s tensors foll
 
 test_expect_success 'PATHS_FOLLOW_ON: only the tensors named follow' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3d BPW=2.5 PATHS_FOLLOW=3 PATHS_FOLLOW_ON="down" -j2 2>err &&
-	follow_want auto 3 down >expect &&
+	follow_want auto 3 down "" >expect &&
 	follow_got f3d >actual &&
 	test_cmp expect actual &&
 	test "$(grep -c " 2$" actual)" = 3 &&
 	test "$(grep " 2$" actual | grep -vc " down ")" = 0 &&
 	test_grep " paths_follow=3:down$" f3d/params &&
+	test "$(prov_value f3d/model.cmf paths_follow_one)" = "[]" &&
 	for f in auto/L*/*.blr; do cmp "$f" "f3d/${f#auto/}" || return 1; done
 '
 
@@ -85,13 +94,15 @@ test_expect_success 'PATHS_FOLLOW=3: every payload auto'"'"'s byte for byte wher
 '
 
 test_expect_success 'PATHS_FOLLOW: stamped, recorded in the report and the provenance; 0 recorded' '
-	test_grep " paths_follow=3:down,gate,k,o,q,up,v$" f3/params &&
+	test_grep " paths_follow=3:down,gate,k,o,q,up,v paths_follow_one=k,v$" f3/params &&
 	test_no_grep "paths_follow" auto/params &&
 	test "$(prov_value f3/model.cmf paths_follow)" = 3 &&
 	test "$(prov_value f3/model.cmf paths_follow_on)" = "[\"down\", \"gate\", \"k\", \"o\", \"q\", \"up\", \"v\"]" &&
 	test "$(prov_value auto/model.cmf paths_follow)" = 0 &&
+	test "$(prov_value f3/model.cmf paths_follow_one)" = "[\"k\", \"v\"]" &&
 	test "$(prov_value auto/model.cmf paths_follow_on)" = null &&
-	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .down, gate, k, o, q, up, v: two paths where the layers before chose them, both candidates every 3 layers.," f3/model.cmf.blr.txt &&
+	test "$(prov_value auto/model.cmf paths_follow_one)" = null &&
+	test_grep "^# nvgkit BLR conversion: method nvg, target 2.5 bpw, paths auto .down, gate, k, o, q, up, v: two paths where the layers before chose them, k, v: one path too where they chose one, both candidates every 3 layers.," f3/model.cmf.blr.txt &&
 	test_no_grep "two paths where" auto/model.cmf.blr.txt
 '
 
@@ -103,7 +114,9 @@ test_expect_success 'PATHS_FOLLOW: resuming with another value is refused, namin
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 PATHS_FOLLOW=4 2>err &&
 	test_grep "a stamp without paths_follow was made with PATHS_FOLLOW=0" err &&
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=auto BPW=2.5 2>err &&
-	test_grep "this command .paths_follow=8:down,gate,k,o,q,up,v..; give the stamp.s settings to resume it (.*; a stamp without paths_follow was made with PATHS_FOLLOW=0)" err &&
+	test_grep "this command .paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v..; give the stamp.s settings to resume it (.*; a stamp without paths_follow was made with PATHS_FOLLOW=0)" err &&
+	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 PATHS_FOLLOW_ONE=v 2>err &&
+	test_grep "the stamp has .paths_follow_one=k,v., this command .paths_follow_one=v.\); give the stamp.s settings to resume it \(.*; paths_follow_one=k,v is PATHS_FOLLOW_ONE=.k v.\), or choose" err &&
 	cp -p f3/L4/down.blr before.blr &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3 BPW=2.5 PATHS_FOLLOW=3 -j2 2>err &&
 	test_no_grep "encode" err &&
@@ -112,9 +125,9 @@ test_expect_success 'PATHS_FOLLOW: resuming with another value is refused, namin
 
 test_expect_success 'PATHS_FOLLOW=8, every tensor, the default of nvg with PATHS=auto; 0 with PATHS=1 or 2 and dual-svid, not refused there' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f8 BPW=2.5 -j2 2>err &&
-	test_grep " paths_follow=8:down,gate,k,o,q,up,v$" f8/params &&
+	test_grep " paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" f8/params &&
 	test "$(prov_value f8/model.cmf paths_follow)" = 8 &&
-	follow_want auto 8 "q k v o gate up down" >expect &&
+	follow_want auto 8 "q k v o gate up down" "k v" >expect &&
 	follow_got f8 >actual &&
 	test_cmp expect actual &&
 	test "$(grep -c " 2$" actual)" -ge 6 &&
@@ -128,13 +141,27 @@ test_expect_success 'PATHS_FOLLOW=8, every tensor, the default of nvg with PATHS
 
 test_expect_success 'PATHS_FOLLOW: a conversion begun when the default was the MLP'"'"'s three is refused, naming the settings that resume it, and resumes with them, nothing redone' '
 	cp -rp f8 old8 &&
-	sed -i "s/ paths_follow=8:down,gate,k,o,q,up,v$/ paths_follow=8:down,gate,up/" old8/params &&
+	sed -i "s/ paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$/ paths_follow=8:down,gate,up/" old8/params &&
 	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=old8 BPW=2.5 2>err &&
-	test_grep "; paths_follow=8:down,gate,up is PATHS_FOLLOW=8 PATHS_FOLLOW_ON=.down gate up.), or choose another OUT" err &&
+	test_grep "; paths_follow=8:down,gate,up is PATHS_FOLLOW=8 PATHS_FOLLOW_ON=.down gate up.; a stamp with paths_follow but without paths_follow_one was made with PATHS_FOLLOW_ONE=..\), or choose another OUT" err &&
 	test_no_grep "a stamp without paths_follow" err &&
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=old8 BPW=2.5 PATHS_FOLLOW=8 PATHS_FOLLOW_ON="down gate up" -j2 2>err &&
 	test_no_grep "encode" err &&
 	test_grep " paths_follow=8:down,gate,up$" old8/params
+'
+
+test_expect_success 'PATHS_FOLLOW: a conversion begun before k and v followed one path is refused, naming PATHS_FOLLOW_ONE=, and resumes with it, nothing redone' '
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=two8 BPW=2.5 PATHS_FOLLOW_ONE= -j2 2>err &&
+	test_grep " paths_follow=8:down,gate,k,o,q,up,v$" two8/params &&
+	follow_want auto 8 "q k v o gate up down" "" >expect &&
+	follow_got two8 >actual &&
+	test_cmp expect actual &&
+	test "$(grep -c " 1$" actual)" = 0 &&
+	test_must_fail conv MODEL=s.cmf TOKENS=cal.u32 OUT=two8 BPW=2.5 2>err &&
+	test_grep "this command .paths_follow_one=k,v.\); give the stamp.s settings to resume it \(.*; a stamp with paths_follow but without paths_follow_one was made with PATHS_FOLLOW_ONE=..\), or choose another OUT" err &&
+	conv MODEL=s.cmf TOKENS=cal.u32 OUT=two8 BPW=2.5 PATHS_FOLLOW_ONE= -j2 2>err &&
+	test_no_grep "encode" err &&
+	for f in two8/L*/*.blr; do cmp "$f" "f8/${f#two8/}" || return 1; done
 '
 
 test_expect_success 'PATHS_FOLLOW=0 and 1 encode both candidates everywhere, the bytes of auto' '
@@ -169,7 +196,28 @@ test_expect_success 'follow: two paths after a compared two-path choice; auto af
 	test "$(bash "$LIB" follow fx 1 d 8)" = 2
 '
 
-test_expect_success 'PATHS_FOLLOW refused: not an integer, out of range, with PATHS=1 or 2, with dual-svid; PATHS_FOLLOW_ON: not shorts, or none' '
+test_expect_success 'follow with ONE 1: one path after a compared one-path choice, as two after two; never across a change of count' '
+	mkdir -p fy/L0 fy/L1 fy/L2 fy/L3 &&
+	echo "pick P1 r16 | sel: init 0.5 P2 0.42 P1 0.41 | stored fit 0.3 sel 0.41" >fy/L0/d.rep &&
+	echo "pick P1 r16 | sel: P1 0.41 | stored fit 0.3 sel 0.41" >fy/L1/d.rep &&
+	test "$(bash "$LIB" follow fy 1 d 8 1)" = 1 &&
+	test "$(bash "$LIB" follow fy 2 d 8 1)" = 1 &&
+	test "$(bash "$LIB" follow fy 2 d 2 1)" = auto &&
+	test "$(bash "$LIB" follow fy 1 d 8 0)" = auto &&
+	test "$(bash "$LIB" follow fy 1 d 8)" = auto &&
+	test "$(bash "$LIB" follow fy 2 d 8 0)" = auto &&
+	echo "pick P2 r8 | sel: init 0.5 P2 0.4 | stored fit 0.3 sel 0.4" >fy/L2/d.rep &&
+	test "$(bash "$LIB" follow fy 3 d 8 1)" = auto &&
+	echo "pick P2 r8 | sel: init 0.5 P2 0.4 P1 0.41 | stored fit 0.3 sel 0.4" >fy/L1/d.rep &&
+	test "$(bash "$LIB" follow fy 3 d 8 1)" = 2 &&
+	test "$(bash "$LIB" follow fy 2 d 8 1)" = 2 &&
+	echo "pick P1 r16 | sel: P1 0.41 | stored fit 0.3 sel 0.41" >fy/L2/d.rep &&
+	test "$(bash "$LIB" follow fy 3 d 8 1)" = auto &&
+	echo refused >fy/L1/d.rep &&
+	test "$(bash "$LIB" follow fy 2 d 8 1)" = auto
+'
+
+test_expect_success 'PATHS_FOLLOW refused: not an integer, out of range, with PATHS=1 or 2, with dual-svid; PATHS_FOLLOW_ON: not shorts, or none; PATHS_FOLLOW_ONE: not of PATHS_FOLLOW_ON' '
 	conv_refused fbad "PATHS_FOLLOW=x:PATHS_FOLLOW .x. is not an integer from 0 to 9999" \
 		"PATHS_FOLLOW=-1:PATHS_FOLLOW .-1. is not an integer" \
 		"PATHS_FOLLOW=08:PATHS_FOLLOW .08. is not an integer" \
@@ -178,7 +226,9 @@ test_expect_success 'PATHS_FOLLOW refused: not an integer, out of range, with PA
 		"PATHS_FOLLOW=4 PATHS=1:PATHS_FOLLOW follows the choices of PATHS=auto of nvg" \
 		"PATHS_FOLLOW=4 METHOD=dual-svid:PATHS_FOLLOW follows the choices of PATHS=auto of nvg" \
 		"PATHS_FOLLOW=4 PATHS_FOLLOW_ON=mlp:PATHS_FOLLOW_ON .mlp. is not a list of q k v o gate up down" \
-		"PATHS_FOLLOW=4 PATHS_FOLLOW_ON=:PATHS_FOLLOW_ON .. is not a list of q k v o gate up down"
+		"PATHS_FOLLOW=4 PATHS_FOLLOW_ON=:PATHS_FOLLOW_ON .. is not a list of q k v o gate up down" \
+		"PATHS_FOLLOW=4 PATHS_FOLLOW_ON=down PATHS_FOLLOW_ONE=k:PATHS_FOLLOW_ONE .k. is not a list of PATHS_FOLLOW_ON.s .down.\.  Stop" \
+		"PATHS_FOLLOW=4 PATHS_FOLLOW_ONE=mlp:PATHS_FOLLOW_ONE .mlp. is not a list of PATHS_FOLLOW_ON.s .q k v o gate up down.\.  Stop"
 '
 
 test_done

@@ -264,7 +264,7 @@ test_expect_success 'TUNE=1: a lost tuning is made again, to the same bytes' '
 test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when not the defaults (blr-tune'"'"'s own)' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=ts BPW=2 TUNE=1 TUNE_STEPS=7 TUNE_LR=0.03 -j2 2>err &&
 	test_grep "step [0-7] of 7 " ts/L1/tune.txt &&
-	test_grep " tune=1 tune_steps=7 tune_lr=0.03 itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v$" ts/params &&
+	test_grep " tune=1 tune_steps=7 tune_lr=0.03 itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" ts/params &&
 	test_no_grep "tune_" tu/params &&
 	mkdir hand &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state ts/S1.state --src-state ts/src/S1.state \
@@ -296,7 +296,7 @@ test_expect_success 'TUNE_STEPS, TUNE_LR: blr-tune runs with them, stamped when 
 
 test_expect_success 'TUNE_LOSS=normed: blr-tune --loss normed, stamped' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=tl BPW=2 TUNE=1 TUNE_LOSS=normed -j2 2>err &&
-	test_grep " tune=1 tune_loss=normed itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v$" tl/params &&
+	test_grep " tune=1 tune_loss=normed itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" tl/params &&
 	mkdir handn &&
 	blr-tune --layer 1 -q -m s2.cmf $C --state tl/S1.state --src-state tl/src/S1.state \
 		$(layer_patches 1 tl/L1) --loss normed -o handn >rep.handn &&
@@ -306,7 +306,7 @@ test_expect_success 'TUNE_LOSS=normed: blr-tune --loss normed, stamped' '
 
 test_expect_success 'TUNE_AHEAD=1: --lookahead 1 on every layer but the last, stamped' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=ta BPW=2 TUNE=1 TUNE_AHEAD=1 -j2 2>err &&
-	test_grep " tune=1 tune_ahead=1 itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v$" ta/params &&
+	test_grep " tune=1 tune_ahead=1 itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" ta/params &&
 	mkdir hand0 hand1 &&
 	blr-tune --layer 0 -q -m s2.cmf $C $(layer_patches 0 ta/L0) --lookahead 1 -o hand0 >/dev/null &&
 	for s in q k v o gate up down; do cmp hand0/$s.blr ta/L0/tuned/$s.blr || return 1; done &&

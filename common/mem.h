@@ -17,7 +17,8 @@ int nv_mul(size_t a, size_t b, size_t *out);
 /* *out = a + b; returns -1 (reason set) on overflow */
 int nv_add(size_t a, size_t b, size_t *out);
 
-/* malloc/calloc of count × size bytes; NULL with reason set on overflow or exhaustion */
+/* malloc/calloc of count × size bytes; NULL with reason set on overflow or
+ * exhaustion.  nv_calloc writes its zeros itself (mem.c says why) */
 void *nv_malloc(size_t count, size_t size);
 void *nv_calloc(size_t count, size_t size);
 void *nv_realloc(void *p, size_t count, size_t size);

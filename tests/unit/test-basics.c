@@ -118,6 +118,20 @@ int main(void)
 	ok(nv_mul(SIZE_MAX / 2, 2, &m) == 0 && m == SIZE_MAX - 1, "the largest product that fits");
 	ok(nv_add(SIZE_MAX, 1, &m) < 0, "add overflow refused");
 	ok(nv_calloc(SIZE_MAX / 2, 4) == NULL, "overflowing calloc refused");
+	/* zeroed whatever the block held before: a small one the heap hands
+	 * back dirty, a large one of its own pages */
+	for (size_t bytes = 4096; bytes <= (size_t)8 << 20; bytes *= 2048) {
+		unsigned char *p = nv_malloc(bytes, 1), *z;
+		size_t nz = 0;
+
+		memset(p, 0xab, bytes);
+		free(p);
+		z = nv_calloc(bytes / 8, 8);
+		for (size_t i = 0; z && i < bytes; i++)
+			nz += z[i] != 0;
+		ok(z && nz == 0, "calloc of %zu bytes zeroed (%zu nonzero)", bytes, nz);
+		free(z);
+	}
 	{
 		char *d = nv_strdup("rank");
 

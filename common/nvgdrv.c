@@ -99,7 +99,9 @@ static int start_cand(cands *cs, const nv_tctx *c, const nv_enc_opts *o, size_t 
 }
 
 /* finish candidate i's init (not yet refined); a failed one is freed and
- * dropped, so that cands_free frees the rest */
+ * dropped, so that cands_free frees the rest.  The two-path init's SEL error
+ * is noted where there is a choice to make (two candidates): a candidate
+ * alone has its SEL error measured once, on the payload stored (finish) */
 static int finish_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, size_t i)
 {
 	nv_bm *md = &cs->md[i];
@@ -110,7 +112,7 @@ static int finish_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, size_t
 		cs->k = i;
 		return -1;
 	}
-	if (cs->np[i] == 2) {
+	if (cs->np[i] == 2 && cs->k == 2) {
 		double e, t = nv_now();
 		if (nv_rel(sel, md, &e) < 0)
 			return -1;
@@ -186,7 +188,8 @@ static int pick(cands *cs, const nv_metric *sel, nv_prof *prof, size_t only, con
  * below that and two candidates, pick after pick_after sweeps of both
  * (noted P2@N, P1@N), then the chosen one alone completes its sweeps with
  * its own factors: the bytes of the full refinement whenever the choice is
- * the one it would have made
+ * the one it would have made.  A candidate alone is not measured (noted
+ * "P2 only" or "P1 only"): there is nothing to choose
  */
 static int refine_pick(cands *cs, const nv_tctx *c, const nv_metric *sel, const nv_enc_opts *o,
 		       size_t *bi)
@@ -206,6 +209,11 @@ static int refine_pick(cands *cs, const nv_tctx *c, const nv_metric *sel, const 
 			nv_pchol_free(&cs->pc[i][0]);
 			nv_pchol_free(&cs->pc[i][1]);
 		}
+	}
+	if (cs->k == 1) {
+		snprintf(cs->notes, sizeof(cs->notes), "P%zu only", cs->np[0]);
+		*bi = 0;
+		return 0;
 	}
 	if (pick(cs, sel, c->prof, cs->k, tag, bi) < 0)
 		return -1;

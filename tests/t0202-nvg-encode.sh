@@ -92,11 +92,14 @@ test_expect_success 'payload to stdout: the report goes to stderr' '
 
 test_expect_success '--paths 1 and 2 force the path count' '
 	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 --paths 1 -o p1.blr >l1 &&
-	test_grep "^pick P1 r[0-9]+ \| sel: P1 [0-9.]+ \|" l1 &&
+	test_grep "^pick P1 r[0-9]+ \| sel: P1 only \| stored fit [0-9.]+ sel [0-9.]+$" l1 &&
 	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 3 --paths 2 -o p2.blr >l2 &&
-	test_grep "^pick P2 r[0-9]+ \| sel: init [0-9.]+ P2 [0-9.]+ \|" l2 &&
+	test_grep "^pick P2 r[0-9]+ \| sel: P2 only \| stored fit [0-9.]+ sel [0-9.]+$" l2 &&
 	check p1.blr w.raw 96 64 >d1 && test "$(field p d1)" = 1 &&
-	check p2.blr w.raw 96 64 >d2 && test "$(field p d2)" = 2
+	check p2.blr w.raw 96 64 >d2 && test "$(field p d2)" = 2 &&
+	p=$(sed -n "s/^pick P\([12]\) .*/\1/p" line) &&
+	cmp a.blr p$p.blr &&
+	test "$(sed "s/.*| stored/stored/" l$p)" = "$(sed "s/.*| stored/stored/" line)"
 '
 
 test_expect_success '--kv applies --kv-factor to the budget' '

@@ -176,8 +176,8 @@ test_expect_success 'PATHS_FOLLOW=0 and 1 encode both candidates everywhere, the
 test_expect_success 'follow: two paths after a compared two-path choice; auto after one path, a refusal, a missing report, or too far back' '
 	mkdir -p fx/L0 fx/L1 fx/L2 fx/L3 &&
 	echo "pick P2 r8 | sel: init 0.5 P2 0.4 P1 0.41 | stored fit 0.3 sel 0.4" >fx/L0/d.rep &&
-	echo "pick P2 r8 | sel: init 0.5 P2 0.4 | stored fit 0.3 sel 0.4" >fx/L1/d.rep &&
-	echo "pick P2 r8 | sel: init 0.5 P2 0.4 | stored fit 0.3 sel 0.4" >fx/L2/d.rep &&
+	echo "pick P2 r8 | sel: P2 only | stored fit 0.3 sel 0.4" >fx/L1/d.rep &&
+	echo "pick P2 r8 | sel: P2 only | stored fit 0.3 sel 0.4" >fx/L2/d.rep &&
 	test "$(bash "$LIB" follow fx 1 d 2)" = 2 &&
 	test "$(bash "$LIB" follow fx 2 d 3)" = 2 &&
 	test "$(bash "$LIB" follow fx 2 d 2)" = auto &&
@@ -199,19 +199,19 @@ test_expect_success 'follow: two paths after a compared two-path choice; auto af
 test_expect_success 'follow with ONE 1: one path after a compared one-path choice, as two after two; never across a change of count' '
 	mkdir -p fy/L0 fy/L1 fy/L2 fy/L3 &&
 	echo "pick P1 r16 | sel: init 0.5 P2 0.42 P1 0.41 | stored fit 0.3 sel 0.41" >fy/L0/d.rep &&
-	echo "pick P1 r16 | sel: P1 0.41 | stored fit 0.3 sel 0.41" >fy/L1/d.rep &&
+	echo "pick P1 r16 | sel: P1 only | stored fit 0.3 sel 0.41" >fy/L1/d.rep &&
 	test "$(bash "$LIB" follow fy 1 d 8 1)" = 1 &&
 	test "$(bash "$LIB" follow fy 2 d 8 1)" = 1 &&
 	test "$(bash "$LIB" follow fy 2 d 2 1)" = auto &&
 	test "$(bash "$LIB" follow fy 1 d 8 0)" = auto &&
 	test "$(bash "$LIB" follow fy 1 d 8)" = auto &&
 	test "$(bash "$LIB" follow fy 2 d 8 0)" = auto &&
-	echo "pick P2 r8 | sel: init 0.5 P2 0.4 | stored fit 0.3 sel 0.4" >fy/L2/d.rep &&
+	echo "pick P2 r8 | sel: P2 only | stored fit 0.3 sel 0.4" >fy/L2/d.rep &&
 	test "$(bash "$LIB" follow fy 3 d 8 1)" = auto &&
 	echo "pick P2 r8 | sel: init 0.5 P2 0.4 P1 0.41 | stored fit 0.3 sel 0.4" >fy/L1/d.rep &&
 	test "$(bash "$LIB" follow fy 3 d 8 1)" = 2 &&
 	test "$(bash "$LIB" follow fy 2 d 8 1)" = 2 &&
-	echo "pick P1 r16 | sel: P1 0.41 | stored fit 0.3 sel 0.41" >fy/L2/d.rep &&
+	echo "pick P1 r16 | sel: P1 only | stored fit 0.3 sel 0.41" >fy/L2/d.rep &&
 	test "$(bash "$LIB" follow fy 3 d 8 1)" = auto &&
 	echo refused >fy/L1/d.rep &&
 	test "$(bash "$LIB" follow fy 2 d 8 1)" = auto

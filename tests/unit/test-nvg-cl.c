@@ -205,6 +205,8 @@ int main(void)
 	}
 	ok(same, "in flight: the payloads of one at a time");
 	ok(one[2].paths == 2, "paths forced to 2");
+	ok(strstr(one[2].line, "| sel: P2 only | stored fit ") != NULL,
+	   "forced: measured on SEL once stored, as the CPU's driver (%s)", one[2].line);
 
 	setenv("NVG_CL_MEM_LIMIT", "100000", 1);
 	nvcl_ctx small;

@@ -764,7 +764,7 @@ static void test_drivers(const nv_hctx *hc)
 	o.threads = 1;
 	o.paths = 1;
 	is_int(nv_encode(&W, hc, &H32, &o, &n3), 0, "nvg forced to one path");
-	ok(n3.paths == 1 && strstr(n3.line, "sel: P1 ") && !strstr(n3.line, "init"),
+	ok(n3.paths == 1 && strstr(n3.line, "| sel: P1 only | stored fit ") && !strstr(n3.line, "init"),
 	   "forced P1 line: %s", n3.line);
 	o.paths = 0;
 	o.sweeps = 3;

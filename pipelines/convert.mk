@@ -516,11 +516,15 @@ leads_of = $(sort $(foreach s,$(ENC_$(1)),$(LEAD_$(1)_$(s))))
 # the state they advanced
 follow_paths = $(if $(and $(filter-out 0 1,$(PATHS_FOLLOW)),$(filter-out 0,$(1)),$(filter $(2),$(PATHS_FOLLOW_ON))),$$$$($(LIB) follow $(OUT) $(1) $(2) $(PATHS_FOLLOW) $(if $(filter $(2),$(PATHS_FOLLOW_ONE)),1,0)))
 grams_of = $(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/g.$(d).fit.gram $(OUT)/L$(1)/g.$(d).sel.gram)
-# nvg: every context of the layer, which each encode waits for (order only):
-# make -j then starts the encodes after the contexts, in ENC_L's order, where
-# it started the short tensors first while the longest's context was built
-# and the layer ended with its longest encode alone
-ctxs_of = $(if $(filter nvg,$(METHOD)),$(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/$(d).hctx))
+# nvg: every context of the layer, which each encode of layer $(1) but the
+# second of ENC_L waits for (order only): make -j then starts the encodes
+# after the contexts, in ENC_L's order, where it started the short tensors
+# first while the longest's context was built and the layer ended with its
+# longest encode alone.  The second (gate_proj, whose context is one of the
+# quick ones) starts as soon as its own context is built, while the first's
+# (down_proj's, the largest Gram's: 0.3 s on SmolLM2 where the others take
+# 0.03) is still being built, so that the other job slot does not wait
+ctxs_of = $(if $(filter nvg,$(METHOD)),$(if $(filter $(2),$(word 2,$(ENC_$(1)))),,$(foreach d,$(call leads_of,$(1)),$(OUT)/L$(1)/$(d).hctx)))
 
 # a layer's directory, and its tensors' encodings (nvg and dual-svid)
 define layer_rules
@@ -528,7 +532,7 @@ $(OUT)/L$(1)/.dir:
 	$(Q)mkdir -p $(OUT)/L$(1) && touch $$@
 
 $(foreach s,$(ENC_$(1)),
-$(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir $(call ctxs_of,$(1))
+$(OUT)/L$(1)/$(s).rep: $(call ENC_DEPS,$(1),$(s)) | $(OUT)/L$(1)/.dir $(call ctxs_of,$(1),$(s))
 	@$(call say,'layer $(1)/$(NLAYERS) $(s): encode $(NAME_$(1)_$(s)) at $(BPW_$(1)_$(s)) bpw')
 	$(LEND)$(Q)$(NVG_ENV) $(LIB) encode $(LOG)/L$(1).$(s).log $$@ $(OUT)/L$(1)/$(s).blr '$(MODEL)' $(NAME_$(1)_$(s)) -- $(T)nvg-encode $(call ENC_OPTS,$(1),$(s)) $(call ENCODE_COMMON,$(1),$(s),$(call follow_paths,$(1),$(s))) --threads-max $$(THREADS_MAX) --bpw $(BPW_$(1)_$(s))
 )

@@ -30,6 +30,35 @@ test_expect_success 'a layer'"'"'s contexts first, then its encodes in ENC_L'"'"
 	done
 '
 
+# the second of ENC_L waits only for its own context: at -j2 its encode runs
+# while the first's context is built.  The wrapper holds down_proj's context
+# back until gate_proj's encode has ended (a minute at most, then gives up),
+# so that the order does not rest on the speed of the machine
+test_expect_success 'at -j2 the second of ENC_L is encoded while the first'"'"'s context is built' '
+	test "$(sed -n "s/^ENC_0 := //p" j1/layers.mk)" = "down gate up q o k v" &&
+	tool_wrappers kc <<-\EOF &&
+	#!/bin/bash
+	d=$(dirname "$0")
+	t=${0##*/}
+	case "$t $*" in
+	"hctx-build "*" -o "*/L0/down.hctx)
+		for i in $(seq 600); do
+			test -e "$d/gate-done" && break
+			sleep 0.1
+		done
+		test -e "$d/gate-done" && touch "$d/held" ;;
+	esac
+	"$(cat "$d/.real")/$t" "$@" || exit
+	case "$t $*" in
+	"nvg-encode "*/L0/gate.rep.w.tmp*) touch "$d/gate-done" ;;
+	esac
+	EOF
+	make -s -f "$CONVERT_MK" FIT_TOKENS=1024 SEL_TOKENS=512 WINDOW=128 $PLAIN BIN="$PWD/kc" \
+		MODEL=s2.cmf TOKENS=cal.u32 OUT=jc BPW=2.5 -j2 2>err &&
+	test -e kc/held &&
+	cmp j1/model.cmf jc/model.cmf
+'
+
 test_expect_success '-j2 gives the same bytes' '
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=j2 BPW=2.5 -j2 2>err &&
 	cmp j1/model.cmf j2/model.cmf &&

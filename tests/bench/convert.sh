@@ -93,12 +93,14 @@ case ${BENCH_E2E:-1} in
 esac
 all="TRANSPORT=1 TUNE=1 $e2e_on"
 
-# every tool run through /usr/bin/time: wall seconds and peak RSS per call
+# every tool run through /usr/bin/time: wall seconds and peak RSS per call,
+# and its start (epoch seconds, the same command after it) in .times.start,
+# so that a conversion's timeline can be drawn: which steps waited on which
 wrap=$out/wrap
 mkdir -p "$wrap"
 for t in "$bin"/*; do
-	printf '#!/bin/sh\nexec /usr/bin/time -a -o "$BENCH_TIMES" -f "%%e %%M %%U %%S %s $*" "%s" "$@"\n' \
-		"${t##*/}" "$t" >"$wrap/${t##*/}"
+	printf '#!/bin/sh\necho "$(date +%%s.%%N) %s $*" >>"$BENCH_TIMES.start"\nexec /usr/bin/time -a -o "$BENCH_TIMES" -f "%%e %%M %%U %%S %s $*" "%s" "$@"\n' \
+		"${t##*/}" "${t##*/}" "$t" >"$wrap/${t##*/}"
 	chmod +x "$wrap/${t##*/}"
 done
 
@@ -149,7 +151,7 @@ convert() {
 		[ "$(cat "$dir.key" 2>/dev/null)" != "$key" ]; then
 		rm -rf "$dir" "$dir.total" "$dir.key" "$dir.eval" "$dir.eval-applied" "$dir.eval-calibrated"
 		export BENCH_TIMES=$dir.times
-		rm -f "$BENCH_TIMES"
+		rm -f "$BENCH_TIMES" "$BENCH_TIMES.start"
 		t0=$(date +%s.%N)
 		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$dir" BPW="$b" \
 			METHOD="$m" ${plan:+PLAN="$plan"} FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" \
@@ -217,7 +219,7 @@ plan_rows() {
 	if ! [ -s "$u/best.txt" ] || ! [ -s "$p.eval" ] || [ "$(cat "$p.key" 2>/dev/null)" != "$key" ]; then
 		rm -f "$p.total" "$p.key" "$p.eval" "$p.eval-applied" "$p.eval-calibrated"
 		export BENCH_TIMES=$p.times
-		rm -f "$BENCH_TIMES"
+		rm -f "$BENCH_TIMES" "$BENCH_TIMES.start"
 		t0=$(date +%s.%N)
 		make -s -f "$top/pipelines/convert.mk" MODEL="$src" TOKENS="$calib" OUT="$u" BPW="$b" \
 			FIT_TOKENS="$fit" SEL_TOKENS="$sel" WINDOW="$window" BIN="$wrap" SWEEP_BPW="$pts" \

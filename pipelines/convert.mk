@@ -2,7 +2,8 @@
 #
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=8] \
-#        [PATHS_FOLLOW_ON='q k v o gate up down'] [PATHS_FOLLOW_ONE='k v'] [REFINE=2] [G_SOLVE=pcg|direct] \
+#        [PATHS_FOLLOW_ON='q k v o gate up down'] [PATHS_FOLLOW_ONE='k v'] \
+#        [REFINE=2] [G_SOLVE=pcg|direct] \
 #        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
 #        [ALS_TOL=0.001] [ALS_PREC=f64|f32] \
 #        [RHO=0.03] [KV_FACTOR=K] \

@@ -17,6 +17,7 @@
 #include "nvg.h"
 #include "pack.h"
 #include "prof.h"
+#include "repline.h"
 
 /*
  * the g step's stop: the excess of its objective over the minimum, relative
@@ -875,13 +876,32 @@ typedef struct {
 	dmodel md;
 } cand;
 
+/* the candidate of the nc (two) with the least SEL error, the first on a
+ * tie, each noted "P<paths> e" */
+static void pick(tctx *t, const cand *cs, size_t nc, char *notes, size_t cap, size_t *best)
+{
+	double be = INFINITY;
+
+	for (size_t i = 0; i < nc && !t->q->err; i++) {
+		double st = t0(t), e = rel_err(t, &cs[i].md, t->hc->hsel, t->wsel);
+		char name[16];
+		t1(t, "select", st, 0);
+		snprintf(name, sizeof(name), "P%zu", cs[i].paths);
+		nv_rep_note(notes, cap, name, e);
+		if (e < be) {
+			be = e;
+			*best = i;
+		}
+	}
+}
+
 static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 {
 	size_t r1 = 0, r2 = 0;
 	blr_clip clip;
 	cand cs[2];
 	size_t nc = 0, best = 0;
-	double be = INFINITY, e3 = 0, st;
+	double e3 = 0, st;
 	char notes[160] = "";
 
 	if (job->paths != 1)
@@ -897,7 +917,7 @@ static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 			st = t0(t);
 			e3 = rel_err(t, &cs[nc].md, t->hc->hsel, t->wsel);
 			t1(t, "select", st, 0);
-			snprintf(notes, sizeof(notes), "init %.4f", e3);
+			nv_rep_note(notes, sizeof(notes), "init", e3);
 		}
 		refine(t, &cs[nc].md, job->sweeps, job->try_sweeps);
 		nc++;
@@ -909,18 +929,9 @@ static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 		nc++;
 	}
 	if (nc == 1)
-		snprintf(notes, sizeof(notes), "P%zu only", cs[0].paths);
-	for (size_t i = 0; i < nc && nc > 1 && !t->q->err; i++) {
-		st = t0(t);
-		double e = rel_err(t, &cs[i].md, t->hc->hsel, t->wsel);
-		t1(t, "select", st, 0);
-		size_t o = strlen(notes);
-		snprintf(notes + o, sizeof(notes) - o, "%sP%zu %.4f", o ? " " : "", cs[i].paths, e);
-		if (e < be) {
-			be = e;
-			best = i;
-		}
-	}
+		nv_rep_only(notes, sizeof(notes), cs[0].paths);
+	else
+		pick(t, cs, nc, notes, sizeof(notes), &best);
 	if (!t->q->err && nc > 0) {
 		dmodel *md = &cs[best].md;
 		int rc = pack_model(t, md, res);
@@ -934,9 +945,8 @@ static void encode_tensor(tctx *t, const nvcl_job *job, nvcl_result *res)
 			t1(t, "select", st, 0);
 			res->paths = (int)cs[best].paths;
 			res->rank = md->r;
-			snprintf(res->line, sizeof(res->line),
-				 "pick P%d r%zu | sel: %s | stored fit %.4f sel %.4f", res->paths,
-				 res->rank, notes, res->fit, res->sel);
+			nv_rep_line(res->line, sizeof(res->line), cs[best].paths, res->rank, notes,
+				    res->fit, res->sel);
 		}
 	}
 	for (size_t i = 0; i < nc; i++)

@@ -9,6 +9,7 @@
 #include "err.h"
 #include "mem.h"
 #include "parse.h"
+#include "repline.h"
 #include "svid.h"
 
 void nv_enc_opts_default(nv_enc_opts *o)
@@ -78,9 +79,7 @@ static void cands_free(cands *cs)
 
 static void note(cands *cs, const char *name, double e)
 {
-	size_t off = strlen(cs->notes);
-
-	snprintf(cs->notes + off, sizeof(cs->notes) - off, "%s%s %.4f", off ? " " : "", name, e);
+	nv_rep_note(cs->notes, sizeof(cs->notes), name, e);
 }
 
 /* start the candidate with np paths: its rank and its first path from W */
@@ -211,7 +210,7 @@ static int refine_pick(cands *cs, const nv_tctx *c, const nv_metric *sel, const 
 		}
 	}
 	if (cs->k == 1) {
-		snprintf(cs->notes, sizeof(cs->notes), "P%zu only", cs->np[0]);
+		nv_rep_only(cs->notes, sizeof(cs->notes), cs->np[0]);
 		*bi = 0;
 		return 0;
 	}
@@ -242,8 +241,8 @@ static int finish(const nv_tctx *c, const nv_metric *sel, const nv_bm *st, const
 	res->paths = (int)cs->np[bi];
 	res->clip = cs->clip[bi];
 	res->bits = blr_bits(w->r, w->c, st->r, cs->np[bi]);
-	snprintf(res->line, sizeof(res->line), "pick P%zu r%zu | sel: %s | stored fit %.4f sel %.4f",
-		 cs->np[bi], st->r, cs->notes, res->fit_err, res->sel_err);
+	nv_rep_line(res->line, sizeof(res->line), cs->np[bi], st->r, cs->notes, res->fit_err,
+		    res->sel_err);
 	return 0;
 }
 

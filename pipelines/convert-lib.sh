@@ -163,11 +163,13 @@ encode() {
 # where a report between is missing, refused or chose the other count (or one
 # path without ONE), or none is near
 follow() {
-	local out=$1 l=$2 s=$3 n=$4 one=${5:-0} k rep p want=
+	local out=$1 l=$2 s=$3 n=$4 one=${5:-0} k f rep p want=
 	for ((k = l - 1; k >= 0 && k > l - n; k--)); do
-		rep=$out/L$k/$s.rep
-		[ -f "$rep" ] || break
-		rep=$(cat "$rep")
+		f=$out/L$k/$s.rep
+		[ -f "$f" ] || break
+		# read, not $(cat): no process for each of up to N − 1 reports
+		rep=
+		IFS= read -r rep <"$f" || :
 		case $rep in
 		"pick P1 "* | "pick P2 "*) p=${rep:6:1} ;;
 		*) break ;;

@@ -196,6 +196,24 @@ test_expect_success 'follow: two paths after a compared two-path choice; auto af
 	test "$(bash "$LIB" follow fx 1 d 8)" = 2
 '
 
+test_expect_success 'follow: a chain of 40 layers after the one compared is followed to its end under 9999, refreshed under 8' '
+	mkdir -p fz/L0 &&
+	echo "pick P2 r8 | sel: init 0.5 P2 0.4 P1 0.41 | stored fit 0.3 sel 0.4" >fz/L0/d.rep &&
+	for l in $(seq 1 39); do
+		mkdir -p fz/L$l &&
+		echo "pick P2 r8 | sel: P2 only | stored fit 0.3 sel 0.4" >fz/L$l/d.rep || return 1
+	done &&
+	test "$(bash "$LIB" follow fz 40 d 9999)" = 2 &&
+	test "$(bash "$LIB" follow fz 40 d 41)" = 2 &&
+	test "$(bash "$LIB" follow fz 40 d 40)" = auto &&
+	test "$(bash "$LIB" follow fz 9 d 8)" = auto &&
+	test "$(bash "$LIB" follow fz 7 d 8)" = 2 &&
+	printf "pick P2 r8 | sel: P2 only | stored fit 0.3 sel 0.4" >fz/L20/d.rep &&
+	test "$(bash "$LIB" follow fz 40 d 9999)" = 2 &&
+	: >fz/L20/d.rep &&
+	test "$(bash "$LIB" follow fz 40 d 9999)" = auto
+'
+
 test_expect_success 'follow with ONE 1: one path after a compared one-path choice, as two after two; never across a change of count' '
 	mkdir -p fy/L0 fy/L1 fy/L2 fy/L3 &&
 	echo "pick P1 r16 | sel: init 0.5 P2 0.42 P1 0.41 | stored fit 0.3 sel 0.41" >fy/L0/d.rep &&

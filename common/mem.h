@@ -23,6 +23,12 @@ void *nv_malloc(size_t count, size_t size);
 void *nv_calloc(size_t count, size_t size);
 void *nv_realloc(void *p, size_t count, size_t size);
 
+/* the heap holds what is freed (blocks up to 32 MiB, glibc's ceiling for
+ * its mmap threshold, and the free top of the heap up to 1 GiB), for a
+ * process that frees and allocates the same large temporaries over and
+ * over (mem.c says why); the bytes computed do not depend on it */
+void nv_heap_hold(void);
+
 /* strdup that sets the reason on failure */
 char *nv_strdup(const char *s);
 

@@ -675,6 +675,7 @@ int main(int argc, char **argv)
 	int st;
 
 	tool_name = "nvg-encode";
+	nv_heap_hold(); /* the sweeps' temporaries stay mapped (mem.c) */
 	/* before any file is opened (lend_slots) */
 	if (nv_jobs_open(getenv("MAKEFLAGS"), &j) < 0)
 		snprintf(jerr, sizeof jerr, "%s", nv_err());

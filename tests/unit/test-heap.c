@@ -53,8 +53,13 @@ int main(void)
 			return ok(0, "out of memory"), done_testing();
 		later += f;
 	}
+#ifdef __SANITIZE_ADDRESS__
+	/* ASan's allocator ignores mallopt and quarantines what is freed */
+	ok(later >= 0, "four rounds more: %ld faults, not checked # SKIP under ASan", later);
+#else
 	/* 1% of them: the stack, a page of stdio's now and then */
 	ok(later < 4 * pages / 100, "four rounds more fault %ld times (%ld pages a round)", later,
 	   pages);
+#endif
 	return done_testing();
 }

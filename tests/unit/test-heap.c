@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "mem.h"
 #include "tap.h"
@@ -30,8 +31,11 @@ static long round_faults(void)
 
 	for (int i = 0; i < BLOCKS; i++) {
 		p[i] = nv_malloc(BLOCK, 1);
-		if (!p[i])
+		if (!p[i]) {
+			while (i-- > 0)
+				free(p[i]);
 			return -1;
+		}
 		memset(p[i], i + 1, BLOCK);
 	}
 	for (int i = 0; i < BLOCKS; i++)
@@ -41,7 +45,7 @@ static long round_faults(void)
 
 int main(void)
 {
-	long pages = (long)(BLOCKS * BLOCK / 4096), first, later = 0;
+	long pages = (long)(BLOCKS * BLOCK / (size_t)sysconf(_SC_PAGESIZE)), first, later = 0;
 
 	nv_heap_hold();
 	first = round_faults();

@@ -187,12 +187,13 @@ follow() {
 # the encoded tensors: "name layer bpw m n short lead" of those with a
 # payload (of layer $2 only when given)
 encoded() {
-	local out=$1 name layer bpw m n short lead
+	local out=$1 name layer bpw m n short lead rep
 	while read -r name layer bpw m n short lead; do
 		[ "$bpw" = keep ] && continue
 		[ -n "${2:-}" ] && [ "$layer" != "$2" ] && continue
 		[ -f "$out/L$layer/$short.rep" ] || die "no encoder report for $name ($out/L$layer/$short.rep)"
-		[ "$(cat "$out/L$layer/$short.rep")" = refused ] && continue
+		slurp rep "$out/L$layer/$short.rep"
+		[ "$rep" = refused ] && continue
 		echo "$name $layer $bpw $m $n $short $lead"
 	done <"$out/tensors.txt"
 }
@@ -215,32 +216,56 @@ patches() {
 	echo
 }
 
-# the value of "key v" in blr-pack info output
-info_field() {
-	awk -v k="$1" '$1 == k { print $2; exit }' "$2"
-}
-
 json_str() {
 	local s=${1//\\/\\\\}
 	s=${s//\"/\\\"}
 	printf '"%s"' "$s"
 }
 
-# one tensor's report line (and its bits) from its payload and the rank rule
+# FILE's whole text into the variable NAME, as $(cat FILE) gives it (its
+# trailing newlines dropped) but without a process; a file that cannot be
+# read fails as cat would
+slurp() {
+	local -n into=$1
+	{ IFS= read -r -d '' into || :; } <"$2"
+	while [[ $into == *$'\n' ]]; do into=${into%$'\n'}; done
+}
+
+# one tensor's report line (and its bits) from its payload, the rank rule's
+# clip (one blr-pack rank for each shape, budget, path count and kv factor:
+# report's clip_of) and its encoder report LINE; bash reads the fields, so
+# that 210 tensors take one process each, not eight
 report_tensor() {
-	local out=$1 name=$2 layer=$3 bpw=$4 m=$5 n=$6 short=$7 mult=$8 info rank paths bits line clip sel
-	info=$out/L$layer/$short.info.tmp
-	"${T}blr-pack" info "$out/L$layer/$short.blr" >"$info"
-	rank=$(info_field rank "$info")
-	paths=$(info_field paths "$info")
-	bits=$(info_field bits "$info")
-	clip=$("${T}blr-pack" rank --shape "${m}x$n" --bpw "$bpw" --paths "$paths" --kv-factor "$mult" |
-		awk '{ for (i = 1; i < NF; i++) if ($i == "clip") print $(i + 1) }')
-	line=$(cat "$out/L$layer/$short.rep")
+	local out=$1 name=$2 layer=$3 bpw=$4 m=$5 n=$6 short=$7 mult=$8 line=$9
+	local info k v _ rank= paths= bits= key sel=- stored=0 i
+	local -a f
+	info=$("${T}blr-pack" info "$out/L$layer/$short.blr")
+	while read -r k v _; do # the first value of each key
+		case $k in
+		rank) rank=${rank:-$v} ;;
+		paths) paths=${paths:-$v} ;;
+		bits) bits=${bits:-$v} ;;
+		esac
+	done <<<"$info"
+	key="${m}x$n $bpw $paths $mult"
+	if [ -z "${clip_of[$key]+set}" ]; then
+		info=$("${T}blr-pack" rank --shape "${m}x$n" --bpw "$bpw" --paths "$paths" --kv-factor "$mult")
+		clip_of[$key]=
+		read -ra f <<<"$info"
+		for ((i = 0; i + 1 < ${#f[@]}; i++)); do
+			if [ "${f[i]}" = clip ]; then clip_of[$key]=${f[i + 1]}; fi
+		done
+	fi
 	# nvg: "… stored fit F sel S"; dual-svid: "P2 rR frob F[ sel S]"
-	sel=$(echo "$line" | awk '{ for (i = 1; i < NF; i++) { if ($i == "stored" || $i == "frob") s = 1; if (s && $i == "sel") v = $(i + 1) } } END { print (v == "" ? "-" : v) }')
-	rm -f "$info"
-	echo "$name $layer ${m}x$n $bpw $bits $rank $paths ${clip:--} $sel | $line"
+	while read -ra f; do
+		for ((i = 0; i + 1 < ${#f[@]}; i++)); do
+			case ${f[i]} in
+			stored | frob) stored=1 ;;
+			sel) if [ $stored = 1 ]; then sel=${f[i + 1]}; fi ;;
+			esac
+		done
+	done <<<"$line"
+	echo "$name $layer ${m}x$n $bpw $bits $rank $paths ${clip_of[$key]:--} $sel | $line"
 }
 
 # report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE SWEEPS GSOLVE TRY ITQTOL
@@ -249,6 +274,7 @@ report() {
 	local out=$1 method=$2 bpw=$3 kv=$4 pathsopt=$5 plan=$6 calib=$7 fit=$8 sel=$9
 	local window=${10} rho=${11} device=${12} sweeps=${13} gqa=0 name layer b m n short lead mult st
 	local heads kvh
+	local -A clip_of=()
 	heads=$(awk '$1 == "heads:" { print $2 }' "$out/info.txt")
 	kvh=$(awk '$1 == "kv_heads:" { print $2 }' "$out/info.txt")
 	[ -n "$heads" ] && [ -n "$kvh" ] && [ "$kvh" -lt "$heads" ] && gqa=1
@@ -260,12 +286,12 @@ report() {
 			echo "$name $layer ${m}x$n keep - - - - - | kept by the plan" >>"$out/report.body.tmp"
 			continue
 		fi
-		st=$(cat "$out/L$layer/$short.rep")
+		slurp st "$out/L$layer/$short.rep"
 		if [ "$st" = refused ]; then
 			echo "$name $layer ${m}x$n $b - - - refused - | blr refused, kept in its source dtype" >>"$out/report.body.tmp"
 			continue
 		fi
-		report_tensor "$out" "$name" "$layer" "$b" "$m" "$n" "$short" "$mult" >>"$out/report.body.tmp"
+		report_tensor "$out" "$name" "$layer" "$b" "$m" "$n" "$short" "$mult" "$st" >>"$out/report.body.tmp"
 	done <"$out/tensors.txt"
 	summarise "$out" "$method" "$bpw" "$kv" "$pathsopt" "$plan" "$calib" "$fit" "$sel" "$window" "$rho" \
 		"$device" "$sweeps" "${14:-direct}" "${15:-3}" "${16:-0}" "${17:-0}" "${18:-f64}" "${19:-f64}" \

@@ -145,11 +145,11 @@ test_expect_success 'the report names the encoder, budget and rank of each tenso
 	test "$(prov_value nvg/model.cmf clipped_tensors)" = "$(wc -l <clip-col)"
 '
 
-test_expect_success 'every rank is the one the rule gives for its request and paths' '
+test_expect_success 'every rank and clip is the one the rule gives for its request and paths' '
 	report_lines nvg/model.cmf.blr.txt >lines &&
-	while read -r name layer shape req got rank paths rest; do
+	while read -r name layer shape req got rank paths clip rest; do
 		blr-pack rank --shape $shape --bpw $req --paths $paths >r &&
-		test_grep "rank $rank " r || return 1
+		test_grep "rank $rank .* clip $clip$" r || return 1
 	done <lines
 '
 

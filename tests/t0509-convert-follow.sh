@@ -73,6 +73,29 @@ test_expect_success 'PATHS_FOLLOW=3 at 1.0 bpw: the attention'"'"'s tensors foll
 	for f in a10/L*/*.blr; do cmp "$f" "f10/${f#a10/}" || return 1; done
 '
 
+# the report's clip column is the rank rule's for each tensor's own path
+# count: at 1.0 bpw two paths of a 64x64 meet the rank floor and one clips
+# nothing, so a report of layer 0's q_proj (two paths, from the conversion)
+# beside layer 1's encoded with one path shows a clip taken from another
+# tensor of the same shape
+test_expect_success 'the report: each rank and clip the rule'"'"'s for its shape, budget and path count' '
+	rm -rf rp && mkdir -p rp/L0 rp/L1 &&
+	cp a10/info.txt a10/source.list rp/ &&
+	grep "^model.layers.[01].self_attn.q_proj.weight " a10/tensors.txt >rp/tensors.txt &&
+	cp a10/L0/q.blr a10/L0/q.rep rp/L0/ &&
+	cmf-patch extract -o w1.raw s.cmf model.layers.1.self_attn.q_proj.weight &&
+	nvg-encode --method dual-svid -w w1.raw --shape 64x64 --bpw 1.0 --paths 1 \
+		-o rp/L1/q.blr >rp/L1/q.rep &&
+	bash "$LIB" report rp nvg 1.0 1 auto "" cal.u32 4096 1024 256 0.03 cpu 2 &&
+	grep -v "^#" rp/model.cmf.blr.txt >lines &&
+	test_grep "^model.layers.0.self_attn.q_proj.weight 0 64x64 1 [0-9.]* 8 2 floor " lines &&
+	test_grep "^model.layers.1.self_attn.q_proj.weight 1 64x64 1 [0-9.]* 8 1 - [0-9.]* | P1 r8 frob [0-9.]*$" lines &&
+	while read -r name layer shape req got rank paths clip rest; do
+		blr-pack rank --shape $shape --bpw $req --paths $paths >r &&
+		test_grep "rank $rank .* clip $clip$" r || return 1
+	done <lines
+'
+
 test_expect_success 'PATHS_FOLLOW_ON: only the tensors named follow' '
 	conv MODEL=s.cmf TOKENS=cal.u32 OUT=f3d BPW=2.5 PATHS_FOLLOW=3 PATHS_FOLLOW_ON="down" -j2 2>err &&
 	follow_want auto 3 down "" >expect &&

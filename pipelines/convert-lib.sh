@@ -231,22 +231,34 @@ slurp() {
 	while [[ $into == *$'\n' ]]; do into=${into%$'\n'}; done
 }
 
-# one tensor's report line (and its bits) from its payload, the rank rule's
-# clip (one blr-pack rank for each shape, budget, path count and kv factor:
-# report's clip_of) and its encoder report LINE; bash reads the fields, so
-# that 210 tensors take one process each, not eight
+# the rank, path count and bits of each payload named (blr-pack info's
+# first value of each key), all of them read by one blr-pack: into report's
+# info_rank, info_paths and info_bits, by path
+payload_infos() {
+	local text k v cur=
+	[ $# -gt 0 ] || return 0
+	[ $# = 1 ] && cur=$1 # one file: no "file" line
+	text=$("${T}blr-pack" info "$@")
+	while read -r k v; do
+		case $k in
+		file) cur=$v ;;
+		rank) info_rank[$cur]=${info_rank[$cur]:-$v} ;;
+		paths) info_paths[$cur]=${info_paths[$cur]:-$v} ;;
+		bits) info_bits[$cur]=${info_bits[$cur]:-$v} ;;
+		esac
+	done <<<"$text"
+}
+
+# one tensor's report line (and its bits) from its payload's fields
+# (payload_infos), the rank rule's clip (one blr-pack rank for each shape,
+# budget, path count and kv factor: report's clip_of) and its encoder
+# report LINE, read by bash: a conversion's 210 tensors take a few
+# processes, not eight each
 report_tensor() {
 	local out=$1 name=$2 layer=$3 bpw=$4 m=$5 n=$6 short=$7 mult=$8 line=$9
-	local info k v _ rank= paths= bits= key sel=- stored=0 i
+	local blr=$1/L$3/$7.blr rank paths info key sel=- stored=0 i
 	local -a f
-	info=$("${T}blr-pack" info "$out/L$layer/$short.blr")
-	while read -r k v _; do # the first value of each key
-		case $k in
-		rank) rank=${rank:-$v} ;;
-		paths) paths=${paths:-$v} ;;
-		bits) bits=${bits:-$v} ;;
-		esac
-	done <<<"$info"
+	rank=${info_rank[$blr]} paths=${info_paths[$blr]}
 	key="${m}x$n $bpw $paths $mult"
 	if [ -z "${clip_of[$key]+set}" ]; then
 		info=$("${T}blr-pack" rank --shape "${m}x$n" --bpw "$bpw" --paths "$paths" --kv-factor "$mult")
@@ -265,7 +277,7 @@ report_tensor() {
 			esac
 		done
 	done <<<"$line"
-	echo "$name $layer ${m}x$n $bpw $bits $rank $paths ${clip_of[$key]:--} $sel | $line"
+	echo "$name $layer ${m}x$n $bpw ${info_bits[$blr]} $rank $paths ${clip_of[$key]:--} $sel | $line"
 }
 
 # report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE SWEEPS GSOLVE TRY ITQTOL
@@ -273,11 +285,17 @@ report_tensor() {
 report() {
 	local out=$1 method=$2 bpw=$3 kv=$4 pathsopt=$5 plan=$6 calib=$7 fit=$8 sel=$9
 	local window=${10} rho=${11} device=${12} sweeps=${13} gqa=0 name layer b m n short lead mult st
-	local heads kvh
-	local -A clip_of=()
+	local heads kvh list
+	local -A clip_of=() info_rank=() info_paths=() info_bits=()
+	local -a blrs=()
 	heads=$(awk '$1 == "heads:" { print $2 }' "$out/info.txt")
 	kvh=$(awk '$1 == "kv_heads:" { print $2 }' "$out/info.txt")
 	[ -n "$heads" ] && [ -n "$kvh" ] && [ "$kvh" -lt "$heads" ] && gqa=1
+	list=$(encoded "$out")
+	while read -r name layer b m n short lead; do
+		[ -n "$name" ] && blrs+=("$out/L$layer/$short.blr")
+	done <<<"$list"
+	payload_infos "${blrs[@]}"
 	: >"$out/report.body.tmp"
 	while read -r name layer b m n short lead; do
 		mult=1

@@ -43,6 +43,14 @@ test_expect_success 'info reads standard input' '
 	test_cmp expect actual
 '
 
+test_expect_success 'info of several files: each one'"'"'s lines after "file NAME", in order' '
+	for f in a.blr b.blr c.blr a.blr; do
+		echo "file $f" && blr-pack info $f || return 1
+	done >expect &&
+	blr-pack info a.blr b.blr c.blr a.blr >actual &&
+	test_cmp expect actual
+'
+
 test_expect_success 'verify: the right shape passes silently' '
 	blr-pack verify --shape 40x24 a.blr >out 2>err &&
 	test ! -s out && test ! -s err

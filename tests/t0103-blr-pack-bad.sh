@@ -114,6 +114,14 @@ test_expect_success 'a full device on standard output (unpack)' '
 	test_grep "No space left on device" err
 '
 
+test_expect_success 'info of several files stops at the first bad one, naming it' '
+	{ echo "file good.blr" && blr-pack info good.blr && echo "file nothere.blr"; } >expect &&
+	test_expect_code 1 blr-pack info good.blr nothere.blr good.blr >actual 2>err &&
+	test_cmp expect actual &&
+	test_one_line_error err &&
+	test_grep "^blr-pack: .*nothere.blr.: No such file or directory" err
+'
+
 test_expect_success 'a full device on standard output (info)' '
 	test_expect_code 1 blr-pack info good.blr >/dev/full 2>err &&
 	test_one_line_error err &&

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 static const char synopsis[] =
-	"blr-pack info [file]\n"
+	"blr-pack info [file ...]\n"
 	"blr-pack verify --shape MxN [file]\n"
 	"blr-pack unpack [-o out] [file]\n"
 	"blr-pack rank --shape MxN --bpw bits [--paths 1|2] [--kv-factor k]\n"
@@ -45,7 +45,7 @@ static int load(const char *path, nv_map *m, blr_header *hd, blr_view v[2])
 	return 0;
 }
 
-static int cmd_info(const char *path)
+static int info_one(const char *path)
 {
 	nv_map m;
 	blr_header hd;
@@ -65,6 +65,20 @@ static int cmd_info(const char *path)
 		       s.g_min, s.g_max, s.l_min, s.l_max);
 	}
 	nv_map_free(&m);
+	return EXIT_OK;
+}
+
+/* one payload's lines; of several, each after "file NAME", up to the
+ * first that fails (one process for a conversion's report, not one each) */
+static int cmd_info(char **files, int n)
+{
+	if (n <= 1)
+		return info_one(n ? files[0] : "-");
+	for (int i = 0; i < n; i++) {
+		printf("file %s\n", files[i]);
+		if (info_one(files[i]) != EXIT_OK)
+			return EXIT_FAIL;
+	}
 	return EXIT_OK;
 }
 
@@ -252,11 +266,11 @@ static int parse_opts(int argc, char **argv, opts *o)
 	return 0;
 }
 
-/* which options each subcommand takes, and whether it reads a file */
+/* which options each subcommand takes, and whether it reads a file (info: any number) */
 static int allowed(const char *cmd, const opts *o, int nargs)
 {
 	int file = strcmp(cmd, "rank") != 0;
-	int ok = nargs <= file;
+	int ok = nargs <= file || !strcmp(cmd, "info");
 
 	ok &= !o->out || !strcmp(cmd, "unpack") || !strcmp(cmd, "gauge");
 	ok &= !o->shape || !strcmp(cmd, "verify") || !strcmp(cmd, "rank");
@@ -293,7 +307,7 @@ static int run(int argc, char **argv)
 		return EXIT_USAGE;
 	file = optind < argc ? argv[optind] : "-";
 	if (!strcmp(cmd, "info"))
-		return cmd_info(file);
+		return cmd_info(argv + optind, argc - optind);
 	if (!strcmp(cmd, "verify"))
 		return cmd_verify(file, &o);
 	if (!strcmp(cmd, "unpack"))

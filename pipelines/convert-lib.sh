@@ -13,7 +13,7 @@
 #   convert-lib.sh layers-mk TENSORS.TXT CAPTURE(1|0) INFO.TXT
 #   convert-lib.sh step LOG -- CMD…
 #   convert-lib.sh encode LOG REP BLR|- MODEL NAME -- CMD…
-#                     (NAME extracted from MODEL as raw f32; CMD gets -w RAW -o BLR)
+#                     (CMD gets -m MODEL -t NAME -o BLR)
 #   convert-lib.sh patch-args OUT LAYER [SUB]
 #   convert-lib.sh patches OUT [SUB]
 #                     (SUB: the payloads' subdirectory of L<n>/, "tuned/" after blr-tune)
@@ -128,20 +128,16 @@ step() {
 	fi
 }
 
-# encode LOG REP BLR MODEL NAME -- CMD…: the tensor extracted to a raw
-# file beside REP, the encoder's report line into REP; exit 3 (the packer
-# refused) writes "refused" and no payload; BLR "-" discards the payload
+# encode LOG REP BLR MODEL NAME -- CMD…: CMD (the encoder) reads the tensor
+# NAME from MODEL itself (-m MODEL -t NAME: no raw copy written and read
+# again), the encoder's report line into REP; exit 3 (the packer refused)
+# writes "refused" and no payload; BLR "-" discards the payload
 encode() {
-	local log=$1 rep=$2 blr=$3 model=$4 name=$5 rc=0 out raw=$2.w.tmp
+	local log=$1 rep=$2 blr=$3 model=$4 name=$5 rc=0 out
 	shift 6
 	out=$blr
 	[ "$blr" = - ] && out=$rep.blr.tmp
-	if ! "${T}cmf-patch" extract -o "$raw" "$model" "$name" 2>"$log"; then
-		tail -n 5 "$log" >&2
-		exit 1
-	fi
-	"$@" -w "$raw" -o "$out" >"$rep.tmp" 2>"$log" || rc=$?
-	rm -f "$raw"
+	"$@" -m "$model" -t "$name" -o "$out" >"$rep.tmp" 2>"$log" || rc=$?
 	if [ $rc = 3 ]; then
 		rm -f "$out"
 		echo refused >"$rep.tmp"

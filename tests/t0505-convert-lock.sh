@@ -89,7 +89,8 @@ test_expect_success 'a holder killed with SIGKILL does not block the next run' '
 
 # every naming of the conversion's temporaries: a tool's NAME.tmp.PID (the
 # states, Grams, payloads), convert.mk's and convert-lib.sh's NAME.tmp (the
-# lists, reports, the extracted tensor, the sweep's discarded payload)
+# lists, reports, the sweep's discarded payload; an older version's
+# extracted tensor and payload info, which a run it left may still hold)
 test_expect_success 'the temporaries a killed run leaves, of every naming, go at the next run' '
 	mkdir -p k/sweep &&
 	for f in S1.state.tmp.4242 L1/g.q.fit.gram.tmp.4243 L1/q.blr.tmp.4244 source.list.tmp \

@@ -184,6 +184,12 @@ static int damped_take(float *d, const double *g, size_t n, double rho, nv_mat32
 		tr += hf->diag[i];
 	for (size_t i = 0; i < n; i++)
 		hf->diag[i] += rho * (tr / (double)n);
+	/* exactly symmetric, its lower triangle's (a Gram file may differ across
+	 * the diagonal by NVGG_SYM_TOL): whichever triangle a reader takes, and a
+	 * context written (its lower triangle) and read back, the same matrix */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			d[j * n + i] = d[i * n + j];
 	return 0;
 }
 

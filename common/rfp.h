@@ -37,8 +37,10 @@ int nv_rfp_syrk(const nv_mat *b, nv_rfp *c);
  * one (γ_j = j·u/(1 − j·u), u = 2⁻²⁴, B's rounding on both sides included) */
 int nv_rfp_syrk32(const nv_mat *b, nv_rfp *c);
 
-/* c ← c ∘ H, H (n × n) in f32 with its f64 diagonal (h->diag, else its
- * own): H's lower triangle read, as the entries of c stand for it */
+/* c ← c ∘ H, H (n × n) symmetric in f32 with its f64 diagonal (h->diag,
+ * else its own): each entry of H read from the triangle where its run is
+ * contiguous (the upper in the layout's leading columns, the lower in its
+ * trailing ones), so H must be symmetric to the bit, as every context's is */
 void nv_rfp_hadamard32(nv_rfp *c, const nv_mat32 *h);
 
 /* A + shift·I = L·Lᵀ in place (dpftrf, level 3): a becomes L in the same

@@ -220,6 +220,39 @@ static void test_not_pd(void)
 	nv_hctx_free(&hc);
 }
 
+/* a Gram that differs across its diagonal (as a Gram file may, within
+ * NVGG_SYM_TOL): the damped hf is symmetric to the bit, its lower
+ * triangle's values, and the context round-trips through its file (which
+ * keeps that triangle) unchanged, so that --rho and --hctx agree */
+static void test_asymmetric(const nv_mat *h)
+{
+	size_t n = h->r, off = 0;
+	double *g = malloc(n * n * sizeof(double));
+	nv_hctx hc, back;
+	uint8_t *buf;
+	size_t len;
+
+	for (size_t i = 0; i < n * n; i++)
+		g[i] = h->d[i];
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			g[i * n + j] = (float)(g[i * n + j] * (1.0 + 1e-6));
+	is_int(nv_hctx_build(g, n, 0.03, &hc), 0, "context of a Gram asymmetric by 1e-6");
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			off += hc.hf.d[i * n + j] != (float)g[i * n + j] ||
+			       hc.hf.d[j * n + i] != hc.hf.d[i * n + j];
+	is_int((int)off, 0, "hf symmetric to the bit, its lower triangle the Gram's");
+	is_int(nv_hctx_serialize(&hc, &buf, &len), 0, "serialize it");
+	is_int(nv_hctx_parse(buf, len, &back), 0, "parse it back");
+	ok(same_hf(&back, &hc) && !memcmp(back.uc, hc.uc, n * (n + 1) / 2 * 8),
+	   "the context read back is the one built (hf, uc)");
+	free(buf);
+	nv_hctx_free(&back);
+	nv_hctx_free(&hc);
+	free(g);
+}
+
 /* a Gram's f32 values, fresh (what nv_hctx_build_write takes) */
 static float *gram_f32(const double *g, size_t n)
 {
@@ -292,6 +325,7 @@ int main(void)
 	test_file(&h);
 	test_build_write(&h);
 	test_not_pd();
+	test_asymmetric(&h);
 	nv_mat_free(&w);
 	nv_mat_free(&h);
 	nv_mat32_free(&h32);

@@ -202,9 +202,9 @@ static void test_syrk32(void)
 	nv_mat_free(&b);
 }
 
-/* c ∘ H with H in f32 and its f64 diagonal: each entry the product that the
- * full matrix's lower triangle gives, exactly; H's upper triangle (set apart
- * from its lower here) never read */
+/* c ∘ H with H symmetric in f32 and its f64 diagonal: each entry the
+ * product with H's entry there, exactly, at an even and an odd order (the
+ * layout's two shapes) */
 static void test_hadamard(void)
 {
 	for (size_t n = 37; n <= 38; n++) {
@@ -217,8 +217,9 @@ static void test_hadamard(void)
 		for (size_t i = 0; i < n * 4; i++)
 			b.d[i] = rng_normal(&rng);
 		for (size_t i = 0; i < n; i++) {
-			for (size_t j = 0; j < n; j++)
-				h.d[i * n + j] = (float)(j <= i ? rng_normal(&rng) : 1e6);
+			for (size_t j = 0; j <= i; j++)
+				h.d[i * n + j] = h.d[j * n + i] = (float)rng_normal(&rng);
+			h.d[i * n + i] = 1e6f; /* the f64 diagonal is read, not this */
 			h.diag[i] = 1.0 + rng_unif(&rng) + 1e-12; /* not an f32 value */
 		}
 		nv_rfp_syrk(&b, &c);
@@ -228,7 +229,7 @@ static void test_hadamard(void)
 		for (size_t i = 0; i < n; i++)
 			for (size_t j = 0; j <= i; j++)
 				bad += got.d[i * n + j] != full.d[i * n + j] * nv_mat32_at(&h, i, j);
-		is_int((int)bad, 0, "rfp_hadamard32 (order %zu): every entry the lower triangle's product", n);
+		is_int((int)bad, 0, "rfp_hadamard32 (order %zu): every entry times H's entry there", n);
 		if (n & 1)
 			ok(c.a[nv_rfp_idx(c.nn, n, n)] == 1.0 && c.a[nv_rfp_idx(c.nn, n, 0)] == 0.0,
 			   "rfp_hadamard32: the padding left as it was");

@@ -81,7 +81,11 @@ test_expect_success '--paths 3 is a usage error' 'usage_error rank --shape 64x64
 test_expect_success '--paths 0 is a usage error' 'usage_error rank --shape 64x64 --bpw 1 --paths 0'
 test_expect_success '--kv-factor 0 is a usage error' 'usage_error rank --shape 64x64 --bpw 1 --kv-factor 0'
 test_expect_success 'an option of another subcommand is a usage error' 'usage_error info --bpw 1 x.blr'
-test_expect_success 'two input files are a usage error' 'usage_error info a.blr b.blr'
+test_expect_success 'two input files are a usage error but for info' '
+	usage_error verify --shape 8x8 a.blr b.blr &&
+	usage_error unpack a.blr b.blr &&
+	usage_error gauge --undo f a.blr b.blr
+'
 test_expect_success 'gauge without --undo is a usage error' 'usage_error gauge x.blr'
 
 test_done

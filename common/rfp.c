@@ -183,7 +183,7 @@ void nv_rfp_hadamard32(nv_rfp *c, const nv_mat32 *h)
 	 * layout, each times H[j][i] = H[i][j] along row j of H: both runs
 	 * contiguous (2.5× faster than H's columns at order 1536) */
 	for (size_t j = 0; j < k; j++) {
-		double *col = c->a + (j + 1) + j * (nn + 1) - j;
+		double *col = c->a + 1 + j * (nn + 1); /* A[i][j] at col[i] */
 		const float *hr = h->d + j * n;
 
 		col[j] *= nv_mat32_at(h, j, j);

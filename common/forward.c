@@ -653,8 +653,9 @@ static void add_into(float *x, const float *y, size_t n)
 		x[i] += y[i];
 }
 
-int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x, size_t T,
-		 fw_leads *leads)
+/* the layer up to down_proj's input, into s->g; x ← x + the attention's
+ * output */
+static int layer_to_down(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x, size_t T)
 {
 	size_t d = m->d, ff = m->ff;
 
@@ -687,15 +688,39 @@ int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x,
 	add_bias(s->u, ly->bias[FW_UP], T, ff);
 	/* act(g)·u into g: the input of down_proj */
 	fw_act_mul(m->a.act, s->g, s->u, s->g, T * ff);
-	matmul(s, s->g, ly->w[FW_DOWN], s->u, T, d, ff);
-	add_bias(s->u, ly->bias[FW_DOWN], T, d);
-	add_into(x, s->u, T * d);
+	return 0;
+}
+
+static void leads_of(const fw_scratch *s, fw_leads *leads)
+{
 	if (leads) {
 		leads->q = s->a;
 		leads->o = s->o;
 		leads->gate = s->f;
 		leads->down = s->g;
 	}
+}
+
+int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x, size_t T,
+		 fw_leads *leads)
+{
+	size_t d = m->d;
+
+	if (layer_to_down(m, ly, s, x, T) < 0)
+		return -1;
+	matmul(s, s->g, ly->w[FW_DOWN], s->u, T, d, m->ff);
+	add_bias(s->u, ly->bias[FW_DOWN], T, d);
+	add_into(x, s->u, T * d);
+	leads_of(s, leads);
+	return 0;
+}
+
+int fw_layer_leads(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x, size_t T,
+		   fw_leads *leads)
+{
+	if (layer_to_down(m, ly, s, x, T) < 0)
+		return -1;
+	leads_of(s, leads);
 	return 0;
 }
 

@@ -178,6 +178,12 @@ int fw_embed(const fw_model *m, const uint32_t *tok, size_t T, float *x);
 int fw_layer_run(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x, size_t T,
 		 fw_leads *leads);
 
+/* the leads of fw_layer_run, the same bits, without down_proj's product: x
+ * is left partway (the input plus the attention's output), not the layer's
+ * output.  For the Grams of a layer whose output is not wanted */
+int fw_layer_leads(const fw_model *m, const fw_layer *ly, fw_scratch *s, float *x, size_t T,
+		   fw_leads *leads);
+
 /* logits (T × vocab) of the final states x (T × d); x is left unchanged */
 int fw_logits(fw_model *m, fw_scratch *s, const float *x, size_t T, float *logits);
 

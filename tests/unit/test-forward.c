@@ -215,6 +215,45 @@ static void check_leads(fw_model *m, fw_scratch *s, const ref_w *rw, const uint3
 	free(x0);
 }
 
+/* fw_layer_leads: fw_layer_run's four leads to the bit, x left at the
+ * attention's residual (the FFN norm of it is the gate lead, bit for bit) */
+static void check_leads_only(fw_model *m, fw_scratch *s, const uint32_t *tok, size_t T)
+{
+	size_t d = m->d, ff = m->ff, qd = m->qdim;
+	size_t sz[4] = { T * d, T * qd, T * d, T * ff };
+	float *x = malloc(T * d * 4), *x2 = malloc(T * d * 4), *gn = malloc(T * d * 4);
+	float *kept[4];
+	fw_layer ly;
+	fw_leads ld, ld2;
+	int same = 1;
+
+	fw_embed(m, tok, T, x);
+	memcpy(x2, x, T * d * 4);
+	fw_layer_load(m, 1, NULL, 0, &ly);
+	ok(fw_layer_leads(m, &ly, s, x2, T, &ld) == 0, "leads without the layer's output");
+	const float *got[4] = { ld.q, ld.o, ld.gate, ld.down };
+	for (int i = 0; i < 4; i++) {
+		kept[i] = malloc(sz[i] * 4);
+		memcpy(kept[i], got[i], sz[i] * 4);
+	}
+	fw_rmsnorm(x2, ly.ffn_norm, gn, T, d, m->a.rms_eps);
+	fw_layer_run(m, &ly, s, x, T, &ld2);
+	const float *want[4] = { ld2.q, ld2.o, ld2.gate, ld2.down };
+	for (int i = 0; i < 4; i++) {
+		same &= memcmp(kept[i], want[i], sz[i] * 4) == 0;
+		free(kept[i]);
+	}
+	ok(same, "fw_layer_leads' four leads are fw_layer_run's bits");
+	ok(memcmp(gn, ld2.gate, T * d * 4) == 0,
+	   "fw_layer_leads leaves x at the attention's residual (its FFN norm is the gate lead)");
+	ok(fw_layer_leads(m, &ly, s, x2, s->tmax + 1, &ld) < 0,
+	   "fw_layer_leads refuses a window beyond the scratch");
+	fw_layer_free(&ly);
+	free(x);
+	free(x2);
+	free(gn);
+}
+
 static void check_overrides(fw_model *m, fw_scratch *s, ref_w *rw, tap_rng *r,
 			    const uint32_t *tok, size_t T)
 {
@@ -529,6 +568,7 @@ int main(int argc, char **argv)
 	ok(run_layers(&m, &s, tok, 5, x, lg2) == 0 && max_abs_diff(lg2, ref, 5 * V) < 1e-4,
 	   "a shorter window gives the prefix's logits (causal)");
 	check_leads(&m, &s, &rw, tok, T);
+	check_leads_only(&m, &s, tok, T);
 	check_overrides(&m, &s, &rw, &r, tok, T);
 	check_final_states(&m, &s, tok);
 	check_long(&m, &rw, &r);

@@ -937,7 +937,16 @@ int nv_solve_spd(const nv_mat *a, const double *b, double *x, double ridge)
 static pthread_mutex_t threads_mu = PTHREAD_MUTEX_INITIALIZER;
 static int threads_n, serial_depth;
 
-/* the first call takes OpenBLAS's count for ours and holds OpenBLAS to one */
+/* OpenBLAS's stop for its own pool of threads (exported by its threaded
+ * builds, absent from the serial one, hence weak) */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+/*
+ * the first call takes OpenBLAS's count for ours and holds OpenBLAS to one;
+ * its pool, idle from then on, is let go: each of its threads spins on
+ * sched_yield some 0.1 s after its last job (here: after it starts) before
+ * it sleeps, a core's worth taken from our threads in every tool run
+ */
 static void threads_init(void)
 {
 	if (threads_n == 0) {
@@ -945,6 +954,8 @@ static void threads_init(void)
 
 		threads_n = n < 1 ? 1 : n;
 		openblas_set_num_threads(1);
+		if (blas_thread_shutdown_)
+			blas_thread_shutdown_();
 	}
 }
 

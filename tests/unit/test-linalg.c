@@ -1,4 +1,5 @@
 /* test-linalg.c - the f64 BLAS/LAPACK wrappers against plain loops (TAP) */
+#include <dirent.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -1207,8 +1208,56 @@ static void test_qr(void)
 	nv_mat_free(&a);
 }
 
-int main(void)
+/* the threads of this process: /proc/self/task's entries */
+static int task_count(void)
 {
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* helper (argv[1] "pool", under OPENBLAS_NUM_THREADS=2): the threads before
+ * and after the first count of ours */
+static int pool_helper(void)
+{
+	int before = task_count(), n = nv_get_threads();
+
+	printf("%d %d %d\n", before, task_count(), n);
+	return 0;
+}
+
+/* OpenBLAS's pool let go by the first count of our threads, which is its */
+static void test_pool_gone(const char *self)
+{
+	char cmd[4096];
+	int before = 0, after = 0, n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=2 '%s' pool", self);
+	p = popen(cmd, "r");
+	ok(p && fscanf(p, "%d %d %d", &before, &after, &n) == 3 && pclose(p) == 0,
+	   "the helper under OPENBLAS_NUM_THREADS=2 ran");
+	if (before < 2) { /* one CPU: OpenBLAS made no pool */
+		ok(1, "# SKIP one thread at the start (%d): no pool to let go", before);
+		return;
+	}
+	ok(after == 1 && n == before,
+	   "OpenBLAS's %d pool threads let go, its count of %d kept as ours (%d after)",
+	   before - 1, n, after);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "pool") == 0)
+		return pool_helper();
+	test_pool_gone(argv[0]);
 	nv_set_threads(1);
 	test_blas_core();
 	test_fp_flush();

@@ -443,11 +443,11 @@ static int run_windows(cap_ctx *c, const fw_window *w, size_t nwin, size_t rows,
 		size_t T = w[i].len - 1;
 		fw_leads ld;
 
+		if (window_input(c, &w[i], row0) < 0)
+			return -1;
 		/* down_proj's product only where the layer's output is written */
-		int (*run)(const fw_model *, const fw_layer *, fw_scratch *, float *, size_t,
-			   fw_leads *) = c->has_out ? fw_layer_run : fw_layer_leads;
-
-		if (window_input(c, &w[i], row0) < 0 || run(c->m, &c->ly, &c->s, c->x, T, &ld) < 0)
+		if ((c->has_out ? fw_layer_run(c->m, &c->ly, &c->s, c->x, T, &ld)
+				: fw_layer_leads(c->m, &c->ly, &c->s, c->x, T, &ld)) < 0)
 			return -1;
 		if (c->o->grams && window_grams(c, &ld, &w[i], i, acc) < 0)
 			return -1;

@@ -463,6 +463,7 @@ int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, 
 	c->itq_tol = NV_ITQ_TOL_DEFAULT;
 	c->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
 	c->als_tol = NV_ALS_TOL_DEFAULT;
+	c->g_every = 1;
 	c->row_block = NV_ROW_BLOCK_DEFAULT;
 	if (w->c != hc->n) {
 		nv_seterr("W has %zu columns but the context is %zu wide", w->c, hc->n);
@@ -1919,6 +1920,10 @@ int nv_als_ke(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k
 		if (rc == 0)
 			rc = hb_keep_last(md, &st);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
+		if (c->g_every > 1 && s % c->g_every) {
+			als_state_free(&st); /* a sweep of ℓ and h only */
+			continue;
+		}
 		t = nv_now();
 		for (size_t p = 0; p < md->np && rc == 0; p++) {
 			double gain = 0.0;

@@ -192,6 +192,7 @@ typedef struct {
 	int itq_f32;         /* the ITQ's products in f32 (nv_itq_cfg) */
 	int try_sweeps;      /* ALS sweeps after each refinement try's sign moves (nv_refine) */
 	double als_tol;      /* nv_als's stop: a sweep's gain in fit error below this fraction */
+	int g_every;         /* ALS's g step on sweeps 0, g_every, 2·g_every… of each run (≥ 1) */
 	int als32;           /* the ALS's m·n·r and n²·r products in f32 (nv_tctx_als32) */
 	nv_mat32 w32;        /* with als32: fit.wh (where kept) or W, rounded to f32 */
 	size_t row_block;    /* W's rows per block where a step's f64 pieces would be m × r
@@ -285,7 +286,9 @@ int nv_itq_apply_in(nv_mat *up, nv_mat *vp, const nv_mat *rot, size_t block, nv_
  * c->g_pcg, a path's g step after its first in the call is solved by
  * conjugate gradients from the current g, preconditioned with the factor of
  * its last direct solve, to a relative excess of 1e-12 in its objective
- * (directly when that takes more than 30 steps) */
+ * (directly when that takes more than 30 steps).  With c->g_every above 1,
+ * the g steps run on sweeps 0, g_every, 2·g_every… of the call only: the
+ * sweeps between are ℓ and h steps */
 int nv_als(nv_bm *md, const nv_tctx *c, int sweeps);
 /* one ALS ℓ step (joint over paths); *err: the FIT error at the new ℓ as
  * nv_als's early stop reads it, tr(W hf Wᵀ) − λ·rhs (NaN where the system
@@ -357,6 +360,8 @@ typedef struct {
 	double als_tol;   /* ALS stops at a sweep whose fit error gain is below this fraction (0: never early) */
 	int als_f32;      /* 1: the ALS's large products in f32 (nv_tctx_als32); 0 (default): f64 */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
+	int g_every;      /* ALS's g step on every g_every-th sweep of a run, the first
+			   * included; 1 (default) to NV_G_EVERY_MAX */
 	nv_method method;
 	nv_gram_load sel_load; /* without hsel: the SEL Gram read for each use (nv_metric_init_load) */
 	void *sel_arg;
@@ -374,6 +379,8 @@ typedef struct {
  * until whole conversions judged 2 level with it: README), and the most */
 #define NV_TRY_SWEEPS_DEFAULT 2
 #define NV_TRY_SWEEPS_MAX 8
+/* the most sweeps between two g steps (nv_enc_opts.g_every) */
+#define NV_G_EVERY_MAX 8
 /* the ITQ gauge's steps, the most (nv_itq_weighted, the device's the same) */
 #define NV_ITQ_STEPS 50
 /* the CPU encoder's ITQ stop and ALS's early stop unless told otherwise

@@ -277,7 +277,7 @@ report_tensor() {
 }
 
 # report OUT METHOD BPW KV PATHS PLAN CALIB FIT SEL WINDOW RHO DEVICE SWEEPS GSOLVE TRY ITQTOL
-#        ALSTOL ITQPREC HBPREC ALSPREC FOLLOW FOLLOW_ON FOLLOW_ONE
+#        ALSTOL ITQPREC HBPREC ALSPREC FOLLOW FOLLOW_ON FOLLOW_ONE GEVERY
 report() {
 	local out=$1 method=$2 bpw=$3 kv=$4 pathsopt=$5 plan=$6 calib=$7 fit=$8 sel=$9
 	local window=${10} rho=${11} device=${12} sweeps=${13} gqa=0 name layer b m n short lead mult st
@@ -309,7 +309,7 @@ report() {
 	done <"$out/tensors.txt"
 	summarise "$out" "$method" "$bpw" "$kv" "$pathsopt" "$plan" "$calib" "$fit" "$sel" "$window" "$rho" \
 		"$device" "$sweeps" "${14:-direct}" "${15:-3}" "${16:-0}" "${17:-0}" "${18:-f64}" "${19:-f64}" \
-		"${20:-f64}" "${21:-0}" "${22:-}" "${23:-}"
+		"${20:-f64}" "${21:-0}" "${22:-}" "${23:-}" "${24:-1}"
 }
 
 # the totals, the clipped list, the report file and the provenance JSON
@@ -317,7 +317,7 @@ summarise() {
 	local out=$1 rep=$1/model.cmf.blr.txt.tmp prov=$1/provenance.json.tmp calibjson=null planjson=null
 	{
 		echo "# nvgkit BLR conversion: method $2, target $3 bpw, paths $5$([ "${21}" -gt 1 ] && echo " (${22// /, }: two paths where the layers before chose them$([ -n "${23}" ] && echo ", ${23// /, }: one path too where they chose one"), both candidates every ${21} layers)")$([ "$2" = nvg ] &&
-			echo ", refinement sweeps ${13}, ALS sweeps a try ${15}, ITQ stop ${16}$([ "${18}" = f32 ] && echo ", ITQ products in f32")$([ "${19}" = f64 ] && echo ", Gram products in f64"), ALS stop ${17}$([ "${20}" = f32 ] && echo ", ALS products in f32")$([ "${14}" = pcg ] && echo ", g steps by PCG")"), kv factor $4"
+			echo ", refinement sweeps ${13}, ALS sweeps a try ${15}, ITQ stop ${16}$([ "${18}" = f32 ] && echo ", ITQ products in f32")$([ "${19}" = f64 ] && echo ", Gram products in f64"), ALS stop ${17}$([ "${20}" = f32 ] && echo ", ALS products in f32")$([ "${14}" = pcg ] && echo ", g steps by PCG")$([ "${24}" != 1 ] && echo ", a g step every ${24} ALS sweeps")"), kv factor $4"
 		echo "# tensor layer shape requested_bpw delivered_bpw rank paths clip sel_error | encoder report"
 		awk '$5 != "-" { split($3, d, "x"); w = d[1] * d[2]; printf "%s %s %s %s %.6f %s %s %s %s", $1, $2, $3, $4, $5 / w, $6, $7, $8, $9
 			for (i = 10; i <= NF; i++) printf " %s", $i; printf "\n"; next } { print }' "$out/report.body.tmp"
@@ -366,13 +366,14 @@ summarise() {
 			"$req_bpw" "$nclip" "$nkept" "$(awk '$8 == "refused" { printf "%s\"%s\"", n++ ? ", " : "", $1 }' "$out/report.body.tmp")"
 		printf '"blr_body_bpw": %s, "blr_body_weights": %s, "layer_projection_bpw": %s, "layer_projection_weights": %s, ' \
 			"$body_bpw" "$body_w" "$all_bpw" "$all_w"
-		printf '"kv_factor": %s, "paths": "%s", "paths_follow": %s, "paths_follow_on": %s, "paths_follow_one": %s, "refine_sweeps": %s, "g_solve": %s, "try_sweeps": %s, "itq_tol": %s, "itq_prec": %s, "hb_prec": %s, "als_tol": %s, "als_prec": %s, "calibration": %s, "encoder_device": "%s"}}\n' \
+		printf '"kv_factor": %s, "paths": "%s", "paths_follow": %s, "paths_follow_on": %s, "paths_follow_one": %s, "refine_sweeps": %s, "g_solve": %s, "try_sweeps": %s, "g_every": %s, "itq_tol": %s, "itq_prec": %s, "hb_prec": %s, "als_tol": %s, "als_prec": %s, "calibration": %s, "encoder_device": "%s"}}\n' \
 			"$4" "$5" "$([ "$2" = nvg ] && echo "${21}" || echo null)" \
 			"$([ "$2" = nvg ] && [ "${21}" -gt 1 ] && printf '[%s]' "$(printf '"%s", ' ${22} | sed 's/, $//')" || echo null)" \
 			"$([ "$2" = nvg ] && [ "${21}" -gt 1 ] && printf '[%s]' "$([ -n "${23}" ] && printf '"%s", ' ${23} | sed 's/, $//')" || echo null)" \
 			"$([ "$2" = nvg ] && echo "${13}" || echo null)" \
 			"$([ "$2" = nvg ] && echo "\"${14}\"" || echo null)" \
 			"$([ "$2" = nvg ] && echo "${15}" || echo null)" \
+			"$([ "$2" = nvg ] && echo "${24}" || echo null)" \
 			"$([ "$2" = nvg ] && awk -v v="${16}" 'BEGIN { printf "%.9g", v + 0 }' || echo null)" \
 			"$([ "$2" = nvg ] && echo "\"${18}\"" || echo null)" \
 			"$([ "$2" = nvg ] && echo "\"${19}\"" || echo null)" \

@@ -3,7 +3,7 @@
 #   make -f pipelines/convert.mk MODEL=SRC.cmf TOKENS=IDS|TEXT=FILE OUT=DIR BPW=B \
 #        [PLAN=FILE] [METHOD=nvg|dual-svid] [PATHS=auto|1|2] [PATHS_FOLLOW=8] \
 #        [PATHS_FOLLOW_ON='q k v o gate up down'] [PATHS_FOLLOW_ONE='k v'] \
-#        [REFINE=2] [G_SOLVE=pcg|direct] \
+#        [REFINE=2] [G_SOLVE=pcg|direct] [G_EVERY=1] \
 #        [TRY_SWEEPS=2] [ITQ_TOL=0.001] [ITQ_PREC=f64|f32] [HB_PREC=f32|f64] \
 #        [ALS_TOL=0.001] [ALS_PREC=f64|f32] \
 #        [RHO=0.03] [KV_FACTOR=K] \
@@ -132,6 +132,11 @@ G_SOLVE    ?= $(G_SOLVE_DEFAULT)
 # was made with
 TRY_SWEEPS_DEFAULT := 2
 TRY_SWEEPS ?= $(TRY_SWEEPS_DEFAULT)
+# the ALS g step on every G_EVERY-th sweep of a run (nvg-encode --g-every;
+# above 1 the CPU encoder's option, other bytes: a device runs every g step);
+# the stamp names g_every only above 1
+G_EVERY_DEFAULT := 1
+G_EVERY    ?= $(G_EVERY_DEFAULT)
 ITQ_TOL_DEFAULT := 0.001
 ITQ_TOL    ?= $(ITQ_TOL_DEFAULT)
 # the precision of the ITQ's products (nvg-encode --itq-prec: f32 the CPU
@@ -233,6 +238,12 @@ $(foreach v,ITQ_PREC HB_PREC ALS_PREC,$(if $(filter f64 f32,$($(v))),,$(error co
 ifeq ($(if $(and $(filter $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),$(filter $(ITQ_TOL_DEFAULT),$(ITQ_TOL)),$(filter $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),$(filter $(HB_PREC_DEFAULT),$(HB_PREC)),$(filter $(ALS_TOL_DEFAULT),$(ALS_TOL)),$(filter $(ALS_PREC_DEFAULT),$(ALS_PREC))),,x)$(METHOD),xdual-svid)
 $(error convert.mk: TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg's: dual-svid refines nothing)
 endif
+ifeq ($(if $(filter $(G_EVERY_DEFAULT),$(G_EVERY)),,x)$(METHOD),xdual-svid)
+$(error convert.mk: G_EVERY is nvg's: dual-svid has no g step)
+endif
+ifneq ($(and $(filter-out cpu,$(DEVICE)),$(filter-out $(G_EVERY_DEFAULT),$(G_EVERY))),)
+$(error convert.mk: G_EVERY above 1 is the CPU encoder's (a device runs every g step): DEVICE=cpu)
+endif
 ifeq ($(ITQ_PREC)$(filter-out cpu,$(DEVICE)),f32$(DEVICE))
 $(error convert.mk: ITQ_PREC=f32 is the CPU encoder's (a device's ITQ is f32 already): DEVICE=cpu)
 endif
@@ -298,7 +309,7 @@ ifneq ($(METHOD)$(PATHS),nvgauto)
 $(error convert.mk: PATHS_FOLLOW follows the choices of PATHS=auto of nvg: METHOD=nvg PATHS=auto)
 endif
 endif
-$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE TRY_SWEEPS TUNE_STEPS E2E_FIT_TOKENS E2E_STEPS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
+$(foreach v,FIT_TOKENS SEL_TOKENS WINDOW THREADS REFINE TRY_SWEEPS G_EVERY TUNE_STEPS E2E_FIT_TOKENS E2E_STEPS,$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a positive integer)))
 $(foreach v,BPW RHO KV_FACTOR TUNE_LR ITQ_TOL ALS_TOL,$(if $(shell [[ '$($(v))' =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$$ ]] && echo y),,$(error convert.mk: $(v) '$($(v))' is not a number)))
 # every value in the range its tool takes (tools/tool.h), checked before OUT is touched
 in_range = $(shell awk -v v='$(1)' 'BEGIN { exit !(v + 0 $(2) && v + 0 $(3)) }' && echo y)
@@ -309,6 +320,7 @@ $(call range,RHO,>= 0,<= 1e6)
 $(call range,THREADS,>= 1,<= 64)
 $(call range,REFINE,>= 1,<= 16)
 $(call range,TRY_SWEEPS,>= 1,<= 8)
+$(call range,G_EVERY,>= 1,<= 8)
 $(call range,ITQ_TOL,>= 0,<= 0.5)
 $(call range,ALS_TOL,>= 0,<= 0.5)
 $(call range,TUNE_STEPS,>= 1,<= 1048576)
@@ -359,7 +371,7 @@ fileid = $(abspath $(1)):$(shell stat -L -c '%s:%Y' '$(1)')
 PARAMS := method=$(METHOD)$(if $(filter nvg,$(METHOD)),$(if $(filter-out 3,$(TRY_SWEEPS)), try_sweeps=$(TRY_SWEEPS))) bpw=$(BPW) paths=$(PATHS) rho=$(RHO) kv=$(KV_FACTOR) \
 	fit=$(FIT_TOKENS) sel=$(SEL_TOKENS) window=$(WINDOW) device=$(DEVICE) \
 	model=$(call fileid,$(MODEL)) calib=$(if $(CALIB),$(if $(TOKENS),tokens,text):$(call fileid,$(CALIB))) \
-	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)$(if $(filter-out 0 1,$(PATHS_FOLLOW)), paths_follow=$(PATHS_FOLLOW):$(subst $(space),$(comma),$(sort $(PATHS_FOLLOW_ON)))$(if $(strip $(PATHS_FOLLOW_ONE)), paths_follow_one=$(subst $(space),$(comma),$(sort $(PATHS_FOLLOW_ONE)))))
+	plan=$(if $(PLAN),$(shell cksum <'$(PLAN)' | tr ' ' :))$(if $(filter 1,$(TRANSPORT)), transport=1)$(if $(filter 1,$(TUNE)), tune=1$(if $(filter-out $(TUNE_STEPS_DEFAULT),$(TUNE_STEPS)), tune_steps=$(TUNE_STEPS))$(if $(filter-out $(TUNE_LR_DEFAULT),$(TUNE_LR)), tune_lr=$(TUNE_LR))$(if $(filter-out $(TUNE_LOSS_DEFAULT),$(TUNE_LOSS)), tune_loss=$(TUNE_LOSS))$(if $(filter-out $(TUNE_AHEAD_DEFAULT),$(TUNE_AHEAD)), tune_ahead=$(TUNE_AHEAD)))$(if $(filter-out 2,$(REFINE)), refine=$(REFINE))$(if $(filter-out $(G_SOLVE_DEFAULT),$(G_SOLVE)), g_solve=$(G_SOLVE))$(if $(filter-out 1,$(G_EVERY)), g_every=$(G_EVERY))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ITQ_TOL)), itq_tol=$(ITQ_TOL)))$(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)), itq_prec=$(ITQ_PREC))$(if $(filter nvg,$(METHOD)),$(if $(filter cpu,$(DEVICE)),$(if $(filter f32,$(HB_PREC)), hb_prec=f32)))$(if $(filter nvg,$(METHOD)),$(if $(filter-out 0,$(ALS_TOL)), als_tol=$(ALS_TOL)))$(if $(filter f32,$(ALS_PREC)), als_prec=f32)$(if $(filter-out 0 1,$(PATHS_FOLLOW)), paths_follow=$(PATHS_FOLLOW):$(subst $(space),$(comma),$(sort $(PATHS_FOLLOW_ON)))$(if $(strip $(PATHS_FOLLOW_ONE)), paths_follow_one=$(subst $(space),$(comma),$(sort $(PATHS_FOLLOW_ONE)))))
 STAMP := $(OUT)/params
 # $(call stamp_was,TOKEN,VAR,OLD): an nvg stamp without TOKEN where this
 # command names one was made with VAR=OLD, the default of before
@@ -502,7 +514,7 @@ DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 tol_opt = $(if $(or $(filter cpu,$(DEVICE)),$(filter-out $(3),$(2))),--$(1)-tol $(2))
 # --hb-prec always given, to a device too (f32 there, what it does; f64 is
 # refused above), so that the tool's own default never decides it
-EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) --hb-prec $(HB_PREC) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))$(if $(filter f32,$(ALS_PREC)), --als-prec f32)
+EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(if $(filter-out 1,$(G_EVERY)),--g-every $(G_EVERY)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) --hb-prec $(HB_PREC) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))$(if $(filter f32,$(ALS_PREC)), --als-prec f32)
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
 # the sweep's dual-svid stays data-free (its curves use the Frobenius error)
 SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))
@@ -632,7 +644,7 @@ REPS := $(foreach l,$(LAYERS),$(foreach s,$(ENC_$(l)),$(OUT)/L$(l)/$(s).rep))
 # ---- the report, the provenance, the model ----
 $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json &: $(REPS) $(OUT)/tensors.txt $(OUT)/source.list $(OUT)/info.txt
 	@$(call say,'report')
-	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)' '$(PATHS_FOLLOW)' '$(sort $(PATHS_FOLLOW_ON))' '$(sort $(PATHS_FOLLOW_ONE))'
+	$(Q)$(LIB) step $(LOG)/report.log -- $(LIB) report $(OUT) '$(METHOD)' '$(BPW)' '$(KV_FACTOR)' '$(PATHS)' '$(PLAN)' '$(CALIB)' '$(FIT_TOKENS)' '$(SEL_TOKENS)' '$(WINDOW)' '$(RHO)' '$(DEVICE)' '$(REFINE)' '$(G_SOLVE)' '$(TRY_SWEEPS)' '$(ITQ_TOL)' '$(ALS_TOL)' '$(ITQ_PREC)' '$(HB_PREC)' '$(ALS_PREC)' '$(PATHS_FOLLOW)' '$(sort $(PATHS_FOLLOW_ON))' '$(sort $(PATHS_FOLLOW_ONE))' '$(G_EVERY)'
 	$(Q)grep -E '^# (clipped|  |total)' $(OUT)/model.cmf.blr.txt | sed 's/^# /convert: /' >&2
 
 # the payloads applied: the model itself, or the input of the last steps

@@ -290,6 +290,16 @@ test_expect_success '--als-prec: f64 the default bytes, f32 near them and determ
 	{ cat l64 l32 lt64 lt32; false; }
 '
 
+# bad_values OPT V…: enc refuses each value of OPT as invalid (exit 1)
+bad_values() {
+	local o=$1 v
+	shift
+	for v in "$@"; do
+		test_expect_code 1 enc "$o" "$v" -o x.blr 2>err &&
+		test_grep "invalid $o" err || return 1
+	done
+}
+
 # the ALS sweeps of each refinement try
 # (the sweeps counted with --als-tol 0, which runs every one)
 test_expect_success '--try-sweeps: 2 the default bytes; 3 more sweeps, 1 fewer, deterministic' '
@@ -304,15 +314,36 @@ test_expect_success '--try-sweeps: 2 the default bytes; 3 more sweeps, 1 fewer, 
 	test "$a1" -lt "$a2" && test "$a2" -lt "$a3" &&
 	OPENBLAS_NUM_THREADS=2 enc --try-sweeps 1 --als-tol 0 -o t1b.blr >/dev/null &&
 	cmp t1.blr t1b.blr &&
-	for t in 0 9 x; do
-		test_expect_code 1 enc --try-sweeps $t -o x.blr 2>err &&
-		test_grep "invalid --try-sweeps" err || return 1
-	done &&
+	bad_values --try-sweeps 0 9 x &&
 	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
 		--try-sweeps 1 -o x.blr 2>err &&
 	test_grep "dual-svid refines nothing" err &&
 	test_path_is_missing x.blr ||
 	{ cat err3 err1; false; }
+'
+
+# the g step on every Nth ALS sweep only (the sweeps counted with
+# --als-tol 0, which runs every one)
+test_expect_success '--g-every: 1 the default bytes; 2 fewer g steps, as many ℓ steps, deterministic' '
+	enc --g-every 1 -o ge1.blr >/dev/null &&
+	cmp ge1.blr gp.blr &&
+	enc --als-tol 0 --profile -o g1.blr >l1 2>err1 &&
+	enc --g-every 2 --als-tol 0 --profile -o g2.blr >l2 2>err2 &&
+	! cmp -s g1.blr g2.blr &&
+	test "$(prof_count als.l err2)" = "$(prof_count als.l err1)" &&
+	test "$(prof_count als.g err2)" -lt "$(prof_count als.g err1)" &&
+	enc --g-every 2 --als-tol 0 -o g2b.blr >/dev/null &&
+	OPENBLAS_NUM_THREADS=2 enc --g-every 2 --als-tol 0 -o g2c.blr >/dev/null &&
+	cmp g2.blr g2b.blr && cmp g2.blr g2c.blr &&
+	bad_values --g-every 0 9 x &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--g-every 2 -o x.blr 2>err &&
+	test_grep "dual-svid has no g step" err &&
+	test_expect_code 2 nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram \
+		--bpw 3 --g-every 2 --device opencl -o x.blr 2>err &&
+	test_grep "g-every above 1 is the CPU encoder.s .a device runs every g step.: give --device cpu" err &&
+	test_path_is_missing x.blr ||
+	{ cat err1 err2; false; }
 '
 
 test_expect_success '--itq-tol, --als-tol: out of range, dual-svid and a device above 0 are refused' '

@@ -246,7 +246,7 @@ test_expect_success 'REFINE=3: more refinement, its own stamp, recorded; nvg onl
 	test_path_is_missing swd
 '
 
-test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encoder gets them, stamped, recorded; nvg only, a tolerance and f32 on the CPU only (HB_PREC=f64 too)' '
+test_expect_success 'TRY_SWEEPS, G_EVERY, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encoder gets them, stamped, recorded; nvg only, a tolerance, G_EVERY above 1 and f32 on the CPU only (HB_PREC=f64 too)' '
 	mkdir argwrap &&
 	for t in "$NVG_BIN"/*; do ln -s "$t" argwrap/; done &&
 	rm argwrap/nvg-encode &&
@@ -257,10 +257,14 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encod
 	EOF
 	chmod +x argwrap/nvg-encode &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=lean BPW=2.5 TRY_SWEEPS=1 ITQ_TOL=0.0025 ALS_TOL=0.002 \
-		ITQ_PREC=f32 ALS_PREC=f32 BIN="$PWD/argwrap" -j2 2>err &&
-	test "$(grep -c -- "--method nvg .*--try-sweeps 1 --itq-tol 0.0025 --itq-prec f32 --hb-prec f32 --als-tol 0.002 --als-prec f32 " encode.args)" = 14 &&
+		ITQ_PREC=f32 ALS_PREC=f32 G_EVERY=2 BIN="$PWD/argwrap" -j2 2>err &&
+	test "$(grep -c -- "--method nvg .*--try-sweeps 1 --g-every 2 --itq-tol 0.0025 --itq-prec f32 --hb-prec f32 --als-tol 0.002 --als-prec f32 " encode.args)" = 14 &&
 	test_grep "^method=nvg try_sweeps=1 bpw=" lean/params &&
-	test_grep " itq_tol=0.0025 itq_prec=f32 hb_prec=f32 als_tol=0.002 als_prec=f32 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" lean/params &&
+	test_grep " g_every=2 itq_tol=0.0025 itq_prec=f32 hb_prec=f32 als_tol=0.002 als_prec=f32 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" lean/params &&
+	test_no_grep "g_every" sw2/params &&
+	test "$(prov_value lean/model.cmf g_every)" = 2 &&
+	test "$(prov_value sw2/model.cmf g_every)" = 1 &&
+	test "$(prov_value svid/model.cmf g_every)" = null &&
 	test_grep "^method=nvg try_sweeps=2 bpw=" sw2/params &&
 	test_grep " plan= itq_tol=0.001 hb_prec=f32 als_tol=0.001 paths_follow=8:down,gate,k,o,q,up,v paths_follow_one=k,v$" sw2/params &&
 	test_no_grep "try_sweeps" svid/params && test_no_grep "itq_tol" svid/params &&
@@ -294,7 +298,7 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encod
 	test "$(prov_value old0/model.cmf als_tol)" = 0 &&
 	test "$(prov_value svid/model.cmf try_sweeps)" = null &&
 	test "$(prov_value svid/model.cmf als_tol)" = null &&
-	test_grep "refinement sweeps 2, ALS sweeps a try 1, ITQ stop 0.0025, ITQ products in f32, ALS stop 0.002, ALS products in f32, g steps by PCG, kv factor" \
+	test_grep "refinement sweeps 2, ALS sweeps a try 1, ITQ stop 0.0025, ITQ products in f32, ALS stop 0.002, ALS products in f32, g steps by PCG, a g step every 2 ALS sweeps, kv factor" \
 		lean/model.cmf.blr.txt &&
 	test_grep "ITQ stop 0.001, ALS stop 0.001, g steps by PCG, kv factor" sw2/model.cmf.blr.txt &&
 	test_must_fail cmp -s lean/L1/down.blr sw2/L1/down.blr &&
@@ -308,6 +312,9 @@ test_expect_success 'TRY_SWEEPS, ITQ_TOL, ITQ_PREC, ALS_TOL, ALS_PREC: the encod
 		"ITQ_PREC=f32 DEVICE=opencl:ITQ_PREC=f32 is the CPU encoder.s" \
 		"ITQ_TOL=0.01 DEVICE=opencl:ITQ_TOL above 0 is the CPU encoder.s" \
 		"ALS_TOL=0.01 DEVICE=opencl:ALS_TOL above 0 is the CPU encoder.s" \
+		"G_EVERY=0:G_EVERY .0. is not" "G_EVERY=9:G_EVERY .9. is not" \
+		"G_EVERY=2 METHOD=dual-svid:G_EVERY is nvg.s: dual-svid has no g step" \
+		"G_EVERY=2 DEVICE=opencl:G_EVERY above 1 is the CPU encoder.s .a device runs every g step.: DEVICE=cpu" \
 		"HB_PREC=f16:HB_PREC .f16. is not f64 or f32" \
 		"HB_PREC=f64 METHOD=dual-svid:TRY_SWEEPS, ITQ_TOL, ITQ_PREC, HB_PREC, ALS_TOL and ALS_PREC are nvg.s" \
 		"HB_PREC=f64 DEVICE=opencl:HB_PREC=f64 is the CPU encoder.s .a device.s products are f32.: DEVICE=cpu" \
@@ -326,6 +333,7 @@ test_expect_success 'HB_PREC: f32 the default, given to the CPU encoder, stamped
 	: >encode.args &&
 	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=hb64 BPW=2.5 HB_PREC=f64 BIN="$PWD/argwrap" -j2 2>err &&
 	test "$(grep -c -- "--method nvg .* --hb-prec f64 " encode.args)" = 14 &&
+	test_no_grep "g-every" encode.args &&
 	test_no_grep "hb_prec" hb64/params &&
 	test "$(prov_value hb64/model.cmf hb_prec)" = f64 &&
 	test_grep "Gram products in f64, ALS stop 0.001" hb64/model.cmf.blr.txt &&

@@ -29,8 +29,8 @@ static const char synopsis[] =
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
 	"[--itq-prec f64|f32] [--hb-prec f32|f64] [--als-prec f64|f32]\n"
-	"[--try-sweeps N] [--itq-tol F] [--als-tol F] [--pick-after N]\n"
-	"[--threads N [--threads-max M]] [--profile]\n"
+	"[--try-sweeps N] [--g-every N] [--itq-tol F] [--als-tol F]\n"
+	"[--pick-after N] [--threads N [--threads-max M]] [--profile]\n"
 	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
@@ -60,6 +60,7 @@ typedef struct {
 	double als_tol; /* --als-tol: -1 not given (likewise) */
 	long sweeps;
 	long try_sweeps; /* --try-sweeps: 0 not given */
+	long g_every;    /* --g-every: 0 not given */
 	long pick_after; /* --pick-after: 0 not given */
 	nv_method method;
 	long threads;
@@ -75,7 +76,7 @@ enum {
 	O_SHAPE = 256, O_HCTX, O_FIT, O_SEL, O_BPW, O_KV, O_KVF, O_PATHS, O_METHOD, O_THREADS,
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
-	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_HB_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_PICK_AFTER,
+	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_HB_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_G_EVERY, O_PICK_AFTER,
 	O_ALS_PREC, O_THREADS_MAX
 };
 
@@ -93,6 +94,7 @@ static const struct option longopts[] = {
 	{"itq-tol", required_argument, NULL, O_ITQ_TOL},
 	{"als-tol", required_argument, NULL, O_ALS_TOL},
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
+	{"g-every", required_argument, NULL, O_G_EVERY},
 	{"pick-after", required_argument, NULL, O_PICK_AFTER},
 	{"threads", required_argument, NULL, O_THREADS},
 	{"threads-max", required_argument, NULL, O_THREADS_MAX},
@@ -159,6 +161,10 @@ static int value_opt(int c, const char *a, opts *o)
 	case O_TRY_SWEEPS:
 		if (nv_parse_long(a, 1, NV_TRY_SWEEPS_MAX, &o->try_sweeps) < 0)
 			return tool_fail("invalid --try-sweeps", a), -1;
+		return 0;
+	case O_G_EVERY:
+		if (nv_parse_long(a, 1, NV_G_EVERY_MAX, &o->g_every) < 0)
+			return tool_fail("invalid --g-every", a), -1;
 		return 0;
 	case O_PICK_AFTER:
 		if (nv_parse_long(a, 1, NV_SWEEPS_MAX - 1, &o->pick_after) < 0)
@@ -314,6 +320,11 @@ static int check_effort(const opts *o)
 		return tool_usage_error("--g-solve pcg is the CPU encoder's: give --device cpu");
 	if (o->method == NV_METHOD_DUAL_SVID && o->try_sweeps)
 		return tool_usage_error("--try-sweeps is nvg's: dual-svid refines nothing");
+	if (o->method == NV_METHOD_DUAL_SVID && o->g_every)
+		return tool_usage_error("--g-every is nvg's: dual-svid has no g step");
+	if (o->g_every > 1 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--g-every above 1 is the CPU encoder's (a device runs "
+					"every g step): give --device cpu");
 	if (o->pick_after && (o->method == NV_METHOD_DUAL_SVID || o->paths))
 		return tool_usage_error("--pick-after chooses between nvg's two candidates: "
 					"--paths auto");
@@ -593,6 +604,8 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	eo.als_tol = o->als_tol;
 	if (o->try_sweeps)
 		eo.try_sweeps = (int)o->try_sweeps;
+	if (o->g_every)
+		eo.g_every = (int)o->g_every;
 	eo.pick_after = (int)o->pick_after;
 	eo.method = o->method;
 	if (!in[0].hsel.d && in[0].sel_src.path) {

@@ -435,6 +435,48 @@ static void test_als_kept_hb(const nv_tctx *c)
 	nv_bm_free(&b);
 }
 
+/*
+ * g_every 2: the g step on sweeps 0, 2, 4… of a run.  Two sweeps leave the
+ * g of one sweep bit for bit (the second moved ℓ and h only) and count 2
+ * ℓ steps and one g step; the error never rises; 3 sweeps in one run are
+ * those 2 and a run of 1 (whose first sweep takes g) bit for bit
+ */
+static void test_g_every(nv_tctx *c)
+{
+	nv_bm a, b, d;
+	nv_prof prof;
+	double e0, e1, e2;
+	int same_g = 1;
+
+	nv_build_dual_svid(&W, 16, 2, &a);
+	nv_bm_copy(&b, &a);
+	nv_bm_copy(&d, &a);
+	e0 = fit_err(c, &a);
+	nv_als(&a, c, 1);
+	e1 = fit_err(c, &a);
+	nv_prof_init(&prof);
+	c->prof = &prof;
+	c->g_every = 2;
+	nv_als(&b, c, 2);
+	e2 = fit_err(c, &b);
+	for (size_t p = 0; p < a.np; p++)
+		same_g &= !memcmp(a.p[p].g, b.p[p].g, a.n * sizeof(double));
+	ok(same_g && !same_model(&a, &b) && prof_count(&prof, "als.l") == 2 &&
+	   prof_count(&prof, "als.g") == 1 && e1 <= e0 && e2 <= e1,
+	   "g_every 2: 2 sweeps leave one sweep's g bits, ℓ %llu g %llu steps, error %.9g -> %.9g -> %.9g",
+	   (unsigned long long)prof_count(&prof, "als.l"),
+	   (unsigned long long)prof_count(&prof, "als.g"), e0, e1, e2);
+	c->prof = NULL;
+	nv_prof_free(&prof);
+	nv_als(&d, c, 3);
+	nv_als(&b, c, 1);
+	ok(same_model(&b, &d), "g_every 2: a run of 3 sweeps = runs of 2 and 1, bit for bit");
+	c->g_every = 1;
+	nv_bm_free(&a);
+	nv_bm_free(&b);
+	nv_bm_free(&d);
+}
+
 /* every product k holds is nv_metric_hb's of its path's gs, bit for bit */
 static int hbk_holds(const nv_tctx *c, const nv_bm *md, const nv_hbk *k)
 {
@@ -1467,6 +1509,7 @@ int main(void)
 	test_als_kept_factors(&c);
 	test_als_tol(&c);
 	test_als_kept_hb(&c);
+	test_g_every(&c);
 	test_hbk(&c);
 	test_refine_kept(&c);
 	test_wh_dropped(&c);

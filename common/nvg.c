@@ -1901,6 +1901,7 @@ int nv_als_ke(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k
 	for (int s = 0; s < sweeps && rc == 0; s++) {
 		als_state st = {{0}, {0}, {0}, hbk};
 		double e, t = nv_now();
+		int g_now;
 
 		rc = als_l(md, c, &st, &e);
 		now = e;
@@ -1917,10 +1918,11 @@ int nv_als_ke(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k
 			rc = als_h(md, c, &st, err ? &now : NULL);
 		nv_mat_free(&st.whb); /* the h step was their last reader: not held through g */
 		nv_mat_free(&st.bhb);
-		if (rc == 0)
+		g_now = c->g_every <= 1 || s % c->g_every == 0;
+		if (rc == 0 && g_now) /* H·B_last serves this sweep's g steps only */
 			rc = hb_keep_last(md, &st);
 		nv_prof_add(c->prof, "als.h", nv_now() - t, 1);
-		if (c->g_every > 1 && s % c->g_every) {
+		if (!g_now) {
 			als_state_free(&st); /* a sweep of ℓ and h only */
 			continue;
 		}

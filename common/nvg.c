@@ -987,6 +987,8 @@ typedef struct {
 	const nv_mat *rot;
 	const float *rf;
 	void *buf; /* block × r, double or float */
+	float *xf; /* block × 2r: x_b and x_b·rot in f32 (f64 after the first step) */
+	size_t redo; /* entries of x·rot taken again in f64 */
 	float *mf; /* r × r (f32) */
 	uint64_t *prev;
 	nv_mat *mm;
@@ -1024,15 +1026,38 @@ static void flip_acc(void *ctx, size_t e, int pos)
 	nv_flops_add(2ull * r);
 }
 
-/* a later step's block in f64: x_b·rot's signs, and acc moved by those
- * that changed (after the first steps few do: mm in a fraction of its
- * product's flops, equal to it up to f64 rounding) */
+/* x_b·rot for its signs (nvg.h), the f32 product's slack γ_(r+2) with a 1%
+ * margin, which also covers the f64 product's own γ_r */
+void nv_itq_signs32(const nv_mat *xb, const nv_mat *rot, const float *rf, float *xf, double *o,
+		    size_t *redo)
+{
+	size_t rows = xb->r, r = xb->c;
+	float *yf = xf + rows * r;
+	double g = (double)(r + 2) * 0x1p-24, slack = 1.01 * g / (1.0 - g);
+
+	nv_f32_round(xb->d, rows * r, xf);
+	nv_flops_add(2ull * rows * r * r);
+	nv_sgemm(0, 0, rows, r, r, 1.0f, xf, r, rf, r, 0.0f, yf, r);
+	for (size_t e = 0; e < rows * r; e++) {
+		o[e] = yf[e];
+		if (fabs(o[e]) <= slack) {
+			size_t a = e / r, c = e % r;
+			o[e] = cblas_ddot((int)r, xb->d + a * r, 1, rot->d + c, (int)r);
+			nv_flops_add(2ull * r);
+			++*redo;
+		}
+	}
+}
+
+/* a later step's block in f64: x_b·rot's signs (nv_itq_signs32), and acc
+ * moved by those that changed (after the first steps few do: mm in a
+ * fraction of its product's flops, equal to it up to f64 rounding) */
 static size_t itq_flips64(itq_blk *k, size_t h, size_t i0, size_t rows, size_t i)
 {
 	size_t r = k->acc->r;
 	nv_mat xb = rows_of(&k->in->xs[h], i0, rows), xr = { rows, r, k->buf };
 
-	nv_gemm(1.0, &xb, 0, k->rot, 0, 0.0, &xr);
+	nv_itq_signs32(&xb, k->rot, k->rf, k->xf, xr.d, &k->redo);
 	k->xb = xb.d;
 	k->i = i;
 	return sign_bits(k->prev, i * r, xr.d, 0, rows * r, flip_acc, k);
@@ -1059,15 +1084,19 @@ static size_t itq_block32(const itq_blk *k, size_t h, size_t i0, size_t rows, si
 	return ch;
 }
 
-/* the step's scratch: buf (bs rows), and in f32 rf (rot, then freed) and mf */
-static int itq_scratch(const itq_in *in, const nv_mat *rot, size_t bs, itq_blk *k)
+/* the step's scratch: buf (bs rows); rf (rot in f32, freed after the step)
+ * in f32 and for f64's later steps (inc), with mf in f32 and xf in f64 */
+static int itq_scratch(const itq_in *in, const nv_mat *rot, size_t bs, int inc, itq_blk *k)
 {
 	size_t r = rot->r, nb = bs * r + 1, nr = r * r + 1; /* + 1: never 0 */
 	float *rf;
 
-	if (!in->f32)
-		return (k->buf = nv_malloc(nb, sizeof(double))) ? 0 : -1;
-	if (!(k->buf = nv_malloc(nb, sizeof(float))) || !(k->mf = nv_malloc(nr, sizeof(float))) ||
+	if (!(k->buf = nv_malloc(nb, in->f32 ? sizeof(float) : sizeof(double))))
+		return -1;
+	if (!in->f32 && !inc)
+		return 0;
+	if ((in->f32 ? !(k->mf = nv_malloc(nr, sizeof(float)))
+		     : !(k->xf = nv_malloc(2 * nb, sizeof(float)))) ||
 	    !(rf = nv_malloc(nr, sizeof(float))))
 		return -1;
 	nv_f32_round(rot->d, r * r, rf);
@@ -1105,7 +1134,7 @@ static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, uint64_t *prev
 
 	if (bs > tallest) /* no room beyond the taller part's rows */
 		bs = tallest ? tallest : 1;
-	if (nv_mat_zeros(&mm, r, r) == 0 && itq_scratch(in, rot, bs, &k) == 0 &&
+	if (nv_mat_zeros(&mm, r, r) == 0 && itq_scratch(in, rot, bs, inc, &k) == 0 &&
 	    (in->f32 || acc->d || nv_mat_zeros(acc, r, r) == 0)) {
 		double t0 = nv_now();
 		for (size_t h = 0; h < 2; h++)
@@ -1118,10 +1147,12 @@ static int itq_step(const itq_in *in, nv_prof *prof, nv_mat *rot, uint64_t *prev
 		if (!in->f32)
 			transpose_into(inc ? acc : &mm, inc ? &mm : acc);
 		nv_prof_add(prof, "itq.gemm", nv_now() - t0, 0);
+		nv_prof_add(prof, "itq.f64", 0.0, k.redo);
 		rc = 0;
 	}
 	free(k.buf);
 	free(k.mf);
+	free(k.xf);
 	free((float *)k.rf);
 	if (rc < 0) {
 		nv_mat_free(&mm);

@@ -732,6 +732,61 @@ static void test_itq_f32(void)
 	nv_mat_free(&up), nv_mat_free(&vp);
 }
 
+/* a unit-norm row x with x·rot_c = t (rot_c a column of rot, r × r
+ * orthogonal): a random vector less its rot_c part, scaled to √(1 − t²) */
+static void row_at(const nv_mat *rot, size_t c, double t, double *x)
+{
+	size_t r = rot->r;
+	double pc = 0.0, nn = 0.0;
+
+	for (size_t u = 0; u < r; u++)
+		x[u] = rng_normal(&rng);
+	for (size_t u = 0; u < r; u++)
+		pc += x[u] * rot->d[u * r + c];
+	for (size_t u = 0; u < r; u++) {
+		x[u] -= pc * rot->d[u * r + c];
+		nn += x[u] * x[u];
+	}
+	for (size_t u = 0; u < r; u++)
+		x[u] = x[u] * sqrt((1.0 - t * t) / nn) + t * rot->d[u * r + c];
+}
+
+/*
+ * nv_itq_signs32: the signs of x·rot by sgemm, taken again in f64 within
+ * γ_(r+2) of 0.  64 rows of unit norm, 24 of them with one entry of x·rot
+ * at ±1e-9 (far inside the f32 product's error, ~1e-6 here): every sign is
+ * the f64 product's, those 24 entries at least were taken again, and the
+ * f32 product alone has some of their signs wrong (so that the test would
+ * see a slack too small)
+ */
+static void test_itq_signs32(void)
+{
+	size_t r = 48, rows = 64, redo = 0, wrong32 = 0, diff = 0;
+	nv_mat a, rot, x, ref;
+	float rf[48 * 48], xf[2 * 64 * 48];
+	double o[64 * 48];
+
+	nv_mat_zeros(&a, r, r);
+	for (size_t i = 0; i < r * r; i++)
+		a.d[i] = rng_normal(&rng);
+	nv_polar(&a, &rot);
+	nv_mat_zeros(&x, rows, r);
+	for (size_t i = 0; i < rows; i++)
+		row_at(&rot, (i * 7) % r, i < 24 ? (i % 2 ? 1e-9 : -1e-9) : 0.3, nv_row(&x, i));
+	nv_gemm_new(&x, 0, &rot, 0, &ref);
+	nv_f32_round(rot.d, r * r, rf);
+	nv_itq_signs32(&x, &rot, rf, xf, o, &redo);
+	for (size_t e = 0; e < rows * r; e++) {
+		diff += (o[e] >= 0.0) != (ref.d[e] >= 0.0);
+		if (e / r < 24 && e % r == ((e / r) * 7) % r)
+			wrong32 += (xf[rows * r + e] >= 0.0f) != (ref.d[e] >= 0.0);
+	}
+	ok(diff == 0 && redo >= 24 && redo < 48 && wrong32 > 0,
+	   "ITQ signs by sgemm: the f64 product's, %zu entries again in f64 (f32 alone: %zu of 24 wrong)",
+	   redo, wrong32);
+	nv_mat_free(&a), nv_mat_free(&rot), nv_mat_free(&x), nv_mat_free(&ref);
+}
+
 int main(void)
 {
 	nv_mat w, h;
@@ -747,6 +802,7 @@ int main(void)
 	test_path();
 	test_itq_stop();
 	test_itq_blocks();
+	test_itq_signs32();
 	test_itq_counts();
 	test_itq_f32();
 	test_dual(&w, &h);

@@ -82,7 +82,7 @@ static void cache_free(nc_cache *k)
 }
 
 /* room for the rows that bytes holds; where the memory is not there, none
- * kept (the same bytes, only slower) */
+ * kept (the same weights, only slower: chunk_source) */
 static void cache_init(nc_cache *k, const nc_data *D, size_t bytes)
 {
 	size_t per = D->vocab * sizeof(float) + sizeof(double) + 1, rows = bytes / per;
@@ -146,8 +146,13 @@ static void rows_kl(nc_scratch *s, size_t c, size_t V, int diff)
  * keeps those k has room for, once their KL is done).  Every source logit
  * of a calibration (nc_fit: k given, with room or none) is made in a
  * product of NC_CHUNK rows, so each row has the same bits wherever it is
- * made: a product of other rows gives a row's bits in another order of
- * sums.  Without k (nc_kl, nc_kl_back) the chunk's c rows are one product.
+ * made where the BLAS gives a row the same bits at any place in a product
+ * of one shape (OpenBLAS's Cooperlake kernels); a product of other rows
+ * gives a row's bits in another order of sums.  Some kernels sum a row in
+ * an order that follows its place (OpenBLAS's Zen sgemm: places 0-5 and
+ * 6-11 of each 12), and there a row kept from one place and one made again
+ * at another differ in their last bits.  Without k (nc_kl, nc_kl_back) the
+ * chunk's c rows are one product.
  */
 static void chunk_source(const nc_data *D, nc_scratch *s, const nc_cache *k,
 			 const size_t *rows, size_t c, double *flops)

@@ -23,7 +23,9 @@
  * then of the first FIT rows, as many as cache_bytes holds (vocab·4 + 9
  * bytes a row), from their first computation, which takes a third of the
  * work of every later step and evaluation that reads them; kept or not,
- * the same bytes.
+ * the same bytes where the BLAS gives a row of a product the same bits
+ * wherever it lies (nc_fit's note on chunk_source), else the same weights
+ * to f32 rounding.
  */
 #ifndef NV_NORMCAL_H
 #define NV_NORMCAL_H

@@ -112,8 +112,30 @@ static void check_kl_and_gradient(const problem *p, tap_rng *r)
  * the source's logits kept (all rows, the SEL rows and one chunk of FIT
  * rows, the SEL rows, none) on a problem of full chunks (256 rows, the
  * products kept logits are made and read in) and tails: the same weights
- * and figures as none kept, in fewer flops wherever some are kept
+ * and figures as none kept, in fewer flops wherever some are kept.  The
+ * same bits where the BLAS gives a row the same bits at any place in a
+ * product (chunk_source); where it does not (OpenBLAS's Zen sgemm), a kept
+ * row's logits differ from one made again in their last bit (2⁻²⁴ of
+ * them), and 12 Adam steps carry that to the weights at about 1e-7 and to
+ * the KL figures at about 2e-8: within 1e-5 and 1e-6, the best step the same
  */
+static int near_f(double a, double b, double tol)
+{
+	return fabs(a - b) <= tol * fmax(fabs(a), fabs(b));
+}
+
+static int same_fit(const float *w, const float *wk, const nc_result *a, const nc_result *b)
+{
+	int same = a->best_step == b->best_step && near_f(a->sel_after, b->sel_after, 1e-6) &&
+		   near_f(a->sel_before, b->sel_before, 1e-6) &&
+		   near_f(a->fit_before, b->fit_before, 1e-6) &&
+		   near_f(a->fit_after, b->fit_after, 1e-6);
+
+	for (size_t i = 0; i < D && same; i++)
+		same = near_f(w[i], wk[i], 1e-5);
+	return same;
+}
+
 enum { KF = 256 * 3 + 40, KS = 256 * 2 + 12, KR = KF + KS };
 
 static void check_kept(tap_rng *r)
@@ -137,12 +159,9 @@ static void check_kept(tap_rng *r)
 	for (size_t i = 0; i < 4; i++) {
 		o.cache_bytes = want[i] * per + per - 1;
 		int rc = nc_fit(&kd, w0, &o, wk, &kr);
-		ok(rc == 0 && kr.kept == want[i] && kr.rows == KR && !memcmp(w, wk, sizeof wk) &&
-		   kr.sel_after == res.sel_after && kr.sel_before == res.sel_before &&
-		   kr.fit_before == res.fit_before && kr.fit_after == res.fit_after &&
-		   kr.best_step == res.best_step && (want[i] ? kr.flops < res.flops
-						      : kr.flops == res.flops),
-		   "the source's logits of %zu rows kept: the same weights and figures, %.3g of "
+		ok(rc == 0 && kr.kept == want[i] && kr.rows == KR && same_fit(w, wk, &res, &kr) &&
+		   (want[i] ? kr.flops < res.flops : kr.flops == res.flops),
+		   "the source's logits of %zu rows kept: none kept's weights and figures, %.3g of "
 		   "the flops", want[i], kr.flops / res.flops);
 	}
 	/*

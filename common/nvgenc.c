@@ -27,7 +27,7 @@ typedef struct {
 	nv_mat k;       /* (r × r) MᵀM */
 	double *kd;     /* (r) its diagonal */
 	double *gain;   /* (r) col_flips' scratch */
-	nv_mat wp;      /* (n × r) row j = Mᵀ·(column perm[j] of the target), fed back */
+	nv_mat wpt;     /* (n × m) row j = column perm[j] of the target, fed back */
 	nv_mat s;       /* (n × r) S_V rows in act order */
 	double *g;      /* (n) in act order */
 	const nv_hctx *hc; /* its uc, packed: a block's rows are widened to a strip */
@@ -102,25 +102,29 @@ static double col_search(gptq_state *st, size_t j, const double *bv, double *ks)
 	return g;
 }
 
-/*
- * one lazy block [b0, b1): columns in order with the in-block Schur feedback
- * carried on Mᵀ·w (r-vectors), then the block's errors projected on M,
- * E·M = Uc_blk⁻ᵀ·(W_blk·M − diag(g)·S_blk·K), and the trailing update
- * Wp[b1:] −= Uc[b0:b1, b1:]ᵀ·(E·M).  The searches read the target only
- * through Mᵀ·w, so that the m-space update W[b1:] −= Uc[b0:b1, b1:]ᵀ·E
- * (mn² flops a search) is carried in r dimensions (n²r); uc here is the
- * block's strip (ld n − b0)
- */
+/* one lazy block [b0, b1): columns in order with the in-block Schur feedback
+ * carried on Mᵀ·w (r-vectors), then the block's errors E from
+ * Ucᵀ_blk·E = W_blk − diag(g)·S_blk·Mᵀ and the trailing update
+ * W[b1:] −= Uc[b0:b1, b1:]ᵀ·E; uc here is the block's strip (ld n − b0) */
 static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 {
-	size_t n = st->n, r = st->r, nb = b1 - b0, w = n - b0;
+	size_t m = st->m, n = st->n, r = st->r, nb = b1 - b0, w = n - b0;
 	double *uc = nv_hctx_uc_rows(st->hc, b0, b1);
-	nv_mat bv = {0}, em = {0}, wblk = {nb, r, st->wp.d + b0 * r};
+	nv_mat bv = {0}, res = {0}, gs = {0};
 	double *ks = nv_malloc(r, sizeof(double)), *mte = nv_malloc(r, sizeof(double));
+	nv_mat wblk = {nb, m, st->wpt.d + b0 * m};
 	int rc = -1;
 
-	if (!uc || !ks || !mte || nv_mat_copy(&bv, &wblk) < 0 || nv_mat_copy(&em, &wblk) < 0)
+	if (!uc || !ks || !mte || nv_mat_zeros(&bv, nb, r) < 0)
 		goto out;
+	/* Mᵀ·w for the block's columns: bv = W_blk·M, bs rows of M at a time */
+	for (size_t i0 = 0, rows; i0 < m; i0 += rows) {
+		rows = m - i0 < st->bs ? m - i0 : st->bs;
+		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
+		nv_flops_add(2ull * nb * r * rows);
+		nv_dgemm(0, 0, nb, r, rows, 1.0, wblk.d + i0, m, st->blk, r, i0 ? 1.0 : 0.0, bv.d,
+			 r);
+	}
 	/* the columns one by one: r-vector work that OpenBLAS's threads would
 	 * only slow down (a wake-up per call, and spinning on a busy machine) */
 	nv_serial();
@@ -137,15 +141,23 @@ static int gptq_block(gptq_state *st, size_t b0, size_t b1)
 		st->g[j] = g;
 	}
 	nv_unserial();
-	/* em = W_blk·M − diag(g)·S_blk·K (K symmetric), then Uc_blk⁻ᵀ·em */
+	if (nv_mat_copy(&res, &wblk) < 0 || nv_mat_zeros(&gs, nb, r) < 0)
+		goto out;
 	for (size_t j = 0; j < nb; j++)
-		cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)r, (int)r, -st->g[b0 + j], st->k.d,
-			    (int)r, nv_row(&st->s, b0 + j), 1, 1.0, nv_row(&em, j), 1);
-	nv_flops_add(2ull * nb * r * r + (uint64_t)nb * nb * r);
-	nv_dtrsm_left(1, 1, 0, nb, r, 1.0, uc, w, em.d, r);
+		for (size_t x = 0; x < r; x++)
+			gs.d[j * r + x] = st->g[b0 + j] * st->s.d[(b0 + j) * r + x];
+	for (size_t i0 = 0, rows; i0 < m; i0 += rows) { /* res −= gs·Mᵀ, by M's rows */
+		rows = m - i0 < st->bs ? m - i0 : st->bs;
+		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
+		nv_flops_add(2ull * nb * rows * r);
+		nv_dgemm(0, 1, nb, rows, r, -1.0, gs.d, r, st->blk, r, 1.0, res.d + i0, m);
+	}
+	nv_flops_add((uint64_t)nb * nb * m);
+	nv_dtrsm_left(1, 1, 0, nb, m, 1.0, uc, w, res.d, m);
 	if (b1 < n) {
-		nv_flops_add(2ull * (n - b1) * r * nb);
-		nv_dgemm(1, 0, n - b1, r, nb, -1.0, uc + nb, w, em.d, r, 1.0, st->wp.d + b1 * r, r);
+		nv_flops_add(2ull * (n - b1) * m * nb);
+		nv_dgemm(1, 0, n - b1, m, nb, -1.0, uc + nb, w, res.d, m, 1.0, st->wpt.d + b1 * m,
+			 m);
 	}
 	rc = 0;
 out:
@@ -153,7 +165,8 @@ out:
 	free(ks);
 	free(mte);
 	nv_mat_free(&bv);
-	nv_mat_free(&em);
+	nv_mat_free(&res);
+	nv_mat_free(&gs);
 	return rc;
 }
 
@@ -164,46 +177,47 @@ static void gptq_free(gptq_state *st)
 	nv_mat_free(&st->k);
 	free(st->kd);
 	free(st->gain);
-	nv_mat_free(&st->wp);
+	nv_mat_free(&st->wpt);
 	nv_mat_free(&st->s);
 	free(st->g);
 }
 
-/* Mᵀ·(the target W − Ŵ_o) (o the other path; W when there is none) into wp
- * in act order: X = Wᵀ·M − B_o·(A_oᵀ·M), M and A_o made bs rows at a time
- * (2mnr + 2mr² + 2nr² flops; no m × n target formed) */
+/* rows of the target W − Ŵ_o (o the other path; W when there is none),
+ * permuted and transposed into wpt, GPTQ_ROWS rows of Ŵ_o at a time: the
+ * products of nv_bm_recon(md, pi) on its rows, not an m × n matrix held */
+#define GPTQ_ROWS 256
 static int gptq_target(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t pi)
 {
-	size_t m = md->m, n = md->n, r = md->r, o = 1 - pi, bs = st->bs;
+	size_t m = md->m, n = md->n, r = md->r, o = 1 - pi;
 	const uint32_t *perm = c->hc->perm;
-	nv_mat x = {0}, a = {0}, b = {0}, aom = {0};
+	nv_mat a = {0}, b = {0}, rest = {0};
 	int rc = -1;
 
-	if (nv_mat_zeros(&x, n, r) < 0 ||
-	    (md->np > 1 && (nv_mat_zeros(&a, bs, r) < 0 || nv_mat_zeros(&aom, r, r) < 0 ||
-			    nv_path_gs(md, o, &b) < 0)))
+	if (md->np > 1 && (nv_mat_zeros(&a, m < GPTQ_ROWS ? m : GPTQ_ROWS, r) < 0 ||
+			   nv_path_gs(md, o, &b) < 0))
 		goto out;
-	for (size_t i0 = 0, rows; i0 < m; i0 += rows) {
-		rows = m - i0 < bs ? m - i0 : bs;
-		nv_mat mv = {rows, r, st->blk}, av = {rows, r, a.d};
-		nv_mat wv = {rows, n, c->w->d + i0 * n};
-		nv_path_hsl_rows(st->q, r, i0, rows, 1, st->blk);
-		nv_gemm(1.0, &wv, 1, &mv, 0, i0 ? 1.0 : 0.0, &x);
+	for (size_t i0 = 0; i0 < m; i0 += GPTQ_ROWS) {
+		size_t k = m - i0 < GPTQ_ROWS ? m - i0 : GPTQ_ROWS;
 		if (md->np > 1) {
-			nv_path_hsl_rows(&md->p[o], r, i0, rows, 1, a.d);
-			nv_gemm(1.0, &av, 1, &mv, 0, i0 ? 1.0 : 0.0, &aom);
+			nv_mat ar = { k, r, a.d };
+			nv_path_hsl_rows(&md->p[o], r, i0, k, 1, a.d);
+			if (nv_mat_zeros(&rest, k, n) < 0)
+				goto out;
+			nv_gemm(1.0, &ar, 0, &b, 1, 1.0, &rest);
 		}
+		for (size_t i = i0; i < i0 + k; i++) {
+			const double *w = nv_row(c->w, i);
+			const double *ro = rest.d ? nv_row(&rest, i - i0) : NULL;
+			for (size_t j = 0; j < n; j++)
+				st->wpt.d[j * m + i] = w[perm[j]] - (ro ? ro[perm[j]] : 0.0);
+		}
+		nv_mat_free(&rest);
 	}
-	if (md->np > 1)
-		nv_gemm(-1.0, &b, 0, &aom, 0, 1.0, &x);
-	for (size_t j = 0; j < n; j++)
-		memcpy(nv_row(&st->wp, j), nv_row(&x, perm[j]), r * sizeof(double));
 	rc = 0;
 out:
-	nv_mat_free(&x);
 	nv_mat_free(&a);
 	nv_mat_free(&b);
-	nv_mat_free(&aom);
+	nv_mat_free(&rest);
 	return rc;
 }
 
@@ -228,7 +242,7 @@ static int gptq_setup(gptq_state *st, const nv_bm *md, const nv_tctx *c, size_t 
 	nv_sym_mirror(&st->k);
 	if (!(st->kd = nv_malloc(r + 1, sizeof(double))) ||
 	    !(st->gain = nv_malloc(r + 1, sizeof(double))) ||
-	    nv_mat_zeros(&st->wp, n, r) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
+	    nv_mat_zeros(&st->wpt, n, md->m) < 0 || nv_mat_zeros(&st->s, n, r) < 0)
 		return -1;
 	for (size_t x = 0; x < r; x++)
 		st->kd[x] = st->k.d[x * r + x];

@@ -339,12 +339,9 @@ int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);
  * W (the one step that needs W's whitened basis, c->wlat), the finish its
  * ALS and, for np = 2, the second path.  Every candidate's start can run
  * before any finish, so that the basis is let go before the ALS runs.  On
- * failure either frees *md.  pc (zeroed; NULL: the finish's own, let go):
- * the paths' g-step factors of its ALS runs, one pc through both, left for
- * the caller's refinement (nv_refine_pc), which then factors afresh only
- * where conjugate gradients do not converge */
+ * failure either frees *md */
 int nv_build_nvg_start(const nv_tctx *c, size_t r, nv_bm *md);
-int nv_build_nvg_finish(const nv_tctx *c, size_t np, nv_bm *md, nv_pchol pc[2]);
+int nv_build_nvg_finish(const nv_tctx *c, size_t np, nv_bm *md);
 
 /* rebalance by the RMS of h and g, round the scales to f16, zero dead ℓ,
  * pack (pack.c, the packer the device encoder shares: pack.h).  0: *bytes

@@ -106,7 +106,7 @@ static int finish_cand(cands *cs, const nv_tctx *c, const nv_metric *sel, size_t
 {
 	nv_bm *md = &cs->md[i];
 
-	if (nv_build_nvg_finish(c, cs->np[i], md, cs->pc[i]) < 0) {
+	if (nv_build_nvg_finish(c, cs->np[i], md) < 0) {
 		for (size_t j = i + 1; j < cs->k; j++)
 			nv_bm_free(&cs->md[j]);
 		cs->k = i;

@@ -482,11 +482,11 @@ int nv_build_nvg_start(const nv_tctx *c, size_t r, nv_bm *md)
 
 /* the second path is fitted to W − A₀·B₀ᵀ (A₀ = h∘S·ℓ, B₀ = g∘V), taken
  * from W a block of rows at a time, never an m × n residual */
-static int finish_pc(const nv_tctx *c, size_t np, nv_bm *md, nv_pchol pc[2])
+int nv_build_nvg_finish(const nv_tctx *c, size_t np, nv_bm *md)
 {
 	nv_mat a = {0}, b = {0};
 
-	if (nv_als_pc(md, c, 3, pc) < 0)
+	if (nv_als(md, c, 3) < 0)
 		goto fail;
 	if (np == 2) {
 		if (nv_path_hsl(md, 0, &a) < 0 || nv_path_gs(md, 0, &b) < 0 ||
@@ -497,7 +497,7 @@ static int finish_pc(const nv_tctx *c, size_t np, nv_bm *md, nv_pchol pc[2])
 		md->np = 2;
 		if (c->l_spend) /* l's last reader: a driver's one P2 candidate */
 			nv_mat_free(c->l_spend);
-		if (nv_als_pc(md, c, 6, pc) < 0)
+		if (nv_als(md, c, 6) < 0)
 			goto fail;
 	}
 	return 0;
@@ -508,23 +508,9 @@ fail:
 	return -1;
 }
 
-int nv_build_nvg_finish(const nv_tctx *c, size_t np, nv_bm *md, nv_pchol pc[2])
-{
-	nv_pchol own[2] = {{0}, {0}};
-	int rc = finish_pc(c, np, md, pc ? pc : own);
-
-	nv_pchol_free(&own[0]);
-	nv_pchol_free(&own[1]);
-	if (rc < 0 && pc) {
-		nv_pchol_free(&pc[0]);
-		nv_pchol_free(&pc[1]);
-	}
-	return rc;
-}
-
 int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md)
 {
 	if (nv_build_nvg_start(c, r, md) < 0)
 		return -1;
-	return nv_build_nvg_finish(c, np, md, NULL);
+	return nv_build_nvg_finish(c, np, md);
 }

@@ -1406,44 +1406,6 @@ static void test_row_blocks(const nv_tctx *c)
 	}
 }
 
-/*
- * the finish's two ALS runs share the paths' g-step factors: one direct
- * solve a path (path 0's factor from the 3-sweep run serves the 6-sweep
- * run), the same bytes whether the factors are the finish's own or handed
- * on (pc), and those handed on are left for the refinement: a sweep after
- * them takes no direct solve
- */
-static void test_finish_factors(nv_tctx *c)
-{
-	nv_prof prof;
-	nv_pchol pc[2] = {{0}, {0}};
-	nv_bm a, b;
-	uint64_t own, handed, after;
-	int g_pcg = c->g_pcg;
-
-	nv_prof_init(&prof);
-	c->prof = &prof;
-	c->g_pcg = 1;
-	nv_build_nvg_start(c, 16, &a);
-	nv_build_nvg_finish(c, 2, &a, NULL);
-	own = prof_count(&prof, "als.g.chol");
-	nv_build_nvg_start(c, 16, &b);
-	nv_build_nvg_finish(c, 2, &b, pc);
-	handed = prof_count(&prof, "als.g.chol") - own;
-	ok(own == 2 && handed == 2 && same_model(&a, &b) && pc[0].p && pc[1].p,
-	   "finish: %llu direct solves (%llu with pc), the same bytes, both factors left",
-	   (unsigned long long)own, (unsigned long long)handed);
-	after = prof_count(&prof, "als.g.pcg");
-	nv_als_pc(&b, c, 1, pc);
-	ok(prof_count(&prof, "als.g.chol") == own + handed && prof_count(&prof, "als.g.pcg") > after,
-	   "  a sweep after them by conjugate gradients alone");
-	c->g_pcg = g_pcg;
-	c->prof = NULL;
-	nv_pchol_free(&pc[0]), nv_pchol_free(&pc[1]);
-	nv_bm_free(&a), nv_bm_free(&b);
-	nv_prof_free(&prof);
-}
-
 /* the init in two halves gives its bytes; nv_sgn_scaled_to writes what
  * nv_sgn_scaled makes, at any row stride */
 static void test_init_halves(const nv_tctx *c)
@@ -1454,7 +1416,7 @@ static void test_init_halves(const nv_tctx *c)
 	int same;
 
 	nv_build_nvg_init(c, 16, 2, &a);
-	if (nv_build_nvg_start(c, 16, &b) < 0 || nv_build_nvg_finish(c, 2, &b, NULL) < 0) {
+	if (nv_build_nvg_start(c, 16, &b) < 0 || nv_build_nvg_finish(c, 2, &b) < 0) {
 		ok(0, "init halves: %s", nv_err());
 		nv_bm_free(&a);
 		return;
@@ -1554,7 +1516,6 @@ int main(void)
 	test_row_blocks(&c);
 	test_als32(&c);
 	test_init_halves(&c);
-	test_finish_factors(&c);
 	test_stages(&c, &hc);
 	test_drivers(&hc3);
 	test_sel_load(&hc3);

@@ -730,34 +730,12 @@ int nv_lat_basis_build(const nv_mat *t, const nv_lat_metric *mt, size_t rank, nv
 	return basis_build(&s, mt, rank, prof, b);
 }
 
-/* U_r·Σ_r = t·L·V_r (t taller than wide) taken as t·(L·V_r): n²r + mnr
- * flops where t·L would cost mn², and with t = w − a·bᵀ as w·X − a·(bᵀ·X),
- * no row of t formed */
-static int t_l_v(const nv_lat_basis *b, const lat_src *s, const nv_mat *v, nv_mat *ur)
-{
-	nv_mat lv = {0}, x = {0};
-	int rc = -1;
-
-	if (b->l && nv_gemm_new(b->l, 0, v, 0, &lv) < 0)
-		return -1;
-	if (nv_gemm_new(s->w, 0, b->l ? &lv : v, 0, ur) == 0) {
-		rc = s->a ? nv_gemm_new(s->b, 1, b->l ? &lv : v, 0, &x) : 0;
-		if (rc == 0 && s->a)
-			nv_gemm(-1.0, s->a, 0, &x, 0, 1.0, ur);
-		if (rc < 0)
-			nv_mat_free(ur);
-	}
-	nv_mat_free(&lv);
-	nv_mat_free(&x);
-	return rc;
-}
-
 /* U_r (m × r): the top-r left singular vectors of t·L */
 static int lat_ur(const nv_lat_basis *b, const lat_src *s, size_t r, double floor, nv_prof *prof,
 		  nv_mat *ur)
 {
 	nv_mat top;
-	int rc;
+	lat_blk k;
 
 	if (nv_mat_zeros(&top, b->vec.r, r) < 0)
 		return -1;
@@ -767,10 +745,23 @@ static int lat_ur(const nv_lat_basis *b, const lat_src *s, size_t r, double floo
 		*ur = top;
 		return 0;
 	}
-	PT(prof, "lat.gemm", rc = t_l_v(b, s, &top, ur)); /* U_r = t·L·V_r·Σ_r⁻¹ */
-	nv_mat_free(&top);
-	if (rc < 0)
+	/* U_r = t·L·V_r·Σ_r⁻¹, b->block rows of t·L at a time */
+	if (blk_init(s, b->block, b->l != NULL, &k) < 0 || nv_mat_zeros(ur, s->w->r, r) < 0) {
+		blk_free(&k);
+		nv_mat_free(&top);
 		return -1;
+	}
+	{
+		double t0 = nv_now();
+		for (size_t i0 = 0, rows; i0 < s->w->r; i0 += rows) {
+			rows = s->w->r - i0 < k.bs ? s->w->r - i0 : k.bs;
+			nv_mat tl = tl_rows(s, b->l, i0, rows, &k), ub = rows_of(ur, i0, rows);
+			nv_gemm(1.0, &tl, 0, &top, 0, 0.0, &ub);
+		}
+		nv_prof_add(prof, "lat.gemm", nv_now() - t0, 0);
+	}
+	blk_free(&k);
+	nv_mat_free(&top);
 	for (size_t i = 0; i < ur->r; i++)
 		for (size_t c = 0; c < r; c++)
 			ur->d[i * r + c] /= fmax(b->sig[c], floor);

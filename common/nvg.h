@@ -259,6 +259,15 @@ typedef struct {
 	size_t block;
 	int f32;
 } nv_itq_cfg;
+/*
+ * the entries of xb·rot (xb rows × r, rows of unit norm; rot r × r
+ * orthogonal) whose signs an ITQ step takes, into o: by sgemm on xb and rf
+ * (rot rounded to f32), and again in f64 (a dot product, counted in *redo)
+ * where an entry lies within the f32 product's error of 0, γ_(r+2) with
+ * u = 2⁻²⁴: every sign is then the f64 product's.  xf: 2·rows·r floats
+ */
+void nv_itq_signs32(const nv_mat *xb, const nv_mat *rot, const float *rf, float *xf, double *o,
+		    size_t *redo);
 /* the orthogonal R bringing the row-normalised [up; vp]·R closest to the
  * hypercube with rows weighted by w²; returns up·R, vp·R.  At most iters
  * steps; from the second on, it stops after a step in which at most
@@ -269,15 +278,6 @@ typedef struct {
  * block only through the order of f64 sums.  In f32, x·R is exact to about
  * 2⁻²⁴ (x's rows are unit vectors, R orthogonal), so only entries that near
  * zero can take the other sign, and each block's xᵀ·sgn is summed in f64 */
-/*
- * the entries of xb·rot (xb rows × r, rows of unit norm; rot r × r
- * orthogonal) whose signs an ITQ step takes, into o: by sgemm on xb and rf
- * (rot rounded to f32), and again in f64 (a dot product, counted in *redo)
- * where an entry lies within the f32 product's error of 0, γ_(r+2) with
- * u = 2⁻²⁴: every sign is then the f64 product's.  xf: 2·rows·r floats
- */
-void nv_itq_signs32(const nv_mat *xb, const nv_mat *rot, const float *rf, float *xf, double *o,
-		    size_t *redo);
 int nv_itq_weighted(const nv_mat *up, const nv_mat *vp, const double *wu, const double *wv,
 		    const nv_itq_cfg *cfg, nv_prof *prof, nv_mat *uo, nv_mat *vo, int *used);
 /* nv_itq_weighted in two halves, for latents that can be made again: the

@@ -10,6 +10,7 @@
 #include "blr.h"
 #include "clhost.h"
 #include "clops.h"
+#include "cleig.h"
 #include "clpolar.h"
 #include "clsolve.h"
 #include "err.h"
@@ -279,28 +280,47 @@ static void row_norms(tctx *t, cl_mem a, size_t rows, size_t cols, double *out)
 }
 
 /*
+ * the top r eigenpairs of the latent Gram g (s × s): lam (host) and vec
+ * (device, s × r), on the device by subspace iteration (cleig.h), or where
+ * that declines, by the host's eigensolver on the whole Gram
+ */
+static void gram_top(tctx *t, cl_mem g, size_t s, size_t r, double *lam, cl_mem vec)
+{
+	double *gh, *vh;
+	int rc = nvcl_eig_top(t->q, g, s, r, NVCL_EIG_ITERS, lam, vec, NULL);
+
+	if (rc != 1)
+		return;
+	nv_prof_add(t->pf, "lat.eig.host", 0.0, 1);
+	gh = hvec(t, s * s), vh = hvec(t, s * r);
+	nvcl_q_read_d(t->q, g, 0, gh, s * s);
+	if (!t->q->err && clh_eig_top(gh, s, r, lam, vh) < 0)
+		nvcl_q_fail(t->q, "%s", nv_err());
+	nvcl_q_write_d(t->q, vec, 0, vh, s * r);
+	free(gh), free(vh);
+}
+
+/*
  * U′ (m × r), V′ (n × r) with U′V′ᵀ the best rank-r approximation of tm
- * (m × n) in the metric L Lᵀ: U′ = U_r Σ^{1/2}, V′ = tmᵀ U_r Σ^{-1/2}; the
- * eigenproblem of the smaller Gram of tm·L runs on the host.
+ * (m × n) in the metric L Lᵀ: U′ = U_r Σ^{1/2}, V′ = tmᵀ U_r Σ^{-1/2}, from
+ * the top eigenpairs of the smaller Gram of tm·L
  */
 static void latents(tctx *t, cl_mem tm, size_t r, cl_mem *up, cl_mem *vp)
 {
 	size_t m = t->m, n = t->n, s = m <= n ? m : n;
 	double st = t0(t);
 	cl_mem tl = nvcl_q_buf(t->q, m * n, "T·L"), g = nvcl_q_buf(t->q, s * s, "latent Gram");
-	cl_mem ur = nvcl_q_buf(t->q, m * r, "U_r");
-	double *gh = hvec(t, s * s), *lam = hvec(t, r), *vec = hvec(t, s * r), *sc = hvec(t, r);
+	cl_mem ur = nvcl_q_buf(t->q, m * r, "U_r"), vr = nvcl_q_buf(t->q, s * r, "the basis");
+	double *lam = hvec(t, r), *sc = hvec(t, r);
 
 	nvcl_gemm(t->q, 0, 0, m, n, n, 1.0f, tm, t->hc->l, 0.0f, tl);
 	if (m <= n)
 		nvcl_gemm(t->q, 0, 1, m, m, n, 1.0f, tl, tl, 0.0f, g);
 	else
 		nvcl_gemm(t->q, 1, 0, n, n, m, 1.0f, tl, tl, 0.0f, g);
-	nvcl_q_read_d(t->q, g, 0, gh, s * s);
 	t1(t, "lat.gemm", st, 0);
 	st = t0(t);
-	if (!t->q->err && clh_eig_top(gh, s, r, lam, vec) < 0)
-		nvcl_q_fail(t->q, "%s", nv_err());
+	gram_top(t, g, s, r, lam, vr);
 	t1(t, "lat.eig", st, 0);
 	st = t0(t);
 	if (!t->q->err) {
@@ -308,15 +328,13 @@ static void latents(tctx *t, cl_mem tm, size_t r, cl_mem *up, cl_mem *vp)
 		for (size_t k = 0; k < r; k++)
 			lam[k] = fmax(sqrt(fmax(lam[k], 0.0)), floor); /* σ_k, floored */
 		if (m <= n) {
-			nvcl_q_write_d(t->q, ur, 0, vec, m * r);
+			nvcl_q_copy(t->q, ur, 0, vr, 0, m * r);
 		} else {
-			cl_mem vr = up_d(t, vec, n * r, "V_r");
 			for (size_t k = 0; k < r; k++)
 				sc[k] = 1.0 / lam[k];
 			cl_mem inv = up_d(t, sc, r, "1/σ");
 			nvcl_gemm(t->q, 0, 0, m, r, n, 1.0f, tl, vr, 0.0f, ur);
 			nvcl_scale_rc(t->q, ur, 0, r, ur, r, NULL, inv, m, r);
-			nvcl_release(&vr);
 			nvcl_release(&inv);
 		}
 		/* the seed scales U′ by √σ unfloored and V′ by 1/√σ floored: σ ≥ floor here */
@@ -338,7 +356,8 @@ static void latents(tctx *t, cl_mem tm, size_t r, cl_mem *up, cl_mem *vp)
 	nvcl_release(&tl);
 	nvcl_release(&g);
 	nvcl_release(&ur);
-	free(gh), free(lam), free(vec), free(sc);
+	nvcl_release(&vr);
+	free(lam), free(sc);
 }
 
 /* ---------------------------------------------------------------- ITQ */

@@ -799,12 +799,14 @@ static void build_init(tctx *t, size_t r, size_t paths, dmodel *md)
 
 size_t nvcl_tensor_bytes(size_t m, size_t n, size_t r)
 {
-	size_t s = m < n ? m : n, big = m > n ? m : n;
+	size_t s = m < n ? m : n, big = m > n ? m : n, k = nvcl_eig_dim(s, r);
 	/* W, WH, three scratch, T·L, Wpᵀ: 7 m×n; the latent Gram; CᵀC and the two
-	 * paths' kept factors (with their block inverses, and a panel); rank-r pieces */
+	 * paths' kept factors (with their block inverses, and a panel); rank-r
+	 * pieces; the latents' subspace (two s × k, its k × k and their blocks) */
 	double f = 7.0 * (double)m * n + (double)s * s + 3.0 * (double)n * n +
 		   3.0 * (double)n * NVCL_CHOL_NB +
-		   24.0 * (double)(m + n) * r + 4.0 * (double)r * r + 8.0 * big;
+		   24.0 * (double)(m + n) * r + 4.0 * (double)r * r + 8.0 * big +
+		   2.0 * (double)s * k + (double)k * k + (double)(s + k) * NVCL_CHOL_NB;
 	return f * 4 > (double)SIZE_MAX ? SIZE_MAX : (size_t)(f * 4);
 }
 

@@ -669,34 +669,39 @@ static unsigned long long flip_u(tctx *t, dmodel *md, size_t pi)
 	return (unsigned long long)tot;
 }
 
-/* the block products around one gptq_block launch: errors, feedback, next inputs */
+/* the block products around one gptq_block launch: errors, feedback, next
+ * inputs.  The search reads the target only through Mᵀ·w (a column's r
+ * numbers), so the target is held and fed back as Wp·M (n × r), not Wpᵀ
+ * (n × m): the feedback of a block costs (n − b1)·nb·r, not (n − b1)·nb·m,
+ * as the CPU's gptq_v carries it */
 typedef struct {
-	cl_mem wpt, sall, gall, mm, k, kd;   /* (n × m), (n × r), (n), (m × r), (r × r), (r) */
+	cl_mem wpm, sall, gall, mm, k, kd;   /* (n × r), (n × r), (n), (m × r), (r × r), (r) */
 	cl_mem bv, ks, sb, gb, pe, gsb, d, err, fl;
 } gptq_bufs;
 
 static void gptq_run_block(tctx *t, gptq_bufs *B, size_t b0, size_t nb, size_t r)
 {
-	size_t m = t->m, n = t->n, b1 = b0 + nb, blk = b0 / BLOCK;
+	size_t n = t->n, b1 = b0 + nb, blk = b0 / BLOCK;
 	nvcl_q *q = t->q;
 
 	nvcl_q_copy(q, B->sb, 0, B->sall, b0 * r, nb * r);
-	nvcl_gemm_ld(q, 0, 0, nb, r, m, 1.0f, B->wpt, b0 * m, m, B->mm, 0, r, 0.0f, B->bv, 0, r);
+	nvcl_q_copy(q, B->bv, 0, B->wpm, b0 * r, nb * r);
 	nvcl_gemm(q, 0, 0, nb, r, r, 1.0f, B->sb, B->k, 0.0f, B->ks);
 	nvcl_gptq_block(q, B->bv, B->ks, B->sb, B->pe, B->gb, B->k, B->kd, t->hc->uc, n, b0, nb,
 			r, FLIP_THR, B->fl);
 	nvcl_q_copy(q, B->sall, b0 * r, B->sb, 0, nb * r);
 	nvcl_q_copy(q, B->gall, b0, B->gb, 0, nb);
-	/* D = Wpᵀ_b − diag(g_b) S_b Mᵀ;  Errᵀ = (U_bb⁻¹)ᵀ D */
+	/* D·M = (Wpᵀ_b − diag(g_b) S_b Mᵀ)·M = WpM_b − diag(g_b) S_b K;
+	 * Errᵀ·M = (U_bb⁻¹)ᵀ D·M */
 	nvcl_scale_rc(q, B->gsb, 0, r, B->sb, r, B->gb, NULL, nb, r);
-	nvcl_q_copy(q, B->d, 0, B->wpt, b0 * m, nb * m);
-	nvcl_gemm(q, 0, 1, nb, m, r, -1.0f, B->gsb, B->mm, 1.0f, B->d);
-	nvcl_gemm_ld(q, 0, 0, nb, m, nb, 1.0f, t->hc->uinvt, blk * BLOCK * BLOCK, BLOCK, B->d, 0, m,
-		     0.0f, B->err, 0, m);
-	/* Wpᵀ[b1:] −= Uc[b0:b1, b1:]ᵀ · Errᵀ */
+	nvcl_q_copy(q, B->d, 0, B->wpm, b0 * r, nb * r);
+	nvcl_gemm(q, 0, 0, nb, r, r, -1.0f, B->gsb, B->k, 1.0f, B->d);
+	nvcl_gemm_ld(q, 0, 0, nb, r, nb, 1.0f, t->hc->uinvt, blk * BLOCK * BLOCK, BLOCK, B->d, 0, r,
+		     0.0f, B->err, 0, r);
+	/* WpM[b1:] −= Uc[b0:b1, b1:]ᵀ · Errᵀ·M */
 	if (b1 < n)
-		nvcl_gemm_ld(q, 1, 0, n - b1, m, nb, -1.0f, t->hc->uc, b0 * n + b1, n, B->err, 0, m,
-			     1.0f, B->wpt, b1 * m, m);
+		nvcl_gemm_ld(q, 1, 0, n - b1, r, nb, -1.0f, t->hc->uc, b0 * n + b1, n, B->err, 0, r,
+			     1.0f, B->wpm, b1 * r, r);
 }
 
 /* the column-sequential sign search on S_V of path pi (act order, lazy blocks) */
@@ -707,7 +712,7 @@ static void gptq_v(tctx *t, dmodel *md, size_t pi)
 	gptq_bufs B = { 0 };
 	cl_uint flips = 0;
 
-	B.wpt = nvcl_q_buf(t->q, n * m, "Wpᵀ");
+	B.wpm = nvcl_q_buf(t->q, n * r, "Wp·M");
 	B.sall = nvcl_q_buf(t->q, n * r, "S_V (act order)");
 	B.gall = nvcl_q_buf(t->q, n, "g (act order)");
 	B.k = nvcl_q_buf(t->q, r * r, "K");
@@ -717,8 +722,8 @@ static void gptq_v(tctx *t, dmodel *md, size_t pi)
 	B.gb = nvcl_q_buf(t->q, nb0, "g block");
 	B.pe = nvcl_q_buf(t->q, nb0 * r, "Mᵀe");
 	B.gsb = nvcl_q_buf(t->q, nb0 * r, "g·S block");
-	B.d = nvcl_q_buf(t->q, nb0 * m, "D block");
-	B.err = nvcl_q_buf(t->q, nb0 * m, "Errᵀ block");
+	B.d = nvcl_q_buf(t->q, nb0 * r, "D·M block");
+	B.err = nvcl_q_buf(t->q, nb0 * r, "Errᵀ·M block");
 	B.fl = nvcl_q_buf(t->q, 1, "flips");
 	nvcl_q_zero(t->q, B.fl, 1);
 	residual(t, md, t->w, pi, t->e1);
@@ -729,7 +734,13 @@ static void gptq_v(tctx *t, dmodel *md, size_t pi)
 		for (size_t x = 0; x < r; x++)
 			kdh[x] = kh[x * r + x];
 	B.kd = up_d(t, kdh, r, "diag K");
-	nvcl_perm_t(t->q, B.wpt, t->e1, t->hc->perm, m, n);
+	/* Wp·M: targetᵀ·M (n × r) with its rows in act order */
+	{
+		cl_mem x = nvcl_q_buf(t->q, n * r, "targetᵀ·M");
+		nvcl_gemm(t->q, 1, 0, n, r, m, 1.0f, t->e1, B.mm, 0.0f, x);
+		nvcl_perm_rows(t->q, B.wpm, x, t->hc->perm, 0, n, r);
+		nvcl_release(&x);
+	}
 	nvcl_perm_rows(t->q, B.sall, md->p[pi].sv, t->hc->perm, 0, n, r);
 	for (size_t b0 = 0; b0 < n && !t->q->err; b0 += BLOCK)
 		gptq_run_block(t, &B, b0, n - b0 < BLOCK ? n - b0 : BLOCK, r);
@@ -740,7 +751,7 @@ static void gptq_v(tctx *t, dmodel *md, size_t pi)
 		    CL_SUCCESS)
 		for (size_t j = 0; j < n; j++)
 			md->p[pi].g[t->hc->perm_h[j]] = gh[j];
-	cl_mem *all = &B.wpt;
+	cl_mem *all = &B.wpm;
 	for (size_t i = 0; i < sizeof(B) / sizeof(cl_mem); i++)
 		nvcl_release(&all[i]);
 	free(kh), free(kdh), free(gh);
@@ -800,10 +811,10 @@ static void build_init(tctx *t, size_t r, size_t paths, dmodel *md)
 size_t nvcl_tensor_bytes(size_t m, size_t n, size_t r)
 {
 	size_t s = m < n ? m : n, big = m > n ? m : n, k = nvcl_eig_dim(s, r);
-	/* W, WH, three scratch, T·L, Wpᵀ: 7 m×n; the latent Gram; CᵀC and the two
+	/* W, WH, three scratch, T·L: 6 m×n; the latent Gram; CᵀC and the two
 	 * paths' kept factors (with their block inverses, and a panel); rank-r
 	 * pieces; the latents' subspace (two s × k, its k × k and their blocks) */
-	double f = 7.0 * (double)m * n + (double)s * s + 3.0 * (double)n * n +
+	double f = 6.0 * (double)m * n + (double)s * s + 3.0 * (double)n * n +
 		   3.0 * (double)n * NVCL_CHOL_NB +
 		   24.0 * (double)(m + n) * r + 4.0 * (double)r * r + 8.0 * big +
 		   2.0 * (double)s * k + (double)k * k + (double)(s + k) * NVCL_CHOL_NB;

@@ -29,7 +29,8 @@
 # 576x1536"; 2048x2048 and up are a SHAPES away, minutes each on the CPU
 # path), SHAPES7B (the three above; empty: none), CPU7B_SHAPES (none),
 # BPW7B (1.0), CPU_RUNS (1), DEV_RUNS (3), TOKENS_MIN (2048), SGEMM_N (4096),
-# NVG_CL_PLATFORM / NVG_CL_DEVICE.  With SKIP_DEBS=1 the system's packages
+# NVG_CL_PLATFORM / NVG_CL_DEVICE, NVG_PY (a python3 with numpy: python3 by
+# default; here, build/venv/bin/python3).  With SKIP_DEBS=1 the system's packages
 # are used (a machine that has them).  The device must be a GPU: a try-out on
 # PoCL sets ALLOW_CPU_DEVICE=1.  The CPU path's times depend on the core
 # OpenBLAS detects, printed first: the lent H200 machine's Xeon is detected
@@ -138,11 +139,12 @@ esac
 RATE=$(sed -n 's/.* \([0-9.]*\) GFLOP\/s$/\1/p' <<<"$SGEMM")
 
 # ---------------------------------------------------------------- data
+PY=${NVG_PY:-python3}
 rm -rf "$W" && mkdir -p "$W"
 synth() { # m n dir
 	local t=$(( $2 * 2 > TOKENS_MIN ? $2 * 2 : TOKENS_MIN ))
 	mkdir -p "$3"
-	python3 "$TOP/tests/ref/synth-layer.py" layer "$1" "$2" 7 "$3" "$t"
+	"$PY" "$TOP/tests/ref/synth-layer.py" layer "$1" "$2" 7 "$3" "$t"
 	"$BIN/hctx-build" "$3/fit.gram" -o "$3/fit.hctx"
 }
 sel_of() { sed -n 's/.* sel \([0-9.]*\)$/\1/p' "$1"; }
@@ -218,7 +220,7 @@ fi
 # ---------------------------------------------------------------- one input, three tensors in flight
 q="$W/576x576"
 if [ -d "$q" ]; then
-	python3 - "$q" <<'EOF'
+	"$PY" - "$q" <<'EOF'
 import sys, numpy as np
 d = sys.argv[1]
 w = np.fromfile(f"{d}/w.raw", dtype="<f4").reshape(576, 576)

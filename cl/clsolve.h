@@ -2,7 +2,8 @@
  * clsolve.h - the device encoder's normal equations solved on the device:
  * the g step's n × n system (n the tensor's columns: 11008 for a 7B
  * down_proj) and the rank scales' (2r × 2r at most), which used to go to
- * the host whole and be factored there in f64.
+ * the host whole and be factored there in f64.  The factor also makes the
+ * latents' subspace orthonormal (cleig.c: Cholesky QR).
  *
  * The factor: a blocked Cholesky, right-looking.  Each diagonal block (nb ×
  * nb) comes to the host, is factored and its factor inverted in f64 LAPACK

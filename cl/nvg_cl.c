@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "blr.h"
+#include "cleig.h"
 #include "clhost.h"
 #include "clops.h"
-#include "cleig.h"
 #include "clpolar.h"
 #include "clsolve.h"
 #include "err.h"
@@ -310,7 +310,8 @@ static void latents(tctx *t, cl_mem tm, size_t r, cl_mem *up, cl_mem *vp)
 	size_t m = t->m, n = t->n, s = m <= n ? m : n;
 	double st = t0(t);
 	cl_mem tl = nvcl_q_buf(t->q, m * n, "T·L"), g = nvcl_q_buf(t->q, s * s, "latent Gram");
-	cl_mem ur = nvcl_q_buf(t->q, m * r, "U_r"), vr = nvcl_q_buf(t->q, s * r, "the basis");
+	cl_mem ur = nvcl_q_buf(t->q, m * r, "U_r");
+	cl_mem vr = m <= n ? NULL : nvcl_q_buf(t->q, n * r, "V_r"); /* U_r's basis when m ≤ n */
 	double *lam = hvec(t, r), *sc = hvec(t, r);
 
 	nvcl_gemm(t->q, 0, 0, m, n, n, 1.0f, tm, t->hc->l, 0.0f, tl);
@@ -320,16 +321,14 @@ static void latents(tctx *t, cl_mem tm, size_t r, cl_mem *up, cl_mem *vp)
 		nvcl_gemm(t->q, 1, 0, n, n, m, 1.0f, tl, tl, 0.0f, g);
 	t1(t, "lat.gemm", st, 0);
 	st = t0(t);
-	gram_top(t, g, s, r, lam, vr);
+	gram_top(t, g, s, r, lam, m <= n ? ur : vr);
 	t1(t, "lat.eig", st, 0);
 	st = t0(t);
 	if (!t->q->err) {
 		double floor = fmax(sqrt(fmax(lam[0], 0.0)), 1e-300) * 1e-15;
 		for (size_t k = 0; k < r; k++)
 			lam[k] = fmax(sqrt(fmax(lam[k], 0.0)), floor); /* σ_k, floored */
-		if (m <= n) {
-			nvcl_q_copy(t->q, ur, 0, vr, 0, m * r);
-		} else {
+		if (m > n) {
 			for (size_t k = 0; k < r; k++)
 				sc[k] = 1.0 / lam[k];
 			cl_mem inv = up_d(t, sc, r, "1/σ");

@@ -130,14 +130,6 @@ static int chol_pass(nvcl_q *q, const eig_bufs *w, cl_mem in, cl_mem out, int *g
 	return q->err ? -1 : (ridge > 0.0 ? 0 : 1);
 }
 
-/* ‖aᵀa − I‖_F/√k of the basis a, through C */
-static double off_identity(nvcl_q *q, const eig_bufs *w)
-{
-	nvcl_gemm(q, 1, 0, w->k, w->k, w->s, 1.0f, w->a, w->a, 0.0f, w->c);
-	nvcl_axpy_inc(q, w->k, -1.0f, w->ones, 0, 1, w->c, 0, w->k + 1);
-	return nvcl_nrm2(q, w->k * w->k, w->c, w->one) / sqrt((double)w->k);
-}
-
 /* `iters` products with g, each orthonormalized by two passes (the basis
  * back in w->a): 0; 1 for the host; -1 */
 static int iterate(nvcl_q *q, eig_bufs *w, cl_mem g, int iters, nvcl_eig_info *info)
@@ -154,7 +146,9 @@ static int iterate(nvcl_q *q, eig_bufs *w, cl_mem g, int iters, nvcl_eig_info *i
 		t = w->a, w->a = w->b, w->b = t;
 	}
 	if (rc == 0) {
-		info->orth = off_identity(q, w);
+		/* ‖aᵀa − I‖_F/√k of the basis, through C */
+		nvcl_gemm(q, 1, 0, w->k, w->k, w->s, 1.0f, w->a, w->a, 0.0f, w->c);
+		info->orth = nvcl_off_identity(q, w->c, w->k, w->ones, w->one);
 		if (!q->err && !(info->orth <= ORTH_TOL))
 			rc = 1;
 	}

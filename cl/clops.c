@@ -386,6 +386,16 @@ void nvcl_axpy(nvcl_q *q, size_t n, float alpha, cl_mem x, cl_mem y)
 	nvcl_axpy_inc(q, n, alpha, x, 0, 1, y, 0, 1);
 }
 
+double nvcl_off_identity(nvcl_q *q, cl_mem a, size_t r, cl_mem ones, cl_mem scratch)
+{
+	double e;
+
+	nvcl_axpy_inc(q, r, -1.0f, ones, 0, 1, a, 0, r + 1);
+	e = nvcl_nrm2(q, r * r, a, scratch);
+	nvcl_axpy_inc(q, r, 1.0f, ones, 0, 1, a, 0, r + 1);
+	return e / sqrt((double)r);
+}
+
 double nvcl_nrm2(nvcl_q *q, size_t n, cl_mem x, cl_mem scratch)
 {
 	CLBlastStatusCode st;

@@ -92,6 +92,9 @@ void nvcl_axpy_inc(nvcl_q *q, size_t n, float alpha, cl_mem x, size_t offx, size
 		   cl_mem y, size_t offy, size_t incy);
 /* ‖x‖₂ (n), through the one-float device buffer scratch (waits for the queue) */
 double nvcl_nrm2(nvcl_q *q, size_t n, cl_mem x, cl_mem scratch);
+/* ‖a − I‖_F/√r of a (r × r), a left as it was; ones: r floats of 1, scratch
+ * one float (waits for the queue) */
+double nvcl_off_identity(nvcl_q *q, cl_mem a, size_t r, cl_mem ones, cl_mem scratch);
 /* x *= alpha (n) */
 void nvcl_scal(nvcl_q *q, size_t n, float alpha, cl_mem x);
 /* y (n, dense) = x[offx + i·incx] */

@@ -10,17 +10,6 @@ typedef struct {
 	cl_mem a, b, ones, one;
 } ns_bufs;
 
-/* ‖a − I‖_F / √r, a (r × r) left as it was */
-static double off_identity(nvcl_q *q, size_t r, const ns_bufs *w)
-{
-	double e;
-
-	nvcl_axpy_inc(q, r, -1.0f, w->ones, 0, 1, w->a, 0, r + 1);
-	e = nvcl_nrm2(q, r * r, w->a, w->one);
-	nvcl_axpy_inc(q, r, 1.0f, w->ones, 0, 1, w->a, 0, r + 1);
-	return e / sqrt((double)r);
-}
-
 /* the iteration from x = m/‖m‖_F: 0 converged, 1 not */
 static int iterate(nvcl_q *q, size_t r, cl_mem x, int max_steps, double tol, const ns_bufs *w,
 		   int *steps, double *orth)
@@ -29,7 +18,7 @@ static int iterate(nvcl_q *q, size_t r, cl_mem x, int max_steps, double tol, con
 
 	for (*steps = 0; !q->err; ++*steps) {
 		nvcl_gemm(q, 1, 0, r, r, r, 1.0f, x, x, 0.0f, w->a);
-		*orth = off_identity(q, r, w);
+		*orth = nvcl_off_identity(q, w->a, r, w->ones, w->one);
 		if (*orth <= tol || (last < FLOOR_START && *orth > 0.5 * last))
 			return 0;
 		if (*steps == max_steps || !isfinite(*orth))

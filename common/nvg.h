@@ -24,7 +24,8 @@
  *   nv_refine        flip_u/gptq_v + 2 ALS sweeps (try_sweeps), kept only when the fit
  *                    error drops (two sweeps over paths)
  *   selection        P=2 at its rank against P=1 at the same bits, on SEL,
- *                    after every sweep or after the first pick_after
+ *                    after every sweep, after the first pick_after, or after
+ *                    the first where the one-path candidate leads by pick_lead
  *   nv_pack          rebalance, f16 rounding, refusal of unstorable scales
  *
  * Determinism: fixed iteration counts, fixed partitions; the same inputs,
@@ -333,6 +334,13 @@ int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps);
  * caller): calls in a row with one pc give the bytes of one call of their
  * summed sweeps (each call starts from the fit error of *md, as a sweep does) */
 int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2]);
+/* the same carrying the model's H·B products k and its fit error *cur (on
+ * c->fit, as the tries compare it; NaN before the first call, and after a
+ * failed one) from one call to the next: calls in a row are the sweeps of
+ * one call, to the bit, with nothing measured again between them.  The
+ * caller frees k */
+int nv_refine_kept(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k,
+		   double *cur);
 /* whitened topology + ITQ + ALS; the second path on the residual */
 int nv_build_nvg_init(const nv_tctx *c, size_t r, size_t np, nv_bm *md);
 /* the same in two halves, which give its bytes: the start makes path 0 from
@@ -362,6 +370,9 @@ typedef struct {
 	int sweeps;       /* refinement sweeps of each candidate (nvg), 1 to NV_SWEEPS_MAX */
 	int pick_after;   /* paths auto: choose after this many sweeps of both, then only the
 			   * chosen one completes its sweeps; 0 (default) or ≥ sweeps: after all */
+	double pick_lead; /* paths auto without pick_after: after the first sweep the one-path
+			   * candidate completes its sweeps alone when its SEL error is below
+			   * the two-path one's by this fraction of it; < 0: never early */
 	int g_pcg;        /* 1 (default): the ALS g step by PCG (nv_als), 0: a factorization each sweep */
 	double itq_tol;   /* ITQ stops after a step changing at most this fraction of signs (0: at a fixed point) */
 	int itq_f32;      /* 1: the ITQ's products in f32 (0, the default: f64) */
@@ -398,6 +409,10 @@ typedef struct {
  * level with it: README; 0 runs every step of the fixed counts, a device's) */
 #define NV_ITQ_TOL_DEFAULT 0.001
 #define NV_ALS_TOL_DEFAULT 0.001
+/* the CPU encoder's early choice of one path (nv_enc_opts.pick_lead): the
+ * lead, a fraction of the two-path candidate's SEL error, that the later
+ * sweeps did not undo on 168 SmolLM2 encodes, with a margin (README) */
+#define NV_PICK_LEAD_DEFAULT 0.005
 /* nv_tctx.row_block: a tall W's m × r pieces held 1024 rows at a time */
 #define NV_ROW_BLOCK_DEFAULT 1024
 

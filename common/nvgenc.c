@@ -338,12 +338,15 @@ static int refine_try(nv_bm *trial, const nv_tctx *c, size_t pi, int kind, nv_pc
 /* the tries of a refinement share the paths' g-step factors (nv_als_pc):
  * a try moves one path's signs from the model the last factors were of.
  * The model's H·B products pass to each try, and stay with the model only
- * when the try is kept (a try that is not leaves none: the next makes them) */
-static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
+ * when the try is kept (a try that is not leaves none: the next makes them).
+ * kept (NULL: none) and *cur (NULL: none; NaN: not known) hold the model's
+ * products and fit error from a call before, and are left for the next */
+static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *kept,
+			 double *cur_io)
 {
-	nv_hbk k = {{{0}}};
-	double cur, e;
-	int rc = fit_err(c, md, &k, &cur);
+	nv_hbk own = {{{0}}}, *k = kept ? kept : &own;
+	double cur = cur_io ? *cur_io : NAN, e;
+	int rc = isfinite(cur) ? 0 : fit_err(c, md, k, &cur);
 
 	for (int s = 0; s < sweeps && rc == 0; s++)
 		for (size_t pi = 0; pi < md->np && rc == 0; pi++)
@@ -351,29 +354,39 @@ static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2]
 				nv_bm trial;
 				if ((rc = nv_bm_copy(&trial, md)) < 0)
 					break;
-				rc = refine_try(&trial, c, pi, kind, pc, &k, &e);
+				rc = refine_try(&trial, c, pi, kind, pc, k, &e);
 				if (rc == 0 && e < cur) {
 					nv_bm_free(md);
 					*md = trial;
 					cur = e;
 				} else {
 					nv_bm_free(&trial);
-					nv_hbk_free(&k);
+					nv_hbk_free(k);
 				}
 			}
-	nv_hbk_free(&k);
+	nv_hbk_free(&own);
+	if (rc < 0 && kept)
+		nv_hbk_free(kept);
+	if (cur_io)
+		*cur_io = rc < 0 ? NAN : cur;
 	return rc < 0 ? -1 : 0;
 }
 
 int nv_refine_pc(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2])
 {
-	return refine_sweeps(md, c, sweeps, pc);
+	return refine_sweeps(md, c, sweeps, pc, NULL, NULL);
+}
+
+int nv_refine_kept(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k,
+		   double *cur)
+{
+	return refine_sweeps(md, c, sweeps, pc, k, cur);
 }
 
 int nv_refine(nv_bm *md, const nv_tctx *c, int sweeps)
 {
 	nv_pchol pc[2] = {{0}, {0}};
-	int rc = refine_sweeps(md, c, sweeps, pc);
+	int rc = refine_sweeps(md, c, sweeps, pc, NULL, NULL);
 
 	nv_pchol_free(&pc[0]);
 	nv_pchol_free(&pc[1]);

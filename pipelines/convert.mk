@@ -513,8 +513,11 @@ DEVICE_OPT := $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE))
 # auto that finds none runs the CPU encoder; above 0 is refused above)
 tol_opt = $(if $(or $(filter cpu,$(DEVICE)),$(filter-out $(3),$(2))),--$(1)-tol $(2))
 # --hb-prec always given, to a device too (f32 there, what it does; f64 is
-# refused above), so that the tool's own default never decides it
-EFFORT_OPTS := $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(if $(filter-out $(G_EVERY_DEFAULT),$(G_EVERY)),--g-every $(G_EVERY)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) --hb-prec $(HB_PREC) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))$(if $(filter f32,$(ALS_PREC)), --als-prec f32)
+# refused above), so that the tool's own default never decides it.  The
+# encoder's early choice of one path (--pick-lead) is off: the stamp has no
+# setting for it, and follow reads a choice between both candidates from
+# their final errors, which a report of the early choice does not give
+EFFORT_OPTS := --pick-lead off $(if $(filter-out $(TRY_SWEEPS_DEFAULT),$(TRY_SWEEPS)),--try-sweeps $(TRY_SWEEPS)) $(if $(filter-out $(G_EVERY_DEFAULT),$(G_EVERY)),--g-every $(G_EVERY)) $(call tol_opt,itq,$(ITQ_TOL),$(ITQ_TOL_DEFAULT)) $(if $(filter-out $(ITQ_PREC_DEFAULT),$(ITQ_PREC)),--itq-prec $(ITQ_PREC)) --hb-prec $(HB_PREC) $(call tol_opt,als,$(ALS_TOL),$(ALS_TOL_DEFAULT))$(if $(filter f32,$(ALS_PREC)), --als-prec f32)
 ENC_DEPS = $(if $(filter nvg,$(METHOD)),$(NVG_DEPS),$(if $(CAPTURE_GRAMS),$(SEL_GRAM)))
 # the sweep's dual-svid stays data-free (its curves use the Frobenius error)
 SWEEP_OPTS = $(if $(filter nvg,$(METHOD)),$(ENC_OPTS),$(SVID_OPTS))

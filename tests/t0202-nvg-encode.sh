@@ -158,6 +158,8 @@ test_expect_success 'row gauge: encoded scaled, undone on the bytes' '
 
 # the synthetic 192x384 layer of the next tests, at 1 bpw
 enc() { nvg-encode -w big/w.raw --shape 192x384 --fit big/fit.gram --sel big/sel.gram --bpw 1 "$@"; }
+# a budget where big's one-path candidate leads after the first sweep
+LEAD_BPW=0.55
 
 # PCG for the g step (the default): the answer of the direct solve to
 # rounding (SEL within 0.5%, the bar of issue #12), its steps counted,
@@ -410,6 +412,49 @@ test_expect_success '--pick-after: out of range, forced paths, dual-svid and a d
 	test_expect_code 2 enc --pick-after 1 --device opencl -o x.blr 2>err &&
 	test_grep "the CPU encoder.s: give --device cpu" err &&
 	test_path_is_missing x.blr
+'
+
+# the early choice of one path (--pick-lead): at a budget where the one-path
+# candidate leads after a sweep by d (--pick-after 1's line), a lead asked
+# below d keeps it then (both noted after one sweep: --pick-after 1's bytes
+# and line); off, and a lead above d, refine both through (off's bytes and
+# line, nothing noted after one sweep)
+test_expect_success '--pick-lead: the one-path candidate kept after a sweep when it leads by F' '
+	enc --bpw $LEAD_BPW --pick-after 1 -o a1.blr >l1 &&
+	e2=$(sed -n "s/.* P2@1 \([0-9.]*\) .*/\1/p" l1) &&
+	e1=$(sed -n "s/.* P1@1 \([0-9.]*\) .*/\1/p" l1) &&
+	awk "BEGIN { exit !($e1 < $e2) }" &&
+	below=$(awk "BEGIN { printf \"%.6f\", (1 - $e1 / $e2) / 2 }") &&
+	above=$(awk "BEGIN { printf \"%.6f\", (1 - $e1 / $e2) * 2 }") &&
+	enc --bpw $LEAD_BPW --pick-lead $below -o lb.blr >llb &&
+	cmp a1.blr lb.blr &&
+	test_cmp l1 llb &&
+	enc --bpw $LEAD_BPW --pick-lead off -o off.blr >loff &&
+	enc --bpw $LEAD_BPW --pick-lead $above -o la.blr >lla &&
+	cmp off.blr la.blr &&
+	test_cmp loff lla &&
+	test_no_grep "@1" lla ||
+	{ cat l1 llb loff lla; false; }
+'
+
+test_expect_success '--pick-lead: out of range, forced paths, dual-svid, --pick-after and a device are refused' '
+	for t in -0.1 0.6 x; do
+		test_expect_code 1 enc --pick-lead $t -o x.blr 2>err &&
+		test_grep "invalid --pick-lead" err || return 1
+	done &&
+	test_expect_code 2 enc --pick-lead 0.01 --paths 1 -o x.blr 2>err &&
+	test_grep "paths auto" err &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--pick-lead 0.01 -o x.blr 2>err &&
+	test_grep "paths auto" err &&
+	test_expect_code 2 enc --pick-lead 0.01 --pick-after 1 -o x.blr 2>err &&
+	test_grep "two early choices" err &&
+	test_expect_code 2 enc --pick-lead 0.01 --device opencl -o x.blr 2>err &&
+	test_grep "the CPU encoder.s: give --device cpu" err &&
+	test_path_is_missing x.blr &&
+	enc --pick-lead off --paths 2 -o p2.blr >/dev/null &&
+	enc --paths 2 -o p2d.blr >/dev/null &&
+	cmp p2.blr p2d.blr
 '
 
 test_expect_success 'a small budget clips to the floor rank 8' '

@@ -30,7 +30,8 @@ static const char synopsis[] =
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
 	"[--itq-prec f64|f32] [--hb-prec f32|f64] [--als-prec f64|f32]\n"
 	"[--try-sweeps N] [--g-every N] [--itq-tol F] [--als-tol F]\n"
-	"[--pick-after N] [--threads N [--threads-max M]] [--profile]\n"
+	"[--pick-after N | --pick-lead F|off]\n"
+	"[--threads N [--threads-max M]] [--profile]\n"
 	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
 	"[--cross-sel C.sel.cross --src-sel S.sel.gram]\n"
 	"[--row-gauge invE --head-blocks SPEC [--gauge-shuffle SEED]]\n"
@@ -62,6 +63,8 @@ typedef struct {
 	long try_sweeps; /* --try-sweeps: 0 not given */
 	long g_every;    /* --g-every: 0 not given */
 	long pick_after; /* --pick-after: 0 not given */
+	double pick_lead; /* --pick-lead: -2 not given (the CPU encoder's default; a device
+			   * refines both candidates through), -1 off */
 	nv_method method;
 	long threads;
 	long threads_max; /* --threads-max: 0 not given */
@@ -77,6 +80,7 @@ enum {
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
 	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_HB_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_G_EVERY, O_PICK_AFTER,
+	O_PICK_LEAD,
 	O_ALS_PREC, O_THREADS_MAX
 };
 
@@ -96,6 +100,7 @@ static const struct option longopts[] = {
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
 	{"g-every", required_argument, NULL, O_G_EVERY},
 	{"pick-after", required_argument, NULL, O_PICK_AFTER},
+	{"pick-lead", required_argument, NULL, O_PICK_LEAD},
 	{"threads", required_argument, NULL, O_THREADS},
 	{"threads-max", required_argument, NULL, O_THREADS_MAX},
 	{"profile", no_argument, NULL, O_PROFILE}, {"rho", required_argument, NULL, O_RHO},
@@ -169,6 +174,12 @@ static int value_opt(int c, const char *a, opts *o)
 	case O_PICK_AFTER:
 		if (nv_parse_long(a, 1, NV_SWEEPS_MAX - 1, &o->pick_after) < 0)
 			return tool_fail("invalid --pick-after", a), -1;
+		return 0;
+	case O_PICK_LEAD:
+		if (!strcmp(a, "off"))
+			o->pick_lead = -1.0;
+		else if (nv_parse_double(a, 0.0, 0.5, &o->pick_lead) < 0)
+			return tool_fail("invalid --pick-lead", a), -1;
 		return 0;
 	case O_ITQ_TOL:
 		if (nv_parse_double(a, 0.0, 0.5, &o->itq_tol) < 0)
@@ -332,6 +343,14 @@ static int check_effort(const opts *o)
 		return tool_usage_error("--pick-after must be below --refine's sweeps");
 	if (o->pick_after && o->dev.mode != NVCL_CPU)
 		return tool_usage_error("--pick-after is the CPU encoder's: give --device cpu");
+	if (o->pick_lead >= 0.0 && (o->method == NV_METHOD_DUAL_SVID || o->paths))
+		return tool_usage_error("--pick-lead chooses between nvg's two candidates: "
+					"--paths auto");
+	if (o->pick_lead >= 0.0 && o->pick_after)
+		return tool_usage_error("--pick-after and --pick-lead are two early choices: "
+					"give one");
+	if (o->pick_lead >= 0.0 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--pick-lead is the CPU encoder's: give --device cpu");
 	if (o->method == NV_METHOD_DUAL_SVID && o->itq_tol >= 0)
 		return tool_usage_error("--itq-tol is nvg's: dual-svid has no ITQ");
 	if (o->itq_tol > 0 && o->dev.mode != NVCL_CPU)
@@ -410,6 +429,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->g_pcg = -1;
 	o->itq_tol = -1;
 	o->als_tol = -1;
+	o->pick_lead = -2;
 	o->s.rho = 0.03;
 	o->s.cross_damp = 0.03;
 	opterr = 0;
@@ -447,6 +467,8 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 		o->itq_tol = NV_ITQ_TOL_DEFAULT;
 	if (o->als_tol < 0)
 		o->als_tol = NV_ALS_TOL_DEFAULT;
+	if (o->pick_lead < -1.5) /* likewise, and none with --pick-after */
+		o->pick_lead = o->pick_after ? -1.0 : NV_PICK_LEAD_DEFAULT;
 	if (o->shape && nv_parse_shape(o->shape, &o->s.m, &o->s.n) < 0)
 		return *st = tool_fail("invalid --shape", o->shape), 1;
 	if (o->shape && (o->s.m < 8 || o->s.n < 8)) {
@@ -607,6 +629,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	if (o->g_every)
 		eo.g_every = (int)o->g_every;
 	eo.pick_after = (int)o->pick_after;
+	eo.pick_lead = o->pick_lead;
 	eo.method = o->method;
 	if (!in[0].hsel.d && in[0].sel_src.path) {
 		eo.sel_load = nv_encin_sel_load;

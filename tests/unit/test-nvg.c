@@ -883,7 +883,15 @@ static void test_sel_load(const nv_hctx *hc)
 	is_int(nv_encode(&W, hc, NULL, &o, &b), 0, "nvg with the SEL Gram read for each use");
 	ok(a.len == b.len && !memcmp(a.bytes, b.bytes, a.len) && !strcmp(a.line, b.line),
 	   "the same bytes and line");
-	is_int(sr.loads, 4, "read four times: W·H, the init's note, the pick, the stored errors");
+	is_int(sr.loads, 4, "read four times: W·H, the init's note, the pick, the stored errors "
+			    "(no early choice measured: the one-path candidate trails on fit)");
+	nv_enc_result_free(&b);
+	o.pick_lead = -1.0;
+	sr.loads = 0;
+	nv_encode(&W, hc, NULL, &o, &b);
+	ok(sr.loads == 4 && a.len == b.len && !memcmp(a.bytes, b.bytes, a.len),
+	   "and so without the early choice: four times (%d), the same bytes", sr.loads);
+	o.pick_lead = NV_PICK_LEAD_DEFAULT;
 	nv_enc_result_free(&a), nv_enc_result_free(&b);
 	sr = (sel_reader){ 0, 3, 0 };
 	is_int(nv_encode(&W, hc, NULL, &o, &b), -1, "a reader failing at the pick: -1");
@@ -930,6 +938,22 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 	ok(packed(&a, &ba, &la) == 0 && packed(&b, &bb, &lb) == 0 && la == lb &&
 		   !memcmp(ba, bb, la),
 	   "refine_pc: 1 + 1 sweeps with one pc give the bytes of 2 sweeps");
+	free(bb);
+	nv_pchol_free(&pb[0]), nv_pchol_free(&pb[1]);
+	nv_bm_free(&b);
+	{
+		nv_hbk k = {{{0}}};
+		double cur = NAN, after1;
+		nv_bm_copy(&b, &init);
+		nv_refine_kept(&b, c, 1, pb, &k, &cur);
+		after1 = cur;
+		nv_refine_kept(&b, c, 1, pb, &k, &cur);
+		ok(packed(&b, &bb, &lb) == 0 && la == lb && !memcmp(ba, bb, la) && isfinite(after1) &&
+			   cur <= after1,
+		   "refine_kept: 1 + 1 sweeps with the products and fit error carried: the bytes of "
+		   "2 sweeps, the error %.6g then %.6g", after1, cur);
+		nv_hbk_free(&k);
+	}
 	free(ba), free(bb);
 	nv_pchol_free(&pa[0]), nv_pchol_free(&pa[1]), nv_pchol_free(&pb[0]), nv_pchol_free(&pb[1]);
 	nv_bm_free(&a), nv_bm_free(&b), nv_bm_free(&init);
@@ -943,6 +967,7 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 		nv_enc_opts_default(&o);
 		o.bpw = 3.0;
 		o.sweeps = 3;
+		o.pick_lead = -1.0; /* the full refinement */
 		nv_encode(&W, hc, &H32, &o, &full);
 		o.pick_after = after;
 		is_int(nv_encode(&W, hc, &H32, &o, &early), 0, "pick after %d of 3 sweeps", after);
@@ -965,6 +990,114 @@ static void test_pick_after(nv_tctx *c, const nv_hctx *hc)
 		   full.paths);
 		nv_enc_result_free(&full), nv_enc_result_free(&early), nv_enc_result_free(&own);
 	}
+}
+
+/* a budget where synth_wide's one-path candidate leads after the first sweep */
+#define PICK_LEAD_BPW 0.8
+
+/* the SEL errors a line notes after one sweep: 0 when it notes none */
+static int noted_at1(const char *line, double *e2, double *e1)
+{
+	const char *p2 = strstr(line, " P2@1 "), *p1 = strstr(line, " P1@1 ");
+
+	if (!p2 || !p1)
+		return 0;
+	*e2 = strtod(p2 + 6, NULL);
+	*e1 = strtod(p1 + 6, NULL);
+	return 1;
+}
+
+static int same_payload(const nv_enc_result *a, const nv_enc_result *b)
+{
+	return a->len == b->len && !memcmp(a->bytes, b->bytes, a->len);
+}
+
+/*
+ * a wide layer (96 × 256: the seed's generator, its column decay and heavy
+ * channels) where the one-path candidate leads after the first sweep at a
+ * low budget, as it does on SmolLM2's down_proj and k_proj; w, h32 and hc
+ */
+static int synth_wide(nv_mat *w, nv_mat32 *h32, nv_hctx *hc)
+{
+	size_t m = 96, n = 256, t = 1024;
+	uint64_t s = 7;
+	nv_mat x = {0}, h = {0};
+	int rc = -1;
+
+	if (nv_mat_zeros(w, m, n) < 0 || nv_mat_zeros(&x, n, t) < 0)
+		goto out;
+	for (size_t i = 0; i < m; i++)
+		for (size_t j = 0; j < n; j++)
+			w->d[i * n + j] = synth_rnd(&s) * pow(1.0 + (double)j, -0.4);
+	for (size_t i = 0; i < n; i++) {
+		double sc = exp(synth_rnd(&s) * 1.6) * (i < 3 ? 20.0 : 1.0);
+		for (size_t k = 0; k < t; k++)
+			x.d[i * t + k] = sc * synth_rnd(&s);
+	}
+	if (nv_gemm_new(&x, 0, &x, 1, &h) < 0)
+		goto out;
+	for (size_t i = 0; i < n * n; i++)
+		h.d[i] /= (double)t;
+	if (synth_f32(&h, h32) < 0 || nv_hctx_build(h.d, n, 0.03, hc) < 0)
+		goto out;
+	rc = 0;
+out:
+	nv_mat_free(&x);
+	nv_mat_free(&h);
+	return rc;
+}
+
+/*
+ * the driver's pick_lead on the wide layer at a budget where the one-path
+ * candidate leads after the first sweep (by d, read from pick_after 1's
+ * line): a lead asked below d chooses it then, noting both candidates after
+ * one sweep, with pick_after 1's bytes and line; a lead above d and off
+ * (< 0) refine both through, with the full refinement's bytes and line
+ */
+static void test_pick_lead(double bpw)
+{
+	nv_mat w = {0};
+	nv_mat32 h32 = {0};
+	nv_hctx hc = {0};
+	nv_enc_opts o;
+	nv_enc_result off, after1, below, above;
+	double e1 = 0.0, e2 = 0.0, d;
+	int noted;
+
+	if (synth_wide(&w, &h32, &hc) < 0) {
+		ok(0, "setup of the wide layer: %s", nv_err());
+		return;
+	}
+	nv_enc_opts_default(&o);
+	o.bpw = bpw;
+	o.sweeps = 3;
+	o.pick_lead = -1.0;
+	nv_encode(&w, &hc, &h32, &o, &off);
+	o.pick_after = 1;
+	nv_encode(&w, &hc, &h32, &o, &after1);
+	noted = noted_at1(after1.line, &e2, &e1);
+	ok(noted && e1 < e2, "bpw %.2f: the one-path candidate leads after a sweep: %s", bpw,
+	   after1.line);
+	d = 1.0 - e1 / e2;
+	o.pick_after = 0;
+	o.pick_lead = 0.5 * d;
+	is_int(nv_encode(&w, &hc, &h32, &o, &below), 0, "pick_lead %.4f, below its lead %.4f",
+	       o.pick_lead, d);
+	ok(below.paths == 1 && same_payload(&below, &after1) && !strcmp(below.line, after1.line),
+	   "it keeps P1 after a sweep, with pick_after 1's bytes and line: %s", below.line);
+	o.pick_lead = fmin(0.5, 2.0 * d);
+	nv_encode(&w, &hc, &h32, &o, &above);
+	ok(same_payload(&above, &off) && !strcmp(above.line, off.line) &&
+		   !strstr(above.line, "@1"),
+	   "pick_lead %.4f, above it: both refined through, the bytes and line of off: %s",
+	   o.pick_lead, above.line);
+	ok(off.paths != 1 || same_payload(&off, &below),
+	   "and where the full refinement keeps P1 too, the early choice's bytes are its");
+	nv_enc_result_free(&off), nv_enc_result_free(&after1);
+	nv_enc_result_free(&below), nv_enc_result_free(&above);
+	nv_mat_free(&w);
+	free(h32.d);
+	nv_hctx_free(&hc);
 }
 
 /* gptq_v on both paths of init against the column-by-column reference:
@@ -1520,6 +1653,7 @@ int main(void)
 	test_drivers(&hc3);
 	test_sel_load(&hc3);
 	test_pick_after(&c, &hc3);
+	test_pick_lead(PICK_LEAD_BPW);
 	test_spend_l(&hc3);
 	test_gptq_blocks();
 	test_herr_blocks();

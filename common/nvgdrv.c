@@ -72,13 +72,19 @@ typedef struct {
 	char notes[256];
 } cands;
 
+/* candidate i's refinement state: its g-step factors and kept products */
+static void cand_release(cands *cs, size_t i)
+{
+	nv_pchol_free(&cs->pc[i][0]);
+	nv_pchol_free(&cs->pc[i][1]);
+	nv_hbk_free(&cs->hk[i]);
+}
+
 static void cands_free(cands *cs)
 {
 	for (size_t i = 0; i < cs->k; i++) {
 		nv_bm_free(&cs->md[i]);
-		nv_pchol_free(&cs->pc[i][0]);
-		nv_pchol_free(&cs->pc[i][1]);
-		nv_hbk_free(&cs->hk[i]);
+		cand_release(cs, i);
 	}
 }
 
@@ -201,11 +207,8 @@ static int refine_all(cands *cs, const nv_tctx *c, int sweeps, int last)
 	for (size_t i = 0; i < cs->k; i++) {
 		if (refine_more(cs, c, i, sweeps) < 0)
 			return -1;
-		if (last) {
-			nv_pchol_free(&cs->pc[i][0]);
-			nv_pchol_free(&cs->pc[i][1]);
-			nv_hbk_free(&cs->hk[i]);
-		}
+		if (last)
+			cand_release(cs, i);
 	}
 	return 0;
 }
@@ -214,11 +217,8 @@ static int refine_all(cands *cs, const nv_tctx *c, int sweeps, int last)
 static void keep_only(cands *cs, size_t bi)
 {
 	for (size_t i = 0; i < cs->k; i++)
-		if (i != bi) {
-			nv_pchol_free(&cs->pc[i][0]);
-			nv_pchol_free(&cs->pc[i][1]);
-			nv_hbk_free(&cs->hk[i]);
-		}
+		if (i != bi)
+			cand_release(cs, i);
 }
 
 /*

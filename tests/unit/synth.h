@@ -2,7 +2,7 @@
  * synth.h - the seed's synthetic layer for the encoder unit tests: W 96×64
  * with a decaying column spectrum, inputs with three heavy channels, T = 1024,
  * H = X·Xᵀ/T.  The generator is the seed's 64-bit LCG, so the layer is the
- * one its tests ran on.
+ * one its tests ran on; synth_shape draws the same way at other shapes.
  */
 #ifndef NV_TEST_SYNTH_H
 #define NV_TEST_SYNTH_H
@@ -19,17 +19,19 @@ static double synth_rnd(uint64_t *s)
 	return (double)(*s >> 11) / 9007199254740992.0 - 0.5;
 }
 
-/* w (96 × 64), h (64 × 64); 0 on success */
-static int synth(nv_mat *w, nv_mat *h) __attribute__((unused));
-static int synth(nv_mat *w, nv_mat *h)
+/* the generator at any shape: w (m × n), h (n × n) from seed; 0 on success */
+static int synth_shape(size_t m, size_t n, uint64_t seed, nv_mat *w, nv_mat *h)
+	__attribute__((unused));
+static int synth_shape(size_t m, size_t n, uint64_t seed, nv_mat *w, nv_mat *h)
 {
-	size_t m = 96, n = 64, t = 1024;
-	uint64_t s = 1;
-	double sc[64];
-	nv_mat x;
+	size_t t = 1024;
+	uint64_t s = seed;
+	double *sc = malloc(n * sizeof(double));
+	nv_mat x = {0};
+	int rc = -1;
 
-	if (nv_mat_zeros(w, m, n) < 0 || nv_mat_zeros(&x, n, t) < 0)
-		return -1;
+	if (!sc || n < 3 || nv_mat_zeros(w, m, n) < 0 || nv_mat_zeros(&x, n, t) < 0)
+		goto out;
 	for (size_t i = 0; i < m; i++)
 		for (size_t j = 0; j < n; j++)
 			w->d[i * n + j] = synth_rnd(&s) * pow(1.0 + (double)j, -0.4);
@@ -42,11 +44,21 @@ static int synth(nv_mat *w, nv_mat *h)
 		for (size_t k = 0; k < t; k++)
 			x.d[i * t + k] = sc[i] * synth_rnd(&s);
 	if (nv_gemm_new(&x, 0, &x, 1, h) < 0)
-		return -1;
+		goto out;
 	for (size_t i = 0; i < n * n; i++)
 		h->d[i] /= (double)t;
+	rc = 0;
+out:
+	free(sc);
 	nv_mat_free(&x);
-	return 0;
+	return rc;
+}
+
+/* the seed's layer: w (96 × 64), h (64 × 64); 0 on success */
+static int synth(nv_mat *w, nv_mat *h) __attribute__((unused));
+static int synth(nv_mat *w, nv_mat *h)
+{
+	return synth_shape(96, 64, 1, w, h);
 }
 
 /* h rounded to f32 in place (the values a Gram file holds), and h32 its

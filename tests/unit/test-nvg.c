@@ -1013,36 +1013,17 @@ static int same_payload(const nv_enc_result *a, const nv_enc_result *b)
 }
 
 /*
- * a wide layer (96 × 256: the seed's generator, its column decay and heavy
- * channels) where the one-path candidate leads after the first sweep at a
- * low budget, as it does on SmolLM2's down_proj and k_proj; w, h32 and hc
+ * a wide layer (96 × 256, synth_shape's) where the one-path candidate leads
+ * after the first sweep at a low budget, as it does on SmolLM2's down_proj
+ * and k_proj; w, h32 and hc
  */
 static int synth_wide(nv_mat *w, nv_mat32 *h32, nv_hctx *hc)
 {
-	size_t m = 96, n = 256, t = 1024;
-	uint64_t s = 7;
-	nv_mat x = {0}, h = {0};
-	int rc = -1;
+	nv_mat h = {0};
+	int rc = synth_shape(96, 256, 7, w, &h) < 0 || synth_f32(&h, h32) < 0 ||
+			 nv_hctx_build(h.d, h.r, 0.03, hc) < 0
+		 ? -1 : 0;
 
-	if (nv_mat_zeros(w, m, n) < 0 || nv_mat_zeros(&x, n, t) < 0)
-		goto out;
-	for (size_t i = 0; i < m; i++)
-		for (size_t j = 0; j < n; j++)
-			w->d[i * n + j] = synth_rnd(&s) * pow(1.0 + (double)j, -0.4);
-	for (size_t i = 0; i < n; i++) {
-		double sc = exp(synth_rnd(&s) * 1.6) * (i < 3 ? 20.0 : 1.0);
-		for (size_t k = 0; k < t; k++)
-			x.d[i * t + k] = sc * synth_rnd(&s);
-	}
-	if (nv_gemm_new(&x, 0, &x, 1, &h) < 0)
-		goto out;
-	for (size_t i = 0; i < n * n; i++)
-		h.d[i] /= (double)t;
-	if (synth_f32(&h, h32) < 0 || nv_hctx_build(h.d, n, 0.03, hc) < 0)
-		goto out;
-	rc = 0;
-out:
-	nv_mat_free(&x);
 	nv_mat_free(&h);
 	return rc;
 }

@@ -1924,6 +1924,19 @@ int nv_als_k(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k)
 
 int nv_als_ke(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k, double *err)
 {
+	return nv_als_bar(md, c, sweeps, pc, k, err, NAN);
+}
+
+/* a try above bar by more than the last sweep's gain (after its ℓ step)
+ * times the sweeps left: a gain that does not grow cannot bring it below */
+static int try_hopeless(double bar, double now, double gain, int left)
+{
+	return isfinite(bar) && left > 0 && now > bar && now - bar > (double)left * gain;
+}
+
+int nv_als_bar(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k, double *err,
+	       double bar)
+{
 	nv_hbk own = {{{0}}};
 	nv_mat *hbk = (k ? k : &own)->hb;
 	double last = NAN, now = NAN;
@@ -1965,6 +1978,10 @@ int nv_als_ke(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k
 		}
 		nv_prof_add(c->prof, "als.g", nv_now() - t, 1);
 		als_state_free(&st);
+		if (rc == 0 && err && try_hopeless(bar, now, e - now, sweeps - 1 - s)) {
+			nv_prof_add(c->prof, "als.abort", 0.0, 1);
+			break;
+		}
 	}
 	if (err)
 		*err = rc == 0 ? now : NAN;

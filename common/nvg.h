@@ -193,6 +193,7 @@ typedef struct {
 	double itq_tol;      /* nv_itq_weighted's stop: the fraction of signs a step may change */
 	int itq_f32;         /* the ITQ's products in f32 (nv_itq_cfg) */
 	int try_sweeps;      /* ALS sweeps after each refinement try's sign moves (nv_refine) */
+	int try_abort;       /* a try's sweeps end once it cannot be kept (nv_als_bar) */
 	double als_tol;      /* nv_als's stop: a sweep's gain in fit error below this fraction */
 	int g_every;         /* ALS's g step on sweeps 0, g_every, 2·g_every… of each run (≥ 1) */
 	int als32;           /* the ALS's m·n·r and n²·r products in f32 (nv_tctx_als32) */
@@ -320,6 +321,18 @@ int nv_als_k(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k)
  * (E(g_old) − E(g_new) from the g system); the same as nv_herr's to
  * rounding.  NaN when there was no sweep, or a step failed */
 int nv_als_ke(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k, double *err);
+/* nv_als_ke for a refinement try that is kept only below the fit error bar
+ * (NaN: none): after a sweep that leaves the error above bar by more than
+ * that sweep's gain after its ℓ step times the sweeps left, the rest are
+ * not run (profiled als.abort) and *err is the error there, above bar.  ALS
+ * gains shrink from sweep to sweep (the next sweep's gain was at most 0.30
+ * of that measure over 960 SmolLM2 tries, README), so such a try would not
+ * have been kept: the refinement's bytes are those of every sweep run,
+ * unless a sweep not run would have factored a g system afresh for the
+ * tries after it (pc passes from try to try; on none of the encodes of the
+ * README) */
+int nv_als_bar(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2], nv_hbk *k, double *err,
+	       double bar);
 /* row flips of S_U of path pi; *flips (may be NULL) counts them */
 int nv_flip_u(nv_bm *md, const nv_tctx *c, size_t pi, uint64_t *flips);
 /* the same reading path pi's H·B from k (made there when not known) */
@@ -381,6 +394,7 @@ typedef struct {
 	double als_tol;   /* ALS stops at a sweep whose fit error gain is below this fraction (0: never early) */
 	int als_f32;      /* 1: the ALS's large products in f32 (nv_tctx_als32); 0 (default): f64 */
 	int try_sweeps;   /* ALS sweeps of each refinement try, 1 to NV_TRY_SWEEPS_MAX */
+	int try_abort;    /* 1 (default): a try's sweeps end once it cannot be kept (nv_als_bar) */
 	int g_every;      /* ALS's g step on every g_every-th sweep of a run, the first
 			   * included; 1 (default) to NV_G_EVERY_MAX */
 	nv_method method;

@@ -22,6 +22,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	o->itq_tol = NV_ITQ_TOL_DEFAULT;
 	o->hb_f32 = 1;
 	o->try_sweeps = NV_TRY_SWEEPS_DEFAULT;
+	o->try_abort = 1;
 	o->g_every = 1;
 	o->als_tol = NV_ALS_TOL_DEFAULT;
 	o->pick_lead = NV_PICK_LEAD_DEFAULT;
@@ -371,6 +372,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 	c.itq_f32 = o->itq_f32;
 	c.fit.hb32 = o->hb_f32;
 	c.try_sweeps = o->try_sweeps;
+	c.try_abort = o->try_abort;
 	c.als_tol = o->als_tol;
 	c.g_every = o->g_every;
 	if (o->als_f32 && nv_tctx_als32(&c) < 0)

@@ -315,10 +315,11 @@ static int fit_err(const nv_tctx *c, const nv_bm *md, nv_hbk *k, double *e)
  * not known); k: the model's H·B products on entry, the trial's on return
  * (those the sweeps left).  The flips move S_U only, so both products hold
  * through them; the column search moves path pi's S_V and g, and its
- * product goes before the search runs.
+ * product goes before the search runs.  With c->try_abort the sweeps end
+ * once the try cannot come below cur, the model's error (nv_als_bar).
  */
 static int refine_try(nv_bm *trial, const nv_tctx *c, size_t pi, int kind, nv_pchol pc[2],
-		      nv_hbk *k, double *e)
+		      nv_hbk *k, double cur, double *e)
 {
 	int rc;
 
@@ -329,7 +330,7 @@ static int refine_try(nv_bm *trial, const nv_tctx *c, size_t pi, int kind, nv_pc
 		rc = nv_gptq_v(trial, c, pi, NULL);
 	}
 	if (rc == 0)
-		rc = nv_als_ke(trial, c, c->try_sweeps, pc, k, e);
+		rc = nv_als_bar(trial, c, c->try_sweeps, pc, k, e, c->try_abort ? cur : NAN);
 	if (rc == 0 && !isfinite(*e))
 		rc = fit_err(c, trial, k, e);
 	return rc;
@@ -354,7 +355,7 @@ static int refine_sweeps(nv_bm *md, const nv_tctx *c, int sweeps, nv_pchol pc[2]
 				nv_bm trial;
 				if ((rc = nv_bm_copy(&trial, md)) < 0)
 					break;
-				rc = refine_try(&trial, c, pi, kind, pc, k, &e);
+				rc = refine_try(&trial, c, pi, kind, pc, k, cur, &e);
 				if (rc == 0 && e < cur) {
 					nv_bm_free(md);
 					*md = trial;

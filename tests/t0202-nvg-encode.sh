@@ -457,6 +457,43 @@ test_expect_success '--pick-lead: out of range, forced paths, dual-svid, --pick-
 	cmp p2.blr p2d.blr
 '
 
+# a try's sweeps ended once it cannot be kept (--try-abort, on by default):
+# on a tall layer (synth-layer.py's 384x144) at 2 bpw the column searches of
+# the later refinement sweeps leave their tries above the model's error;
+# those tries end after their first sweep (als.abort), in fewer ℓ steps, and
+# the payload and line are those of every sweep run (off)
+tall() { nvg-encode -w tall/w.raw --shape 384x144 --hctx tall/fit.hctx --fit tall/fit.gram \
+	--sel tall/sel.gram --bpw 2 --paths 2 --refine 3 --profile "$@"; }
+test_expect_success '--try-abort: a try that cannot be kept ends early, the bytes of every sweep run' '
+	mkdir tall &&
+	"$NVG_PY" "$REF/synth-layer.py" layer 384 144 1 tall &&
+	hctx-build tall/fit.gram -o tall/fit.hctx &&
+	tall --try-abort off -o off.blr >loff 2>perr_off &&
+	tall -o on.blr >lon 2>perr_on &&
+	tall --try-abort on -o on2.blr >lon2 2>/dev/null &&
+	cmp off.blr on.blr && cmp on.blr on2.blr &&
+	test_cmp loff lon &&
+	test_no_grep "als.abort" perr_off &&
+	test_grep "\| als.abort [0-9.]+s/[1-9][0-9]*( |$)" perr_on &&
+	l_off=$(sed -n "s/.*| als.l [0-9.]*s\/\([0-9]*\) .*/\1/p" perr_off) &&
+	l_on=$(sed -n "s/.*| als.l [0-9.]*s\/\([0-9]*\) .*/\1/p" perr_on) &&
+	test "$l_on" -lt "$l_off" ||
+	{ cat loff lon perr_off perr_on; false; }
+'
+
+test_expect_success '--try-abort: a word other than on or off, dual-svid and a device are refused' '
+	for t in yes 1 ""; do
+		test_expect_code 1 enc --try-abort "$t" -o x.blr 2>err &&
+		test_grep "invalid --try-abort" err || return 1
+	done &&
+	test_expect_code 2 nvg-encode --method dual-svid -w w.raw --shape 96x64 --bpw 3 \
+		--try-abort off -o x.blr 2>err &&
+	test_grep "dual-svid refines nothing" err &&
+	test_expect_code 2 enc --try-abort on --device opencl -o x.blr 2>err &&
+	test_grep "the CPU encoder.s" err &&
+	test_path_is_missing x.blr
+'
+
 test_expect_success 'a small budget clips to the floor rank 8' '
 	nvg-encode -w w.raw --shape 96x64 --fit fit.gram --sel sel.gram --bpw 0.01 --paths 2 -o f.blr >lf &&
 	test_grep "^pick P2 r8 " lf

@@ -29,7 +29,8 @@ static const char synopsis[] =
 	"[--hctx CTX.hctx | --rho R] --bpw B [--kv] [--kv-factor K]\n"
 	"[--paths auto|1|2] [--refine N] [--g-solve direct|pcg]\n"
 	"[--itq-prec f64|f32] [--hb-prec f32|f64] [--als-prec f64|f32]\n"
-	"[--try-sweeps N] [--g-every N] [--itq-tol F] [--als-tol F]\n"
+	"[--try-sweeps N] [--try-abort on|off] [--g-every N]\n"
+	"[--itq-tol F] [--als-tol F]\n"
 	"[--pick-after N | --pick-lead F|off]\n"
 	"[--threads N [--threads-max M]] [--profile]\n"
 	"[--target-raw M.raw] [--cross C.fit.cross [--cross-damp D]]\n"
@@ -61,6 +62,7 @@ typedef struct {
 	double als_tol; /* --als-tol: -1 not given (likewise) */
 	long sweeps;
 	long try_sweeps; /* --try-sweeps: 0 not given */
+	int try_abort;   /* --try-abort: -1 not given (on: the CPU encoder's), 0 off, 1 on */
 	long g_every;    /* --g-every: 0 not given */
 	long pick_after; /* --pick-after: 0 not given */
 	double pick_lead; /* --pick-lead: -2 not given (the CPU encoder's default; a device
@@ -80,7 +82,7 @@ enum {
 	O_PROFILE, O_RHO, O_TARGET, O_GAUGE, O_BLOCKS, O_SHUFFLE, O_VERSION, O_TFROM, O_PLAN,
 	O_DEVICE, O_CLPLAT, O_CLDEV, O_JOBS, O_CROSS, O_CROSS_SEL, O_SRC_SEL, O_CROSS_DAMP,
 	O_REFINE, O_GSOLVE, O_ITQ_PREC, O_HB_PREC, O_ITQ_TOL, O_ALS_TOL, O_TRY_SWEEPS, O_G_EVERY, O_PICK_AFTER,
-	O_PICK_LEAD,
+	O_PICK_LEAD, O_TRY_ABORT,
 	O_ALS_PREC, O_THREADS_MAX
 };
 
@@ -98,6 +100,7 @@ static const struct option longopts[] = {
 	{"itq-tol", required_argument, NULL, O_ITQ_TOL},
 	{"als-tol", required_argument, NULL, O_ALS_TOL},
 	{"try-sweeps", required_argument, NULL, O_TRY_SWEEPS},
+	{"try-abort", required_argument, NULL, O_TRY_ABORT},
 	{"g-every", required_argument, NULL, O_G_EVERY},
 	{"pick-after", required_argument, NULL, O_PICK_AFTER},
 	{"pick-lead", required_argument, NULL, O_PICK_LEAD},
@@ -225,6 +228,13 @@ static int choice_opt(int c, const char *a, opts *o)
 		nv_seterr("expected f64 or f32");
 		return tool_fail(c == O_ITQ_PREC ? "invalid --itq-prec" : c == O_HB_PREC ? "invalid --hb-prec"
 			: "invalid --als-prec", a), -1;
+	case O_TRY_ABORT:
+		if (!strcmp(a, "on") || !strcmp(a, "off")) {
+			o->try_abort = a[1] == 'n';
+			return 0;
+		}
+		nv_seterr("expected on or off");
+		return tool_fail("invalid --try-abort", a), -1;
 	case O_PATHS:
 		if (!strcmp(a, "auto") || !strcmp(a, "1") || !strcmp(a, "2")) {
 			o->paths = a[0] == 'a' ? 0 : a[0] - '0';
@@ -331,6 +341,11 @@ static int check_effort(const opts *o)
 		return tool_usage_error("--g-solve pcg is the CPU encoder's: give --device cpu");
 	if (o->method == NV_METHOD_DUAL_SVID && o->try_sweeps)
 		return tool_usage_error("--try-sweeps is nvg's: dual-svid refines nothing");
+	if (o->method == NV_METHOD_DUAL_SVID && o->try_abort >= 0)
+		return tool_usage_error("--try-abort is nvg's: dual-svid refines nothing");
+	if (o->try_abort >= 0 && o->dev.mode != NVCL_CPU)
+		return tool_usage_error("--try-abort is the CPU encoder's (a device runs every "
+					"sweep of a try): give --device cpu");
 	if (o->method == NV_METHOD_DUAL_SVID && o->g_every)
 		return tool_usage_error("--g-every is nvg's: dual-svid has no g step");
 	if (o->g_every > 1 && o->dev.mode != NVCL_CPU)
@@ -430,6 +445,7 @@ static int parse_args(int argc, char **argv, opts *o, int *st)
 	o->itq_tol = -1;
 	o->als_tol = -1;
 	o->pick_lead = -2;
+	o->try_abort = -1;
 	o->s.rho = 0.03;
 	o->s.cross_damp = 0.03;
 	opterr = 0;
@@ -626,6 +642,7 @@ static int encode(opts *o, const cmf_file *cf, nv_prof *prof)
 	eo.als_tol = o->als_tol;
 	if (o->try_sweeps)
 		eo.try_sweeps = (int)o->try_sweeps;
+	eo.try_abort = o->try_abort != 0;
 	if (o->g_every)
 		eo.g_every = (int)o->g_every;
 	eo.pick_after = (int)o->pick_after;

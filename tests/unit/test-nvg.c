@@ -1081,6 +1081,66 @@ static void test_pick_lead(double bpw)
 	nv_hctx_free(&hc);
 }
 
+/* model md with path 0's signs negated in its even rows of S_V and the
+ * first half of its rank, a pattern no scale undoes: a sign move far worse
+ * than md, as a refinement try that is not kept */
+static void negate_half(nv_bm *md)
+{
+	for (size_t j = 0; j < md->n; j += 2)
+		for (size_t k = 0; k < md->r / 2; k++)
+			md->p[0].sv.d[j * md->r + k] = (int8_t)-md->p[0].sv.d[j * md->r + k];
+}
+
+/* nv_als_bar on md from fresh factors (NaN bar: nv_als_ke's run) */
+static int als_bar_run(nv_bm *md, const nv_tctx *c, int sweeps, double bar, double *e)
+{
+	nv_pchol pc[2] = {{0}, {0}};
+	int rc = nv_als_bar(md, c, sweeps, pc, NULL, e, bar);
+
+	nv_pchol_free(&pc[0]), nv_pchol_free(&pc[1]);
+	return rc;
+}
+
+/*
+ * nv_als_bar on a try far above the bar (the dual-SVID model after three
+ * ALS sweeps, fit error e0, its signs then partly negated and its scales
+ * fitted to them by eight more, as a column search that lost): three sweeps
+ * asked, the first leaves it above e0 by more than two of its gains, and it
+ * ends there, with the model and error of one sweep (nv_als_ke's bits) and
+ * one als.abort; every sweep run leaves it above e0 as well (the try would
+ * not have been kept).  With the bar above the try's error (a try that can
+ * be kept) or NaN (none) it runs all three sweeps, nv_als_ke's bits
+ */
+static void test_als_bar(nv_tctx *c)
+{
+	nv_bm m0, one, bar, all, high;
+	double e0, e1, eb, ea, eh;
+	nv_prof prof;
+
+	nv_build_dual_svid(&W, 16, 2, &m0);
+	als_bar_run(&m0, c, 3, NAN, &e0);
+	negate_half(&m0);
+	als_bar_run(&m0, c, 8, NAN, &e1); /* its scales fitted: what sweeps gain now is little */
+	nv_bm_copy(&one, &m0), nv_bm_copy(&bar, &m0), nv_bm_copy(&all, &m0), nv_bm_copy(&high, &m0);
+	nv_prof_init(&prof);
+	c->prof = &prof;
+	als_bar_run(&one, c, 1, NAN, &e1);
+	ok(prof_count(&prof, "als.abort") == 0, "without a bar no run ends early");
+	is_int(als_bar_run(&bar, c, 3, e0, &eb), 0, "a try far above the bar");
+	ok(prof_count(&prof, "als.abort") == 1 && prof_count(&prof, "als.l") == 2 &&
+		   same_model(&bar, &one) && eb == e1 && eb > e0,
+	   "ends after its first sweep: one sweep's model and error %.6g, above the bar %.6g", eb,
+	   e0);
+	als_bar_run(&all, c, 3, NAN, &ea);
+	ok(ea > e0 && ea < eb, "all three sweeps: %.6g, still above the bar", ea);
+	als_bar_run(&high, c, 3, 2.0 * e1, &eh);
+	ok(prof_count(&prof, "als.abort") == 1 && same_model(&high, &all) && eh == ea,
+	   "a bar above the try's error, or none: every sweep run");
+	c->prof = NULL;
+	nv_prof_free(&prof);
+	nv_bm_free(&m0), nv_bm_free(&one), nv_bm_free(&bar), nv_bm_free(&all), nv_bm_free(&high);
+}
+
 /* gptq_v on both paths of init against the column-by-column reference:
  * *same &= the same signs, *gmax the largest relative gap of a column scale */
 static void gptq_against_ref(const nv_tctx *c, const nv_hctx *hc, const nv_bm *init, size_t n,
@@ -1626,6 +1686,7 @@ int main(void)
 	test_g_every(&c);
 	test_hbk(&c);
 	test_refine_kept(&c);
+	test_als_bar(&c);
 	test_wh_dropped(&c);
 	test_row_blocks(&c);
 	test_als32(&c);

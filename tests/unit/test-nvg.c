@@ -1114,13 +1114,13 @@ static int als_bar_run(nv_bm *md, const nv_tctx *c, int sweeps, double bar, doub
 static void test_als_bar(nv_tctx *c)
 {
 	nv_bm m0, one, bar, all, high;
-	double e0, e1, eb, ea, eh;
+	double e0, ef, e1, eb, ea, eh;
 	nv_prof prof;
 
 	nv_build_dual_svid(&W, 16, 2, &m0);
 	als_bar_run(&m0, c, 3, NAN, &e0);
 	negate_half(&m0);
-	als_bar_run(&m0, c, 8, NAN, &e1); /* its scales fitted: what sweeps gain now is little */
+	als_bar_run(&m0, c, 8, NAN, &ef); /* its scales fitted: what sweeps gain now is little */
 	nv_bm_copy(&one, &m0), nv_bm_copy(&bar, &m0), nv_bm_copy(&all, &m0), nv_bm_copy(&high, &m0);
 	nv_prof_init(&prof);
 	c->prof = &prof;

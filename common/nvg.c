@@ -510,6 +510,7 @@ void nv_tctx_free(nv_tctx *c)
 void nv_lat_basis_free(nv_lat_basis *b)
 {
 	nv_mat_free(&b->vec);
+	nv_mat_free(&b->tl);
 	free(b->sig);
 	memset(b, 0, sizeof(*b));
 }
@@ -553,7 +554,9 @@ static void blk_free(lat_blk *k)
 	nv_mat_free(&k->x);
 }
 
-static int blk_init(const lat_src *s, size_t block, int product, lat_blk *k)
+/* the blocks' rows, and their buffers: t's where t is a difference and its
+ * rows are made (diff), t·L's or t·H's where there is a product */
+static int blk_init(const lat_src *s, size_t block, int diff, int product, lat_blk *k)
 {
 	size_t m = s->w->r, n = s->w->c;
 
@@ -561,7 +564,7 @@ static int blk_init(const lat_src *s, size_t block, int product, lat_blk *k)
 	k->bs = block ? block : NV_ROW_BLOCK_DEFAULT;
 	if (k->bs > m)
 		k->bs = m ? m : 1;
-	if ((s->a && nv_mat_zeros(&k->t, k->bs, n) < 0) ||
+	if ((diff && s->a && nv_mat_zeros(&k->t, k->bs, n) < 0) ||
 	    (product && nv_mat_zeros(&k->x, k->bs, n) < 0)) {
 		blk_free(k);
 		return -1;
@@ -569,10 +572,12 @@ static int blk_init(const lat_src *s, size_t block, int product, lat_blk *k)
 	return 0;
 }
 
-/* rows i0.. of t·L into k->x, or those rows of t itself when l is NULL */
-static nv_mat tl_rows(const lat_src *s, const nv_mat *l, size_t i0, size_t rows, lat_blk *k)
+/* rows i0.. of t·L into dst (rows × n; NULL: k->x), or those rows of t
+ * itself when l is NULL */
+static nv_mat tl_rows(const lat_src *s, const nv_mat *l, size_t i0, size_t rows, lat_blk *k,
+		      double *dst)
 {
-	nv_mat tb = src_rows(s, i0, rows, &k->t), out = {rows, s->w->c, k->x.d};
+	nv_mat tb = src_rows(s, i0, rows, &k->t), out = {rows, s->w->c, dst ? dst : k->x.d};
 
 	if (!l)
 		return tb;
@@ -606,7 +611,7 @@ static int row_gram(const lat_src *s, const nv_lat_metric *mt, nv_mat *g)
 	lat_blk k;
 	int rc = 0;
 
-	if (blk_init(s, mt ? mt->block : 0, hf && !th, &k) < 0)
+	if (blk_init(s, mt ? mt->block : 0, 1, hf && !th, &k) < 0)
 		return -1;
 	if (nv_mat_zeros(g, m, m) < 0) {
 		blk_free(&k);
@@ -634,18 +639,22 @@ static int row_gram(const lat_src *s, const nv_lat_metric *mt, nv_mat *g)
 	return rc;
 }
 
-/* (t·L)ᵀ·(t·L) (n × n: t taller than wide), or tᵀ·t, b->block rows at a time */
-static int col_gram(const lat_src *s, const nv_lat_basis *b, nv_mat *g)
+/* (t·L)ᵀ·(t·L) (n × n: t taller than wide), or tᵀ·t, b->block rows at a
+ * time; with hold, t·L's blocks are made into b->tl (m × n) and stay there */
+static int col_gram(const lat_src *s, nv_lat_basis *b, int hold, nv_mat *g)
 {
+	size_t m = s->w->r, n = s->w->c;
 	lat_blk k;
 
-	if (blk_init(s, b->block, b->l != NULL, &k) < 0 || nv_mat_zeros(g, s->w->c, s->w->c) < 0) {
+	hold = hold && b->l;
+	if (blk_init(s, b->block, 1, b->l && !hold, &k) < 0 || nv_mat_zeros(g, n, n) < 0 ||
+	    (hold && nv_mat_zeros(&b->tl, m, n) < 0)) {
 		blk_free(&k);
 		return -1;
 	}
-	for (size_t i0 = 0, rows; i0 < s->w->r; i0 += rows) {
-		rows = s->w->r - i0 < k.bs ? s->w->r - i0 : k.bs;
-		nv_mat tl = tl_rows(s, b->l, i0, rows, &k);
+	for (size_t i0 = 0, rows; i0 < m; i0 += rows) {
+		rows = m - i0 < k.bs ? m - i0 : k.bs;
+		nv_mat tl = tl_rows(s, b->l, i0, rows, &k, hold ? nv_row(&b->tl, i0) : NULL);
 		nv_syrk_t_lower(&tl, i0 ? 1.0 : 0.0, g);
 	}
 	nv_sym_mirror(g);
@@ -654,7 +663,8 @@ static int col_gram(const lat_src *s, const nv_lat_basis *b, nv_mat *g)
 }
 
 /* the Gram whose eigenvectors are the basis: t·H·tᵀ (rows, from H), or
- * (t·L)ᵀ·(t·L) (columns: t taller than wide), b->l kept to make t·L again */
+ * (t·L)ᵀ·(t·L) (columns: t taller than wide), b->l kept to make t·L again
+ * for the latents where b->tl does not hold it */
 static int basis_gram(const lat_src *s, const nv_lat_metric *mt, nv_prof *prof,
 		      nv_lat_basis *b, nv_mat *g)
 {
@@ -672,7 +682,7 @@ static int basis_gram(const lat_src *s, const nv_lat_metric *mt, nv_prof *prof,
 		return -1;
 	}
 	if (!b->byrows) {
-		PT(prof, "lat.gemm", rc = col_gram(s, b, g));
+		PT(prof, "lat.gemm", rc = col_gram(s, b, mt && mt->hold, g));
 		return rc;
 	}
 	if (s->a) { /* rows by L alone: t·L·Lᵀ·tᵀ would need t whole */
@@ -745,8 +755,9 @@ static int lat_ur(const nv_lat_basis *b, const lat_src *s, size_t r, double floo
 		*ur = top;
 		return 0;
 	}
-	/* U_r = t·L·V_r·Σ_r⁻¹, b->block rows of t·L at a time */
-	if (blk_init(s, b->block, b->l != NULL, &k) < 0 || nv_mat_zeros(ur, s->w->r, r) < 0) {
+	/* U_r = t·L·V_r·Σ_r⁻¹, b->block rows of t·L at a time (b->tl's where held) */
+	if (blk_init(s, b->block, !b->tl.d, b->l && !b->tl.d, &k) < 0 ||
+	    nv_mat_zeros(ur, s->w->r, r) < 0) {
 		blk_free(&k);
 		nv_mat_free(&top);
 		return -1;
@@ -755,7 +766,9 @@ static int lat_ur(const nv_lat_basis *b, const lat_src *s, size_t r, double floo
 		double t0 = nv_now();
 		for (size_t i0 = 0, rows; i0 < s->w->r; i0 += rows) {
 			rows = s->w->r - i0 < k.bs ? s->w->r - i0 : k.bs;
-			nv_mat tl = tl_rows(s, b->l, i0, rows, &k), ub = rows_of(ur, i0, rows);
+			nv_mat tl = b->tl.d ? rows_of(&b->tl, i0, rows)
+					    : tl_rows(s, b->l, i0, rows, &k, NULL),
+			       ub = rows_of(ur, i0, rows);
 			nv_gemm(1.0, &tl, 0, &top, 0, 0.0, &ub);
 		}
 		nv_prof_add(prof, "lat.gemm", nv_now() - t0, 0);
@@ -1262,6 +1275,11 @@ int nv_itq_apply_in(nv_mat *up, nv_mat *vp, const nv_mat *rot, size_t block, nv_
 }
 
 /* -------------------------------------------------------------------- ALS */
+
+int nv_hold_mn(size_t m, size_t n, size_t max)
+{
+	return n == 0 || m <= max / sizeof(double) / n;
+}
 
 size_t nv_row_block(const nv_tctx *c, size_t m)
 {

@@ -175,8 +175,10 @@ int nv_rel_raw(const nv_metric *mt, double ridge, const nv_bm *md, double *out);
 typedef struct {
 	int byrows;     /* 1: m ≤ n, vec holds left vectors (m × m); 0: right (n × n) */
 	const nv_mat *l; /* L of the metric when !byrows (NULL: none): U_r = t·L·V_r·Σ_r⁻¹ is
-			  * made from t again for each rank, not from an m × n t·L held */
+			  * made from t again for each rank, unless tl holds t·L */
 	nv_mat vec;     /* eigenvectors, columns in descending order */
+	nv_mat tl;      /* (m × n) t·L as the Gram's blocks made it, when the metric asked
+			  * to hold it (nv_lat_metric.hold; .d NULL: made again) */
 	double *sig;    /* singular values of t·L, descending */
 	size_t block;   /* t's rows per block of t·L when !byrows (the metric's) */
 	size_t want;    /* set before the build: the pairs it keeps (0: the rank first asked) */
@@ -201,6 +203,8 @@ typedef struct {
 	size_t row_block;    /* W's rows per block where a step's f64 pieces would be m × r
 			      * (NV_ROW_BLOCK_DEFAULT; the result does not depend on it
 			      * beyond the order of f64 sums) */
+	int hold;            /* W's m × n products held where they would be made again (the
+			      * tall latents' t·L, W's latents for the ITQ): nv_hold_mn */
 	nv_mat *l_spend;     /* hc's l when nothing after the paths reads it (nv_enc_opts.
 			      * spend_l): freed once a second path is made, or else once
 			      * the candidates are, so that no ALS is held beside it */
@@ -227,6 +231,8 @@ typedef struct {
 			   * made this many rows at a time, never whole (0:
 			   * NV_ROW_BLOCK_DEFAULT; the result depends on it only through
 			   * the order of f64 sums) */
+	int hold;         /* 1: t·L (t taller than wide) held by the basis for its
+			   * latents, made once (m × n more memory, the same bits) */
 } nv_lat_metric;
 
 /* rank-r latents up (m × r), vp (n × r): up·vpᵀ is the best rank-r
@@ -402,6 +408,8 @@ typedef struct {
 	void *sel_arg;
 	int threads;      /* row-parallel workers; OpenBLAS threads: nv_set_threads() */
 	nv_prof *prof;    /* NULL: no profile */
+	size_t hold_max;  /* W's m × n products (f64) held rather than made again where one
+			   * is at most this many bytes (NV_HOLD_MAX_DEFAULT; 0: never) */
 	nv_hctx *spend_l; /* the encode's context when nothing else will read its l (the
 			   * tall latents' factor, n × n): l is freed once the candidates'
 			   * paths are made, so that the refinement is not held beside it */
@@ -427,6 +435,13 @@ typedef struct {
  * lead, a fraction of the two-path candidate's SEL error, that the later
  * sweeps did not undo on 168 SmolLM2 encodes, with a margin (README) */
 #define NV_PICK_LEAD_DEFAULT 0.005
+/* nv_enc_opts.hold_max: products of W's size held up to 64 MiB each (m · n ≤
+ * 8M: SmolLM2-135M's and -360M's tensors), made again above it, where #12's
+ * bound on an encode's peak memory (3× its inputs, a 7B layer's) rules out one
+ * more m × n */
+#define NV_HOLD_MAX_DEFAULT ((size_t)64 << 20)
+/* whether an m × n f64 matrix is at most max bytes (no overflow) */
+int nv_hold_mn(size_t m, size_t n, size_t max);
 /* nv_tctx.row_block: a tall W's m × r pieces held 1024 rows at a time */
 #define NV_ROW_BLOCK_DEFAULT 1024
 

@@ -26,6 +26,7 @@ void nv_enc_opts_default(nv_enc_opts *o)
 	o->g_every = 1;
 	o->als_tol = NV_ALS_TOL_DEFAULT;
 	o->pick_lead = NV_PICK_LEAD_DEFAULT;
+	o->hold_max = NV_HOLD_MAX_DEFAULT;
 	o->threads = 1;
 }
 
@@ -375,6 +376,7 @@ static int encode_nvg(const nv_mat *w, const nv_hctx *hc, const nv_mat32 *hsel,
 	c.try_abort = o->try_abort;
 	c.als_tol = o->als_tol;
 	c.g_every = o->g_every;
+	c.hold = nv_hold_mn(w->r, w->c, o->hold_max);
 	if (o->als_f32 && nv_tctx_als32(&c) < 0)
 		goto out;
 	t = nv_now();

@@ -408,15 +408,17 @@ static void itq_weights(const nv_tctx *c, const nv_mat *up, const nv_mat *vp, do
 
 /*
  * the rotated latents of W at rank r from its whitened basis (kept in
- * c->wlat for every candidate rank): the latents are made, spent on the
- * ITQ's inputs, and made again for the rotation's product, so that they are
- * not held through the ITQ steps beside its inputs (the same bits)
+ * c->wlat for every candidate rank).  Where the context holds W's products
+ * (c->hold) the latents stay beside the ITQ's inputs (nv_itq_weighted); a
+ * large W's are spent on the inputs and made again for the rotation's
+ * product, so that they are not held through the ITQ steps (the same bits)
  */
 static int w_rotated(const nv_tctx *c, size_t r, double *wu, double *wv, nv_mat *uo, nv_mat *vo)
 {
 	const nv_mat *t = c->w;
 	nv_lat_metric mw = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL,
-			     c->fit.wh.d ? &c->fit.wh : NULL, c->row_block };
+			     c->fit.wh.d ? &c->fit.wh : NULL, c->row_block, c->hold };
+	nv_itq_cfg ic = { NV_ITQ_STEPS, c->itq_tol, c->row_block, c->itq_f32 };
 	nv_mat up = {0}, vp = {0}, rot = {0};
 	int rc = -1;
 
@@ -426,10 +428,11 @@ static int w_rotated(const nv_tctx *c, size_t r, double *wu, double *wv, nv_mat 
 	if (nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) < 0)
 		return -1;
 	itq_weights(c, &up, &vp, wu, wv);
-	nv_itq_cfg ic = { NV_ITQ_STEPS, c->itq_tol, c->row_block, c->itq_f32 };
-	if (nv_itq_rotation_spend(&up, &vp, wu, wv, &ic, c->prof, &rot, NULL) == 0 &&
-	    nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) == 0 &&
-	    nv_itq_apply_in(&up, &vp, &rot, c->row_block, c->prof) == 0) {
+	if (c->hold) {
+		rc = nv_itq_weighted(&up, &vp, wu, wv, &ic, c->prof, uo, vo, NULL);
+	} else if (nv_itq_rotation_spend(&up, &vp, wu, wv, &ic, c->prof, &rot, NULL) == 0 &&
+		   nv_latents_from(c->wlat, t, r, c->prof, &up, &vp) == 0 &&
+		   nv_itq_apply_in(&up, &vp, &rot, c->row_block, c->prof) == 0) {
 		*uo = up; /* rotated in place: the latents are the path's */
 		*vo = vp;
 		up = vp = (nv_mat){0};
@@ -457,7 +460,7 @@ static int nvg_path(const nv_tctx *c, const nv_mat *a, const nv_mat *b, size_t r
 			goto out;
 	} else {
 		nv_lat_metric mt = { &c->hc->hf, c->hc->l.d ? &c->hc->l : NULL, NULL,
-				     c->row_block };
+				     c->row_block, c->hold };
 		if (nv_latents_minus(c->w, a, b, r, &mt, c->prof, &up, &vp) < 0)
 			goto out;
 		nv_itq_cfg ic = { NV_ITQ_STEPS, c->itq_tol, c->row_block, c->itq_f32 };

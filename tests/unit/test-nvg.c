@@ -1041,7 +1041,7 @@ static void test_pick_lead(double bpw)
 	nv_mat32 h32 = {0};
 	nv_hctx hc = {0};
 	nv_enc_opts o;
-	nv_enc_result off, after1, below, above;
+	nv_enc_result off, after1, below, above, remade;
 	double e1 = 0.0, e2 = 0.0, d;
 	int noted;
 
@@ -1074,8 +1074,14 @@ static void test_pick_lead(double bpw)
 	   o.pick_lead, above.line);
 	ok(off.paths != 1 || same_payload(&off, &below),
 	   "and where the full refinement keeps P1 too, the early choice's bytes are its");
+	/* nothing held, as for a large tensor: the idle candidate's H·B products
+	 * go while the other refines, and are made again when it goes on */
+	o.hold_max = 0;
+	nv_encode(&w, &hc, &h32, &o, &remade);
+	ok(same_payload(&remade, &off) && !strcmp(remade.line, off.line),
+	   "and nothing held (the idle candidate's products made again): the bytes and line of off");
 	nv_enc_result_free(&off), nv_enc_result_free(&after1);
-	nv_enc_result_free(&below), nv_enc_result_free(&above);
+	nv_enc_result_free(&below), nv_enc_result_free(&above), nv_enc_result_free(&remade);
 	nv_mat_free(&w);
 	free(h32.d);
 	nv_hctx_free(&hc);

@@ -25,10 +25,10 @@
 # ceil(32/FOLLOW) of them, the followed one's on the rest), on this machine
 # and on Slurm nodes of 16, 32 and 64 such cores, at the per-core rate
 # measured here (a linear bound: no node's memory bandwidth or OpenBLAS's
-# scaling is modelled), printed only when every shape ran; the capture and
-# advance steps, which run the forward, are not in it.  The whole run at
-# SCALE=1 is long (hours on two cores): the contexts and Grams of 11008
-# inputs are 1 GB each in f64.
+# scaling is modelled), printed only when every shape ran; the steps that run
+# the forward (capture, tuning, calibration, end-to-end) are bench-pipe7b's.
+# The whole run at SCALE=1 is long (hours on two cores): the contexts and
+# Grams of 11008 inputs are 1 GB each in f64.
 set -eu
 
 NVG_TOP=${NVG_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}

@@ -67,8 +67,7 @@ model() {
 			# shellcheck disable=SC2086 # name, rows, columns
 			set -- $p
 			pl=L$l.${1#*.}.blr
-			r=$(awk -v m="$2" -v n="$3" -v b="$BPW" \
-				'BEGIN { r = int(b * m * n / (2 * (m + n)) / 8) * 8; print r < 8 ? 8 : r }')
+			r=$(bench_rank "$2" "$3" "$BPW")
 			"$NVG_PY" "$NVG_TOP/tests/blr-writer.py" write "$pl.raw" "$2" "$3" "$r" 2 \
 				"$((l + 1))" --no-numpy
 			# its entries' spread is √(0.0035·r) (two paths, blr-writer's scales):

@@ -47,7 +47,7 @@ for ((l = 0; l < layers; l++)); do
 		"self_attn.o_proj $d $d" "mlp.gate_proj $f $d" "mlp.up_proj $f $d" "mlp.down_proj $d $f"; do
 		set -- $p
 		pl=L$l.${1#*.}.blr
-		r=$(awk -v m="$2" -v n="$3" -v b="$BPW" 'BEGIN { r = int(b * m * n / (2 * (m + n)) / 8) * 8; print r < 8 ? 8 : r }')
+		r=$(bench_rank "$2" "$3" "$BPW")
 		[ -s "$pl" ] || "$NVG_PY" "$TOP/tests/blr-writer.py" write "$pl" "$2" "$3" "$r" 2 "$((l + 1))" \
 			--no-numpy || exit 1
 		echo "--patch model.layers.$l.$1.weight=$pl" >>all.patch

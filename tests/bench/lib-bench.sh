@@ -2,8 +2,8 @@
 # lib-bench.sh - sourced by the benchmarks.  bench_setup NAME (the encoder's)
 # makes $work (removed on exit), $thr (--threads THREADS, or nothing) and
 # $work/dgemm-rate (tests/bench/dgemm-rate.c built against OpenBLAS); needs
-# NVG_TOP, THREADS, CC, PKG_CONFIG.  median, and bench_sgemm_rate TOP (the
-# forward's and the tuning's).
+# NVG_TOP, THREADS, CC, PKG_CONFIG.  median, bench_rank, and bench_sgemm_rate
+# TOP (the forward's and the tuning's).
 bench_setup() {
 	work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
 	trap 'rm -rf "$work"' EXIT
@@ -12,6 +12,14 @@ bench_setup() {
 	# shellcheck disable=SC2046
 	"$CC" -O2 -o "$work/dgemm-rate" "$NVG_TOP/tests/bench/dgemm-rate.c" \
 		$("$PKG_CONFIG" --cflags --libs openblas)
+}
+
+# bench_rank M N BPW: the rank of a two-path payload of an M x N matrix at
+# BPW (2·r·(M + N) sign bits of M·N·BPW, r a multiple of 8, at least 8), as
+# the benchmarks' blr-writer.py payloads take it
+bench_rank() {
+	awk -v m="$1" -v n="$2" -v b="$3" \
+		'BEGIN { r = int(b * m * n / (2 * (m + n)) / 8) * 8; print r < 8 ? 8 : r }'
 }
 
 # median of the numbers on stdin

@@ -32,6 +32,7 @@ typedef struct {
 	fw_layer *kly;        /* (L) their weights, while held[l] */
 	int *held;            /* (L) */
 	bk_cache *kc;         /* ((L − kfrom) × kb) their windows' intermediates */
+	tp_spare spare[FW_NMAT]; /* each kind of projection's arrays between visits */
 	double flops, batch_kl; /* batch_kl: the last batch's mean KL */
 } mt_run;
 
@@ -87,6 +88,12 @@ fail:
 	return -1;
 }
 
+static void spares_free(mt_run *u)
+{
+	for (int i = 0; i < FW_NMAT; i++)
+		tp_spare_free(&u->spare[i]);
+}
+
 /* the weights held from a forward, given back */
 static void release(mt_run *u)
 {
@@ -107,6 +114,7 @@ static void run_free(mt_run *u)
 	free(u->held);
 	for (size_t i = 0; i < u->nt; i++)
 		tp_free(&u->t[i]);
+	spares_free(u);
 	free(u->t);
 	free(u->layer);
 	free(u->row0);
@@ -201,7 +209,7 @@ static void close_tensors(mt_run *u, size_t l)
 {
 	for (size_t i = 0; i < u->nt; i++)
 		if ((size_t)u->layer[i] == l)
-			tp_close(&u->t[i]);
+			tp_close_into(&u->t[i], &u->spare[u->t[i].which]);
 }
 
 /* layer l's tuned tensors into lt (at most FW_NMAT); their count */
@@ -223,7 +231,7 @@ static int open_factors(mt_run *u, size_t l, const bk_factor *fac[FW_NMAT])
 
 	memset(fac, 0, FW_NMAT * sizeof *fac);
 	for (size_t i = 0; i < n; i++)
-		if (tp_open(lt[i]) < 0) {
+		if (tp_open_from(lt[i], &u->spare[lt[i]->which]) < 0) {
 			close_tensors(u, l);
 			return -1;
 		}
@@ -317,6 +325,8 @@ static float *forward(mt_run *u, const size_t *win, size_t nb, int keep)
 	size_t d = u->m->d, plane = u->bt * d;
 
 	release(u);
+	if (!keep) /* no visit: the dense weights take the spares' room */
+		spares_free(u);
 	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++)
 		if (fw_embed(u->m, u->D->tok + u->D->w[win[b]].start, wlen(u, win[b]),
 			     u->X + off * d) < 0)

@@ -14,27 +14,67 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the arrays of a visit: the signs per path, the factors of every path together */
-static void visit_arrays(tp_tensor *t, float **mr[4], float **nr[4])
+#define TP_VISIT 10 /* arrays a visit holds */
+
+/* the arrays of a visit: the signs per path, the factors of every path
+ * together, P and Q; each with its rows (m or n) and columns (r or k) */
+static void visit_arrays(tp_tensor *t, float **v[TP_VISIT], size_t rows[TP_VISIT],
+			 size_t cols[TP_VISIT])
 {
-	mr[0] = &t->su[0], mr[1] = &t->su[1], mr[2] = &t->a, mr[3] = &t->al;
-	nr[0] = &t->sv[0], nr[1] = &t->sv[1], nr[2] = &t->b, nr[3] = &t->bl;
+	float **a[TP_VISIT] = { &t->su[0], &t->su[1], &t->a, &t->al, &t->pg,
+				&t->sv[0], &t->sv[1], &t->b, &t->bl, &t->qg };
+	size_t k = t->np * t->r;
+
+	for (int j = 0; j < TP_VISIT; j++) {
+		v[j] = a[j];
+		rows[j] = j < TP_VISIT / 2 ? t->m : t->n;
+		cols[j] = j % 5 < 2 ? (j % 5 < (int)t->np ? t->r : 0) : k;
+	}
+}
+
+/* sp's arrays, in visit_arrays' order */
+static void spare_arrays(tp_spare *sp, float **v[TP_VISIT])
+{
+	float **a[TP_VISIT] = { &sp->su[0], &sp->su[1], &sp->a, &sp->al, &sp->pg,
+				&sp->sv[0], &sp->sv[1], &sp->b, &sp->bl, &sp->qg };
+
+	memcpy(v, a, sizeof a);
+}
+
+void tp_spare_free(tp_spare *sp)
+{
+	float **v[TP_VISIT];
+
+	spare_arrays(sp, v);
+	for (int j = 0; j < TP_VISIT; j++)
+		free(*v[j]);
+	memset(sp, 0, sizeof *sp);
+}
+
+void tp_close_into(tp_tensor *t, tp_spare *sp)
+{
+	float **v[TP_VISIT], **s[TP_VISIT];
+	size_t rows[TP_VISIT], cols[TP_VISIT];
+
+	visit_arrays(t, v, rows, cols);
+	if (sp && t->a) { /* open: its arrays become the spare */
+		tp_spare_free(sp);
+		spare_arrays(sp, s);
+		for (int j = 0; j < TP_VISIT; j++)
+			*s[j] = *v[j];
+		sp->m = t->m, sp->n = t->n, sp->r = t->r, sp->np = t->np;
+	} else {
+		for (int j = 0; j < TP_VISIT; j++)
+			free(*v[j]);
+	}
+	for (int j = 0; j < TP_VISIT; j++)
+		*v[j] = NULL;
+	memset(&t->fac, 0, sizeof t->fac);
 }
 
 void tp_close(tp_tensor *t)
 {
-	float **mr[4], **nr[4];
-
-	visit_arrays(t, mr, nr);
-	for (int k = 0; k < 4; k++) {
-		free(*mr[k]);
-		free(*nr[k]);
-		*mr[k] = *nr[k] = NULL;
-	}
-	free(t->pg);
-	free(t->qg);
-	t->pg = t->qg = NULL;
-	memset(&t->fac, 0, sizeof t->fac);
+	tp_close_into(t, NULL);
 }
 
 void tp_free(tp_tensor *t)
@@ -106,34 +146,38 @@ static void unpack(tp_tensor *t, size_t p, const blr_view *v)
 	unpack_signs(v->sv, t->n, t->r, t->sv[p]);
 }
 
+int tp_open_from(tp_tensor *t, tp_spare *sp)
+{
+	float **v[TP_VISIT], **s[TP_VISIT];
+	size_t rows[TP_VISIT], cols[TP_VISIT];
+	blr_header hd;
+	blr_view bv[2];
+
+	if (blr_parse(t->bytes, t->len, &hd, bv) < 0)
+		return -1;
+	visit_arrays(t, v, rows, cols);
+	if (sp && sp->a && sp->m == t->m && sp->n == t->n && sp->r == t->r && sp->np == t->np) {
+		spare_arrays(sp, s);
+		for (int j = 0; j < TP_VISIT; j++)
+			*v[j] = *s[j], *s[j] = NULL;
+		memset(sp, 0, sizeof *sp);
+	} else {
+		if (sp) /* of another shape: not kept beside this visit's */
+			tp_spare_free(sp);
+		for (int j = 0; j < TP_VISIT; j++)
+			if (cols[j] && !(*v[j] = nv_malloc(rows[j], cols[j] * sizeof(float)))) {
+				tp_close(t);
+				return -1;
+			}
+	}
+	for (size_t p = 0; p < t->np; p++)
+		unpack(t, p, &bv[p]);
+	return 0;
+}
+
 int tp_open(tp_tensor *t)
 {
-	size_t k = t->np * t->r;
-	float **mr[4], **nr[4];
-	blr_header hd;
-	blr_view v[2];
-
-	if (blr_parse(t->bytes, t->len, &hd, v) < 0)
-		return -1;
-	visit_arrays(t, mr, nr);
-	for (int j = 0; j < 4; j++) {
-		size_t cols = j < 2 ? t->r : k; /* the signs per path, the factors together */
-
-		if ((j == 1 && t->np < 2))
-			continue;
-		if (!(*mr[j] = nv_malloc(t->m, cols * sizeof(float))) ||
-		    !(*nr[j] = nv_malloc(t->n, cols * sizeof(float))))
-			goto fail;
-	}
-	if (!(t->pg = nv_malloc(t->m, k * sizeof(float))) ||
-	    !(t->qg = nv_malloc(t->n, k * sizeof(float))))
-		goto fail;
-	for (size_t p = 0; p < t->np; p++)
-		unpack(t, p, &v[p]);
-	return 0;
-fail:
-	tp_close(t);
-	return -1;
+	return tp_open_from(t, NULL);
 }
 
 /* one row of a path's factors: x[c] = s·sgn[c], xl[c] = x[c]·l[c] */

@@ -52,6 +52,25 @@ void tp_free(tp_tensor *t);
 int tp_open(tp_tensor *t);
 void tp_close(tp_tensor *t);
 
+/*
+ * the arrays of a closed visit, kept for the next visit of a tensor of the
+ * same shape: a model's layers, visited in turn, then reuse one set of
+ * pages for each kind of projection where every visit mapped and zeroed
+ * fresh ones (a 7B model's arrays are above malloc's mmap threshold, and
+ * the page faults took a quarter of an end-to-end step).  No value carries
+ * over: a visit writes every entry before it reads it.
+ */
+typedef struct {
+	size_t m, n, r, np;
+	float *su[2], *sv[2], *a, *al, *b, *bl, *pg, *qg;
+} tp_spare;
+
+/* tp_open taking sp's arrays when their shape is t's (sp NULL: tp_open) */
+int tp_open_from(tp_tensor *t, tp_spare *sp);
+/* tp_close giving the arrays of an open t to sp, whose own are freed (sp NULL: tp_close) */
+void tp_close_into(tp_tensor *t, tp_spare *sp);
+void tp_spare_free(tp_spare *sp);
+
 /* (open) the factors at the current scales, P and Q zeroed: the block's view of the tensor */
 const bk_factor *tp_factor(tp_tensor *t);
 

@@ -16,8 +16,10 @@
 #include "blr.h"
 #include "err.h"
 #include "f16.h"
+#include "linalg.h"
 #include "mtune.h"
 #include "normcal.h"
+#include "tparam.h"
 #include "tap.h"
 #include "tinymodel.h"
 
@@ -330,6 +332,75 @@ static void check_keep(fixture *f)
 	ok(rb.flops < ra.flops, "and less work: %.4g against %.4g flops", rb.flops, ra.flops);
 }
 
+/* a visit's arrays (in tparam.h's order) */
+static void visit_of(tp_tensor *t, float *v[10])
+{
+	float *a[10] = { t->su[0], t->su[1], t->a, t->al, t->pg, t->sv[0], t->sv[1], t->b, t->bl,
+			 t->qg };
+
+	memcpy(v, a, sizeof a);
+}
+
+/* t's visit arrays and u's hold the same bits (m × n, R a path) */
+static int same_visit(tp_tensor *t, tp_tensor *u)
+{
+	float *a[10], *b[10];
+	size_t k = t->np * R;
+	int same = t->np == u->np;
+
+	visit_of(t, a), visit_of(u, b);
+	for (int j = 0; same && j < 10; j++) {
+		size_t rows = j < 5 ? t->m : t->n, cols = j % 5 < 2 ? R : k;
+		if (j % 5 < 2 && (size_t)(j % 5) >= t->np)
+			same = !a[j] && !b[j];
+		else
+			same = !memcmp(a[j], b[j], rows * cols * sizeof(float));
+	}
+	return same;
+}
+
+/*
+ * tp_open_from: a spare of the tensor's shape is taken (its arrays, no
+ * fresh ones), and the visit is a fresh open's bit for bit though the
+ * arrays held another tensor's factors and gradients; a spare of another
+ * shape is freed for fresh arrays; a tensor not open leaves a spare as it is
+ */
+static void check_spare(tap_rng *r)
+{
+	size_t len[3];
+	uint8_t *p[3] = { random_payload(r, 16, 24, 2, &len[0]), random_payload(r, 16, 24, 2, &len[1]),
+			  random_payload(r, 16, 24, 1, &len[2]) };
+	tp_tensor a, b, fresh, c;
+	tp_spare sp = { 0 };
+	float *was;
+
+	if (tp_init(&a, FW_DOWN, p[0], len[0]) < 0 || tp_init(&b, FW_DOWN, p[1], len[1]) < 0 ||
+	    tp_init(&fresh, FW_DOWN, p[1], len[1]) < 0 || tp_init(&c, FW_DOWN, p[2], len[2]) < 0 ||
+	    tp_open(&a) < 0)
+		abort();
+	tp_factor(&a);
+	for (size_t i = 0; i < a.m * 2 * R; i++) /* a backward's P and Q */
+		a.pg[i] = 1.0f + (float)i;
+	for (size_t i = 0; i < a.n * 2 * R; i++)
+		a.qg[i] = -2.0f;
+	was = a.al;
+	tp_close_into(&a, &sp);
+	ok(!a.al && sp.al == was && sp.np == 2, "closed into a spare: its arrays kept");
+	tp_close_into(&a, &sp);
+	ok(sp.al == was, "a tensor not open leaves the spare as it is");
+	ok(tp_open_from(&b, &sp) == 0 && b.al == was && !sp.al, "a spare of the shape is taken");
+	tp_factor(&b);
+	ok(tp_open(&fresh) == 0 && tp_factor(&fresh) && same_visit(&b, &fresh),
+	   "and the visit is a fresh one's bit for bit");
+	tp_close_into(&b, &sp);
+	ok(tp_open_from(&c, &sp) == 0 && !sp.al && c.al && !c.su[1],
+	   "a spare of another shape (two paths for one): freed, fresh arrays");
+	tp_spare_free(&sp);
+	tp_free(&a), tp_free(&b), tp_free(&fresh), tp_free(&c);
+	for (int i = 0; i < 3; i++)
+		free(p[i]);
+}
+
 /* nv_lr_at's cosine: lr at the first step, half at the middle, falling, 0 after the last */
 static void check_lr_at(void)
 {
@@ -416,6 +487,7 @@ int main(void)
 	check_threads(&f);
 	check_tune(&f);
 	check_keep(&f);
+	check_spare(&r);
 	check_lr_at();
 	check_decay(&f);
 	check_refusals(&f);

@@ -4,7 +4,7 @@
 # projection of a whole 7B conversion.  Not a test: `make bench`.
 #
 #   SCALE=1 THREADS= BPW=1.0 FIT=8192 SEL=2048 WINDOW=512 TUNE_STEPS=50
-#   E2E_STEPS=120 LAYERS=32
+#   E2E_STEPS=120 E2E_EVAL=10 LAYERS=32
 #
 # Two random models of Llama-2-7B's shapes (tests/ref/hfmodel.py: hidden
 # 4096, FFN 11008, 32 heads of 128, vocabulary 32000, untied head), of one
@@ -18,15 +18,21 @@
 #   source    gram-capture -l 0 --next-state: the source stream's next states
 #   tune      blr-tune --layer 0: the block reconstruction, TUNE_STEPS steps
 #   calibrate blr-tune --final-norm, its default steps
-#   e2e       blr-tune --end-to-end, E2E_STEPS steps on 4 × FIT tokens
+#   e2e       blr-tune --end-to-end, E2E_STEPS steps on 4 × FIT tokens, the
+#             SEL windows measured every E2E_EVAL steps (blr-tune's default, as
+#             convert.mk runs it)
 #
 # A step's cost is split into what does not grow with the step count and
 # what does (two runs, of S1 and S2 steps: a step is their difference over
 # S2 − S1), and the whole-model steps into what the head costs and what a
 # layer costs (the one-layer model against the two-layer one), so that
 # LAYERS layers are a linear projection: per layer capture + source + tune,
-# and calibrate and e2e at LAYERS layers.  SCALE divides the widths, the
-# heads and the vocabulary (SCALE=8 runs end to end in a few minutes).
+# and calibrate and e2e at LAYERS layers.  The e2e runs measure SEL at the
+# start and after their last step only; a run of six steps measured after
+# each gives an SEL measurement's cost (a dequantization of every payload
+# and a forward), added for those every E2E_EVAL steps in between.  SCALE
+# divides the widths, the heads and the vocabulary (SCALE=8 runs end to end
+# in a few minutes).
 set -eu
 
 NVG_TOP=${NVG_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -34,7 +40,8 @@ NVG_BIN=${NVG_BIN:-$NVG_TOP/bin}
 NVG_PY=${NVG_PY:-$NVG_TOP/build/venv/bin/python3}
 SCALE=${SCALE:-1} THREADS=${THREADS:-} BPW=${BPW:-1.0}
 FIT=${FIT:-8192} SEL=${SEL:-2048} WINDOW=${WINDOW:-512}
-TUNE_STEPS=${TUNE_STEPS:-50} E2E_STEPS=${E2E_STEPS:-120} LAYERS=${LAYERS:-32}
+TUNE_STEPS=${TUNE_STEPS:-50} E2E_STEPS=${E2E_STEPS:-120} E2E_EVAL=${E2E_EVAL:-10}
+LAYERS=${LAYERS:-32}
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
@@ -119,20 +126,30 @@ tune=$(fixed_step 2 6 "$NVG_BIN/blr-tune" --layer 0 -q -m 1.cmf $CAP --eval-ever
 cal1=$(secs "$NVG_BIN/blr-tune" --final-norm -q -m 1.cmf --base 1.cmf $CAP -o c1.cmf)
 # shellcheck disable=SC2086
 cal2=$(secs "$NVG_BIN/blr-tune" --final-norm -q -m 2.cmf --base 2.cmf $CAP -o c2.cmf)
-E2E="--tokens ids.u32 --fit-tokens $((4 * FIT)) --sel-tokens $SEL --window $WINDOW --eval-every 1000"
+E2E="--tokens ids.u32 --fit-tokens $((4 * FIT)) --sel-tokens $SEL --window $WINDOW"
 # shellcheck disable=SC2086,SC2046
 e1=$(fixed_step 2 6 "$NVG_BIN/blr-tune" --end-to-end -q -m 1.cmf --base 1.cmf $E2E \
-	$(cat 1.patch) -o e1.cmf)
+	--eval-every 1000 $(cat 1.patch) -o e1.cmf)
 # shellcheck disable=SC2086,SC2046
 e2=$(fixed_step 2 6 "$NVG_BIN/blr-tune" --end-to-end -q -m 2.cmf --base 2.cmf $E2E \
-	$(cat 2.patch) -o e2.cmf)
+	--eval-every 1000 $(cat 2.patch) -o e2.cmf)
 read -r tune_f tune_p <<<"$tune"
 read -r e1_f e1_p <<<"$e1"
 read -r e2_f e2_p <<<"$e2"
+# an SEL measurement's seconds: six steps measured after each, five
+# measurements more than the six-step runs above make (at the start and
+# after the last step)
+# shellcheck disable=SC2086,SC2046
+v1=$(secs "$NVG_BIN/blr-tune" --end-to-end -q -m 1.cmf --base 1.cmf $E2E --eval-every 1 \
+	--steps 6 $(cat 1.patch) -o e1.cmf)
+# shellcheck disable=SC2086,SC2046
+v2=$(secs "$NVG_BIN/blr-tune" --end-to-end -q -m 2.cmf --base 2.cmf $E2E --eval-every 1 \
+	--steps 6 $(cat 2.patch) -o e2.cmf)
 peak=$(sort -g peak.kib | tail -1)
 awk -v cap="$cap" -v src="$src" -v tf="$tune_f" -v tp="$tune_p" -v ts="$TUNE_STEPS" \
 	-v c1="$cal1" -v c2="$cal2" -v e1f="$e1_f" -v e1p="$e1_p" -v e2f="$e2_f" -v e2p="$e2_p" \
-	-v es="$E2E_STEPS" -v L="$LAYERS" -v peak="$peak" -v sc="$SCALE" 'BEGIN {
+	-v es="$E2E_STEPS" -v ee="$E2E_EVAL" -v v1="$v1" -v v2="$v2" -v L="$LAYERS" -v peak="$peak" \
+	-v sc="$SCALE" 'BEGIN {
 	tune = tf + ts * tp
 	printf "%-34s %9.1f s\n", "capture (one layer)", cap
 	printf "%-34s %9.1f s\n", "source stream (one layer)", src
@@ -140,9 +157,12 @@ awk -v cap="$cap" -v src="$src" -v tf="$tune_f" -v tp="$tune_p" -v ts="$TUNE_STE
 	cal = c1 + (L - 1) * (c2 - c1)
 	printf "%-34s %9.1f s  (one layer %.1f s, two %.1f s)\n", "calibrate (" L " layers)", cal, c1, c2
 	ef = e1f + (L - 1) * (e2f - e1f); ep = e1p + (L - 1) * (e2p - e1p)
-	e2e = ef + es * ep
-	printf "%-34s %9.1f s  (%.1f + %d steps of %.2f s; a layer %.2f s a step)\n", "e2e (" L " layers)",
-		e2e, ef, es, ep, e2p - e1p
+	# the SEL measurements between the first and the last (every ee steps)
+	m1 = (v1 - (e1f + 6 * e1p)) / 5; m2 = (v2 - (e2f + 6 * e2p)) / 5; mv = m1 + (L - 1) * (m2 - m1)
+	nm = int((es - 1) / ee)
+	e2e = ef + es * ep + nm * mv
+	printf "%-34s %9.1f s  (%.1f + %d steps of %.2f s + %d measurements of %.1f s; a layer %.2f s a step, %.1f s a measurement)\n",
+		"e2e (" L " layers)", e2e, ef, es, ep, nm, mv, e2p - e1p, m2 - m1
 	per = cap + src + tune
 	printf "# the forward steps of %d layers: %.2f h (%.1f s a layer), calibrate and e2e %.2f h", L,
 		(L * per + cal + e2e) / 3600, per, (cal + e2e) / 3600

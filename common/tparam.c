@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TP_VISIT 10 /* arrays a visit holds */
+#define TP_VISIT 10 /* arrays a visit holds: TP_SIDE of m rows, then as many of n */
+#define TP_SIDE 5   /* a side's arrays: its signs of each path, then three of k columns */
 
 /* the arrays of a visit: the signs per path, the factors of every path
  * together, P and Q; each with its rows (m or n) and columns (r or k) */
@@ -26,9 +27,11 @@ static void visit_arrays(tp_tensor *t, float **v[TP_VISIT], size_t rows[TP_VISIT
 	size_t k = t->np * t->r;
 
 	for (int j = 0; j < TP_VISIT; j++) {
+		int e = j % TP_SIDE; /* 0, 1: path e's signs (none past np) */
+
 		v[j] = a[j];
-		rows[j] = j < TP_VISIT / 2 ? t->m : t->n;
-		cols[j] = j % 5 < 2 ? (j % 5 < (int)t->np ? t->r : 0) : k;
+		rows[j] = j < TP_SIDE ? t->m : t->n;
+		cols[j] = e < 2 ? ((size_t)e < t->np ? t->r : 0) : k;
 	}
 }
 

@@ -364,41 +364,62 @@ static nc_data head_data(mt_run *u, size_t i, const float *h)
 			  T, 0 };
 }
 
+/* the windows win[0..nb) through the stored payloads: each one's KL times
+ * its positions added to sum[its kind], the positions to count[its kind] */
+static int group_kl(mt_run *u, const size_t *win, size_t nb, double sum[2], size_t count[2])
+{
+	float *h = forward(u, win, nb, 0);
+
+	if (!h)
+		return -1;
+	for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++) {
+		nc_data D = head_data(u, win[b], h + off * u->m->d);
+		int s = u->D->w[win[b]].sel != 0;
+		double kl;
+
+		if (nc_kl(&D, u->m->final_w, 0, NULL, D.fit, &kl, NULL, &u->flops) < 0)
+			return -1;
+		sum[s] += kl * (double)D.fit;
+		count[s] += D.fit;
+	}
+	return 0;
+}
+
 /*
  * the mean KL per position with the stored payloads over the SEL windows
- * (sel 1), or over as many of the first FIT windows as there are SEL ones
- * (sel 0: a FIT figure that costs no more than the SEL one, whatever FIT is)
+ * (out[1]), and over as many of the first FIT windows as there are SEL ones
+ * (out[0]: a FIT figure that costs no more than the SEL one, whatever FIT
+ * is), each where want[its kind].  Both wanted, they share the forwards (a
+ * dequantization of every payload a group of windows, not a group of each
+ * kind), and each is the figure of a pass of its own: a window's KL does not
+ * depend on the windows run beside it, and each kind is summed in order
  */
-static int part_kl(mt_run *u, int sel, double *out)
+static int part_kl(mt_run *u, const int want[2], double out[2])
 {
-	size_t win[MT_GROUP], nb = 0, count = 0, taken = 0, cap = u->D->nw - u->nfit;
-	double sum = 0;
+	size_t win[MT_GROUP], nb = 0, count[2] = { 0, 0 }, taken[2] = { 0, 0 };
+	size_t cap = u->D->nw - u->nfit;
+	double sum[2] = { 0, 0 };
 
 	for (size_t i = 0; i <= u->D->nw; i++) {
-		if (i < u->D->nw && u->D->w[i].sel == sel && taken < cap)
-			win[nb++] = i, taken++;
+		int s = i < u->D->nw && u->D->w[i].sel != 0;
+
+		if (i < u->D->nw && want[s] && taken[s] < cap)
+			win[nb++] = i, taken[s]++;
 		if (nb == 0 || (nb < MT_GROUP && i < u->D->nw))
 			continue;
-		float *h = forward(u, win, nb, 0);
-
-		if (!h)
+		if (group_kl(u, win, nb, sum, count) < 0)
 			return -1;
-		for (size_t b = 0, off = 0; b < nb; off += wlen(u, win[b]), b++) {
-			nc_data D = head_data(u, win[b], h + off * u->m->d);
-			double kl;
-
-			if (nc_kl(&D, u->m->final_w, 0, NULL, D.fit, &kl, NULL, &u->flops) < 0)
-				return -1;
-			sum += kl * (double)D.fit;
-			count += D.fit;
-		}
 		nb = 0;
 	}
-	if (count == 0 || !isfinite(sum)) {
-		nv_seterr("the %s KL is %s", sel ? "SEL" : "FIT", count ? "not finite" : "empty");
-		return -1;
+	for (int s = 0; s < 2; s++) {
+		if (!want[s])
+			continue;
+		if (count[s] == 0 || !isfinite(sum[s])) {
+			nv_seterr("the %s KL is %s", s ? "SEL" : "FIT", count[s] ? "not finite" : "empty");
+			return -1;
+		}
+		out[s] = sum[s] / (double)count[s];
 	}
-	*out = sum / (double)count;
 	return 0;
 }
 
@@ -484,7 +505,13 @@ static int loop_grad(void *ctx, const size_t *win, size_t nb)
 
 static int loop_sel(void *ctx, double *loss)
 {
-	return part_kl(ctx, 1, loss);
+	const int sel[2] = { 0, 1 };
+	double v[2];
+
+	if (part_kl(ctx, sel, v) < 0)
+		return -1;
+	*loss = v[1];
+	return 0;
 }
 
 static void loop_measured(void *ctx, size_t step, double sel)
@@ -517,15 +544,19 @@ int mt_tune(fw_model *m, const tn_input *in, size_t nin, const mt_data *D, const
 		goto out;
 	k = u.nt;
 	tp_loop lp = { &u, loop_grad, loop_sel, NULL, loop_measured };
-	if (part_kl(&u, 0, &r->fit_before) < 0 || part_kl(&u, 1, &r->sel_before) < 0)
+	const int both[2] = { 1, 1 }, fit[2] = { 1, 0 };
+	double v[2];
+	if (part_kl(&u, both, v) < 0) /* the start: FIT and SEL in one pass */
 		goto out;
+	r->fit_before = v[0], r->sel_before = v[1];
 	r->sel_after = r->sel_before;
 	loop_measured(&u, 0, r->sel_before);
 	if (tp_steps(u.t, u.nt, u.fit, u.nfit, o, &lp, out, &r->sel_after, &r->best_step) < 0)
 		goto out;
 	tp_reload(u.t, u.nt, out);
-	if (part_kl(&u, 0, &r->fit_after) < 0)
+	if (part_kl(&u, fit, v) < 0)
 		goto out;
+	r->fit_after = v[0];
 	rc = 0;
 out:
 	r->flops = u.flops + u.s.flops;

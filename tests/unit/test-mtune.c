@@ -262,6 +262,9 @@ static void check_tune(fixture *f)
 	o.steps = 0;
 	ok(mt_tune(&f->mc, f->in, NT, &f->D, &o, z, &r0) == 0 && r0.best_step == 0,
 	   "no steps: the start");
+	/* before: FIT measured in one pass with SEL; after: alone, on the same bytes */
+	ok(r0.fit_after == r0.fit_before, "the FIT KL run beside SEL is its own pass's to the bit: "
+	   "%.17g, %.17g", r0.fit_before, r0.fit_after);
 	for (int t = 0; t < NT; t++) {
 		same &= !memcmp(a[t], b[t], f->len[t]);
 		back &= !memcmp(z[t], f->pay[t], f->len[t]);

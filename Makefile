@@ -91,8 +91,9 @@ $(BUILD)/%.o: %.c
 
 # the vectorized exponentials (vmath.h): libmvec's through OpenMP SIMD, in this file only
 $(BUILD)/common/vmath.o: ALL_CFLAGS += -ffast-math -fopenmp-simd
-# the encoder's element-wise loops (kern.h): vectorized by -O3, no sum reordered
-$(BUILD)/common/kern.o: ALL_CFLAGS += -O3
+# the encoder's element-wise loops (kern.h) and the dequantization's: vectorized
+# by -O3, no sum reordered
+$(BUILD)/common/kern.o $(BUILD)/common/blrdeq.o: ALL_CFLAGS += -O3
 
 $(LIB): $(LIB_OBJ)
 	$(call quiet,AR,$@)rm -f $@ && ar rcs $@ $^

@@ -6,7 +6,6 @@
 #include "linalg.h"
 #include "mem.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,8 +314,8 @@ static void signed_row(const uint8_t *bits, size_t i, size_t r, const double *w,
 
 /*
  * A (rows × pr) = [diag(h_p)·S_U,p·diag(ℓ_p)]_p for rows [i0, i0+rows): the
- * paths side by side, so that Ŵ = A·Bᵀ is a single product.  l (p × r) holds
- * the decoded ℓ of every path.
+ * paths side by side, as blr_factors gives them.  l (p × r) holds the
+ * decoded ℓ of every path.
  */
 static void left_factor(const blr_header *hd, const blr_view *v, const double *l, size_t i0,
 			size_t rows, double *a)
@@ -329,69 +328,7 @@ static void left_factor(const blr_header *hd, const blr_view *v, const double *l
 				   nv_f16_to_f32(le_u16(v[p].h + 2 * (i0 + i))), a + i * kk + p * r);
 }
 
-/* B (n × pr) = [diag(g_p)·S_V,p]_p; ones (r) is all 1 */
-static void right_factor(const blr_header *hd, const blr_view *v, const double *ones, double *b)
-{
-	size_t r = hd->r, kk = (size_t)hd->paths * r;
-
-	for (size_t p = 0; p < hd->paths; p++)
-		for (size_t j = 0; j < hd->n; j++)
-			signed_row(v[p].sv, j, r, ones, nv_f16_to_f32(le_u16(v[p].g + 2 * j)),
-				   b + j * kk + p * r);
-}
-
-#define DEQ_ROWS 256 /* rows of Ŵ per product: bounds the f64 scratch */
-
-/*
- * Ŵ in f64, rounded once to f32.  Every product h·ℓ·g of three f16 values is
- * exact in f64, so the only rounding before the final one is the f64 sum.
- */
-int blr_dequantize(const uint8_t *buf, size_t len, float *w)
-{
-	blr_header hd;
-	blr_view v[2];
-	size_t n, r, kk, rows;
-	double *a, *b, *c, *l;
-
-	if (blr_parse(buf, len, &hd, v) < 0)
-		return -1;
-	n = hd.n;
-	r = hd.r;
-	kk = (size_t)hd.paths * r;
-	if (n > INT_MAX) {
-		nv_seterr("d_in %zu is beyond what BLAS takes (%d)", n, INT_MAX);
-		return -1;
-	}
-	a = nv_malloc(DEQ_ROWS * kk, sizeof(double));
-	b = nv_malloc(n, kk * sizeof(double));
-	c = nv_malloc(DEQ_ROWS, n * sizeof(double));
-	l = nv_malloc(3 * r, sizeof(double));
-	if (!a || !b || !c || !l) {
-		free(a);
-		free(b);
-		free(c);
-		free(l);
-		return -1;
-	}
-	for (size_t p = 0; p < hd.paths; p++)
-		decode_scales(v[p].l, r, l + p * r);
-	for (size_t k = 0; k < r; k++)
-		l[2 * r + k] = 1.0;
-	right_factor(&hd, v, l + 2 * r, b);
-	for (size_t i0 = 0; i0 < hd.m; i0 += rows) {
-		rows = hd.m - i0 < DEQ_ROWS ? hd.m - i0 : DEQ_ROWS;
-		left_factor(&hd, v, l, i0, rows, a);
-		/* C (rows × n) = A (rows × kk) · Bᵀ (kk × n) */
-		nv_dgemm(0, 1, rows, n, kk, 1.0, a, kk, b, kk, 0.0, c, n);
-		for (size_t i = 0; i < rows * n; i++)
-			w[i0 * n + i] = (float)c[i];
-	}
-	free(a);
-	free(b);
-	free(c);
-	free(l);
-	return 0;
-}
+#define DEQ_ROWS 256 /* rows of A per pass: bounds the f64 scratch */
 
 int blr_factors(const uint8_t *buf, size_t len, float *a, float *b)
 {

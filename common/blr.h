@@ -85,9 +85,13 @@ int blr_parse(const uint8_t *buf, size_t len, blr_header *hd, blr_view views[2])
 int blr_verify_shape(const uint8_t *buf, size_t len, size_t m, size_t n);
 
 /*
- * Ŵ (m × n) as f32 (w holds m·n floats), from a payload it validates: each
- * entry summed in f64, where every product of three f16 scales is exact, and
- * rounded once to f32.  Scratch: (256 + n)·p·r + 256·n doubles.
+ * Ŵ (m × n) as f32 (w holds m·n floats), from a payload it validates (blrdeq.c):
+ * Ŵ_ij = Σ_p h_p[i]·g_p[j]·T_p[i,j] with T_p = S_U,p·diag(ℓ_p)·S_V,pᵀ summed
+ * exactly (f32 products of integers, in groups of ranks that share an
+ * exponent; exact at any rank up to 8192), h·g·T rounded once in f64, the
+ * paths added in f64 and the sum rounded to f32: the same bits on every
+ * machine and at every thread count.  Scratch: about (n + 256)·p·r floats
+ * and 256·n doubles times 2.5.
  */
 int blr_dequantize(const uint8_t *buf, size_t len, float *w);
 

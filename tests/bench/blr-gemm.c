@@ -1,5 +1,6 @@
 /* blr-gemm.c - dgemm and sgemm GFLOP/s on this machine, for bench-blr.sh to print
- * beside its timings: blr-pack unpack is one dgemm of (m × pr)·(pr × n)
+ * beside its timings: blr-pack unpack is sgemms of (m × r)·(r × n) a path, in
+ * exact integer sums (blrdeq.c), so its rate is the sgemm's, halved by p
  *   usage: blr-gemm M N K   (prints "dgemm MxNxK GF/s" and "sgemm ...", median of 5)
  */
 #include <cblas.h>

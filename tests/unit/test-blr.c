@@ -3,6 +3,7 @@
 #include "err.h"
 #include "f16.h"
 #include "le.h"
+#include "linalg.h"
 #include "tap.h"
 
 #include <stdlib.h>
@@ -144,8 +145,21 @@ typedef struct {
 	int8_t *su, *sv;
 } path_buf;
 
-static void fill_path(path_buf *b, size_t m, size_t n, size_t r, tap_rng *rng, int exact)
+/* ℓ at the edges of f16: zeros of both signs, subnormals, the largest */
+static uint16_t edge_f16(tap_rng *rng)
 {
+	static const uint16_t e[] = { 0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x7bff, 0xfbff };
+	uint64_t c = rng_u64(rng) % 10;
+
+	return c < 7 ? e[c] : rand_f16(rng, -14, 15, 1);
+}
+
+enum { SC_WIDE, SC_EXACT, SC_EDGE }; /* the scales a random path takes */
+
+static void fill_path(path_buf *b, size_t m, size_t n, size_t r, tap_rng *rng, int sc)
+{
+	int exact = sc == SC_EXACT;
+
 	b->h = malloc(m * 2);
 	b->g = malloc(n * 2);
 	b->l = malloc(r * 2);
@@ -157,7 +171,8 @@ static void fill_path(path_buf *b, size_t m, size_t n, size_t r, tap_rng *rng, i
 	for (size_t j = 0; j < n; j++)
 		b->g[j] = exact ? rand_f16(rng, -1, 0, 1) : rand_f16(rng, -12, 8, 1);
 	for (size_t k = 0; k < r; k++)
-		b->l[k] = exact ? rand_f16(rng, -6, -2, 0) : rand_f16(rng, -14, 6, 0);
+		b->l[k] = exact ? rand_f16(rng, -6, -2, 0) :
+			  sc == SC_EDGE ? edge_f16(rng) : rand_f16(rng, -14, 6, 0);
 	for (size_t i = 0; i < m * r; i++)
 		b->su[i] = rng_u64(rng) & 1 ? 1 : -1;
 	for (size_t i = 0; i < n * r; i++)
@@ -181,7 +196,7 @@ static blr_path_in as_in(const path_buf *b)
 }
 
 /* payload of random paths; caller frees */
-static uint8_t *random_payload(size_t m, size_t n, size_t r, size_t p, tap_rng *rng, int exact,
+static uint8_t *random_payload(size_t m, size_t n, size_t r, size_t p, tap_rng *rng, int sc,
 			       path_buf *pb, size_t *len)
 {
 	blr_path_in in[2];
@@ -190,7 +205,7 @@ static uint8_t *random_payload(size_t m, size_t n, size_t r, size_t p, tap_rng *
 	*len = blr_payload_size(m, n, r, p);
 	buf = malloc(*len);
 	for (size_t k = 0; k < p; k++) {
-		fill_path(&pb[k], m, n, r, rng, exact);
+		fill_path(&pb[k], m, n, r, rng, sc);
 		in[k] = as_in(&pb[k]);
 	}
 	if (blr_build(m, n, r, p, in, buf) < 0)
@@ -221,6 +236,30 @@ static long double direct(const path_buf *pb, size_t p, size_t r, size_t n, size
 	return s;
 }
 
+/*
+ * Ŵ_ij as blr_dequantize defines it, computed plainly: T_p = Σ_k ±ℓ_k summed
+ * in long double (exact: every ℓ is a multiple of 2^-24 below 2^16, so r ≤
+ * 256 terms need at most 48 bits, which f64 holds too), then
+ * fl64(fl64(h·g·T_0) + fl64(h·g·T_1)) (h·g exact) rounded to f32
+ */
+static float defined(const path_buf *pb, size_t p, size_t r, size_t i, size_t j, int *inexact)
+{
+	double acc = 0;
+
+	for (size_t q = 0; q < p; q++) {
+		long double t = 0;
+		double x;
+
+		for (size_t k = 0; k < r; k++)
+			t += (long double)pb[q].su[i * r + k] * pb[q].sv[j * r + k] *
+			     nv_f16_to_f32(pb[q].l[k]);
+		*inexact |= (long double)(double)t != t;
+		x = (double)nv_f16_to_f32(pb[q].h[i]) * nv_f16_to_f32(pb[q].g[j]) * (double)t;
+		acc = q ? acc + x : x;
+	}
+	return (float)acc;
+}
+
 /* blr_factors: every entry is the exact product of its scales and sign */
 static void factors(const uint8_t *buf, size_t len, const path_buf *pb, size_t m, size_t n,
 		    size_t r, size_t p)
@@ -244,42 +283,52 @@ static void factors(const uint8_t *buf, size_t len, const path_buf *pb, size_t m
 	free(b);
 }
 
-static void roundtrip(size_t m, size_t n, size_t r, size_t p, int exact, tap_rng *rng)
+static void roundtrip(size_t m, size_t n, size_t r, size_t p, int sc, tap_rng *rng)
 {
+	static const char *what[] = { "wide scales", "exact scales", "ℓ at f16's edges" };
 	path_buf pb[2];
 	size_t len;
-	uint8_t *buf = random_payload(m, n, r, p, rng, exact, pb, &len);
-	float *w = malloc(m * n * sizeof(float));
-	int bad = 0;
+	uint8_t *buf = random_payload(m, n, r, p, rng, sc, pb, &len);
+	float *w = malloc(m * n * sizeof(float)), *w2 = malloc(m * n * sizeof(float));
+	int bad = 0, off = 0, inexact = 0;
 
 	ok(blr_dequantize(buf, len, w) == 0, "dequantize %zux%zu r%zu p%zu", m, n, r, p);
 	for (size_t i = 0; i < m; i++) {
 		for (size_t j = 0; j < n; j++) {
 			long double mag, want = direct(pb, p, r, n, i, j, &mag);
 			/*
-			 * exact: |h|,|g| in [0.5,1) and ℓ in [2^-6,2^-2) put every
-			 * term on a 2^-38 grid below 1, and 2r terms below 2^7, so
-			 * every f64 partial sum is exact and the one rounding is to
-			 * f32: the floats must be identical.  Otherwise the f32
-			 * rounding (half an ulp, 2^-24 relative) plus f64 sums of
-			 * at most 2r terms (2r·2^-53 of Σ|terms|).
+			 * against the exact sum: the f32 rounding (half an ulp,
+			 * 2^-24 relative) and the two f64 roundings of the paths'
+			 * terms and their sum (2·2^-53 of Σ|terms|); exact scales
+			 * (|h|,|g| in [0.5,1), ℓ in [2^-6,2^-2): every term on a
+			 * 2^-38 grid, 2r terms below 2^7) leave no f64 rounding,
+			 * so only the f32 one
 			 */
-			long double tol = exact ? 0 : 0x1p-24L * fabsl(want) +
-				(long double)(2 * p * r) * 0x1p-53L * mag;
+			long double tol = sc == SC_EXACT ? 0 : 0x1p-24L * fabsl(want) +
+				2 * 0x1p-53L * mag;
 
-			if ((exact && w[i * n + j] != (float)want) ||
-			    (!exact && fabsl(w[i * n + j] - want) > tol)) {
+			if ((sc == SC_EXACT && w[i * n + j] != (float)want) ||
+			    (sc != SC_EXACT && fabsl(w[i * n + j] - want) > tol)) {
 				if (bad++ < 3)
 					diag("W[%zu,%zu] = %a, direct %La", i, j, w[i * n + j], want);
 			}
+			off += memcmp(&w[i * n + j], &(float){ defined(pb, p, r, i, j, &inexact) },
+				      sizeof(float)) != 0;
 		}
 	}
-	is_int(bad, 0, "%s: dequantized Ŵ equals Σ diag(h) S_U diag(ℓ) S_Vᵀ diag(g) computed directly",
-	       exact ? "exact scales, identical floats" : "wide scales, within rounding");
+	is_int(bad, 0, "%s %s: dequantized Ŵ equals Σ diag(h) S_U diag(ℓ) S_Vᵀ diag(g) computed directly",
+	       what[sc], sc == SC_EXACT ? "identical floats" : "within rounding");
+	is_int(off + inexact, 0, "%s: each entry is its definition's bits (T exact, h·g·T and the paths' sum rounded once each)",
+	       what[sc]);
+	nv_set_threads(2);
+	ok(blr_dequantize(buf, len, w2) == 0 && !memcmp(w, w2, m * n * sizeof(float)),
+	   "%s: the same bits at two threads", what[sc]);
+	nv_set_threads(1);
 	factors(buf, len, pb, m, n, r, p);
 	for (size_t k = 0; k < p; k++)
 		free_path(&pb[k]);
 	free(w);
+	free(w2);
 	free(buf);
 }
 
@@ -497,10 +546,12 @@ int main(void)
 	delivered_budget_respects_the_request_or_names_the_floor();
 	layout();
 	parse(&rng);
-	roundtrip(40, 24, 16, 2, 1, &rng);
-	roundtrip(40, 24, 16, 1, 1, &rng);
-	roundtrip(72, 130, 64, 2, 0, &rng);
-	roundtrip(8, 8, 8, 1, 0, &rng);
+	roundtrip(40, 24, 16, 2, SC_EXACT, &rng);
+	roundtrip(40, 24, 16, 1, SC_EXACT, &rng);
+	roundtrip(72, 130, 64, 2, SC_WIDE, &rng);
+	roundtrip(8, 8, 8, 1, SC_WIDE, &rng);
+	roundtrip(264, 256, 256, 2, SC_EDGE, &rng);
+	roundtrip(520, 384, 64, 2, SC_WIDE, &rng); /* enough work for two threads' tiles */
 	gauge(&rng);
 	mutations(&rng);
 	return done_testing();

@@ -1,7 +1,8 @@
 # nvgkit - one non-recursive Makefile: build, check, install, bench, demo.
 #
 #   make                 every tool into bin/
-#   make check           unit tests and tool tests through prove (TAP)
+#   make check           unit tests and tool tests through prove (TAP), the man
+#                        pages linted, the fuzz targets' replays built
 #   make SAN=1 check     the same, built with ASan+UBSan into build-san/
 #   make install PREFIX=/usr/local DESTDIR=
 #   make deps            install the Debian packages nvgkit needs (when missing)
@@ -79,7 +80,7 @@ Q := @
 quiet = @printf '  %-6s %s\n' $(1) $(2);
 endif
 
-.PHONY: all check unit-check tool-check man-check install deps bench bench-convert demo fuzz clean help
+.PHONY: all check unit-check tool-check man-check fuzz-check install deps bench bench-convert demo fuzz clean help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -115,7 +116,7 @@ TEST_ENV := NVG_BIN='$(CURDIR)/$(BIN)' NVG_TOP='$(CURDIR)' \
             POCL_CACHE_DIR='$(CURDIR)/$(BUILD)/pocl-cache' \
             OPENBLAS_NUM_THREADS="$${OPENBLAS_NUM_THREADS:-1}" $(SAN_ENV)
 
-check: unit-check tool-check man-check
+check: unit-check tool-check man-check fuzz-check
 
 # python packages some tests use as independent references (numpy, safetensors,
 # the tokenizers library that reads tokenizer.json),
@@ -180,7 +181,8 @@ demo: $(TOOLS) $(VENV)/.ok
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 0
 FUZZ_DATA ?= $(CURDIR)/../shared/data
-FUZZ_LIB  := common/blr.c common/nvgg.c common/f16.c common/err.c common/mem.c \
+FUZZ_LIB  := common/blr.c common/blrdeq.c common/tiles.c common/par.c common/linalg.c \
+             common/nvgg.c common/f16.c common/err.c common/mem.c \
              common/aout.c common/fileio.c
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -Icommon -Ibuild-fuzz -fsanitize=address,undefined \
               -fno-sanitize-recover=undefined $(PKG_CFLAGS)
@@ -196,7 +198,7 @@ build-fuzz/fuzz-cmf build-fuzz/replay-cmf: $(FUZZ_CMF)
 build-fuzz/fuzz-gguf build-fuzz/replay-gguf: $(FUZZ_IMPORT)
 build-fuzz/fuzz-llama2c build-fuzz/replay-llama2c: $(FUZZ_IMPORT)
 build-fuzz/fuzz-safetensors build-fuzz/replay-safetensors: $(FUZZ_IMPORT)
-build-fuzz/fuzz-hctx build-fuzz/replay-hctx: common/hctx.c common/linalg.c
+build-fuzz/fuzz-hctx build-fuzz/replay-hctx: common/hctx.c
 build-fuzz/fuzz-state build-fuzz/replay-state: common/state.c
 build-fuzz/fuzz-tok512 build-fuzz/replay-tok512: $(FUZZ_TOK)
 build-fuzz/fuzz-hftok build-fuzz/replay-hftok: $(FUZZ_TOK) common/hftok.c
@@ -235,6 +237,11 @@ fuzz: $(FUZZ_TARGETS:%=build-fuzz/fuzz-%) $(FUZZ_TARGETS:%=build-fuzz/replay-%) 
 	$(Q)if [ "$(FUZZ_TIME)" -gt 0 ]; then for t in $(FUZZ_TARGETS); do \
 	  build-fuzz/fuzz-$$t -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ \
 	    build-fuzz/corpus/$$t || exit 1; done; fi
+
+# the fuzz targets' replays link (with CC: no clang needed), so that each
+# target's list of sources above stays whole
+fuzz-check: FUZZ_CC = $(CC)
+fuzz-check: $(FUZZ_TARGETS:%=build-fuzz/replay-%)
 
 clean:
 	rm -rf build build-san build-fuzz bin

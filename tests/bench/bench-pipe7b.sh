@@ -4,7 +4,7 @@
 # projection of a whole 7B conversion.  Not a test: `make bench`.
 #
 #   SCALE=1 THREADS= BPW=1.0 FIT=8192 SEL=2048 WINDOW=512 TUNE_STEPS=50
-#   E2E_STEPS=120 E2E_EVAL=10 LAYERS=32
+#   TUNE_EVAL=10 E2E_STEPS=120 E2E_EVAL=10 LAYERS=32
 #
 # Two random models of Llama-2-7B's shapes (tests/ref/hfmodel.py: hidden
 # 4096, FFN 11008, 32 heads of 128, vocabulary 32000, untied head), of one
@@ -16,7 +16,8 @@
 #
 #   capture   gram-capture -l 0: the layer's four inputs' FIT and SEL Grams
 #   source    gram-capture -l 0 --next-state: the source stream's next states
-#   tune      blr-tune --layer 0: the block reconstruction, TUNE_STEPS steps
+#   tune      blr-tune --layer 0: the block reconstruction, TUNE_STEPS steps,
+#             the SEL windows measured every TUNE_EVAL steps (the default)
 #   calibrate blr-tune --final-norm, its default steps
 #   e2e       blr-tune --end-to-end, E2E_STEPS steps on 4 × FIT tokens, the
 #             SEL windows measured every E2E_EVAL steps (blr-tune's default, as
@@ -27,10 +28,11 @@
 # S2 − S1), and the whole-model steps into what the head costs and what a
 # layer costs (the one-layer model against the two-layer one), so that
 # LAYERS layers are a linear projection: per layer capture + source + tune,
-# and calibrate and e2e at LAYERS layers.  The e2e runs measure SEL at the
-# start and after their last step only; a run of six steps measured after
-# each gives an SEL measurement's cost (a dequantization of every payload
-# and a forward), added for those every E2E_EVAL steps in between.  SCALE
+# and calibrate and e2e at LAYERS layers.  The tune and e2e runs measure SEL
+# at the start and after their last step only; a run of six steps measured
+# after each gives an SEL measurement's cost (a dequantization of the
+# payloads and a forward), added for those every TUNE_EVAL or E2E_EVAL
+# steps in between.  SCALE
 # divides the widths, the heads and the vocabulary (SCALE=8 runs end to end
 # in a few minutes).
 set -eu
@@ -40,7 +42,7 @@ NVG_BIN=${NVG_BIN:-$NVG_TOP/bin}
 NVG_PY=${NVG_PY:-$NVG_TOP/build/venv/bin/python3}
 SCALE=${SCALE:-1} THREADS=${THREADS:-} BPW=${BPW:-1.0}
 FIT=${FIT:-8192} SEL=${SEL:-2048} WINDOW=${WINDOW:-512}
-TUNE_STEPS=${TUNE_STEPS:-50} E2E_STEPS=${E2E_STEPS:-120} E2E_EVAL=${E2E_EVAL:-10}
+TUNE_STEPS=${TUNE_STEPS:-50} TUNE_EVAL=${TUNE_EVAL:-10} E2E_STEPS=${E2E_STEPS:-120} E2E_EVAL=${E2E_EVAL:-10}
 LAYERS=${LAYERS:-32}
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
@@ -122,6 +124,12 @@ src=$(secs "$NVG_BIN/gram-capture" -q -m 1.cmf $CAP -l 0 --next-state src.state)
 # shellcheck disable=SC2086,SC2046
 tune=$(fixed_step 2 6 "$NVG_BIN/blr-tune" --layer 0 -q -m 1.cmf $CAP --eval-every 1000 \
 	--src-next src.state $(cat 1.patch) --next-state next.state -o tuned)
+# an SEL measurement of the layer's tuning (its payloads dequantized and the
+# layer's forward on the SEL windows): six steps measured after each, five
+# more than the six-step run above makes
+# shellcheck disable=SC2086,SC2046
+tv=$(secs "$NVG_BIN/blr-tune" --layer 0 -q -m 1.cmf $CAP --eval-every 1 --steps 6 \
+	--src-next src.state $(cat 1.patch) --next-state next.state -o tuned)
 # shellcheck disable=SC2086
 cal1=$(secs "$NVG_BIN/blr-tune" --final-norm -q -m 1.cmf --base 1.cmf $CAP -o c1.cmf)
 # shellcheck disable=SC2086
@@ -146,14 +154,16 @@ v1=$(secs "$NVG_BIN/blr-tune" --end-to-end -q -m 1.cmf --base 1.cmf $E2E --eval-
 v2=$(secs "$NVG_BIN/blr-tune" --end-to-end -q -m 2.cmf --base 2.cmf $E2E --eval-every 1 \
 	--steps 6 $(cat 2.patch) -o e2.cmf)
 peak=$(sort -g peak.kib | tail -1)
-awk -v cap="$cap" -v src="$src" -v tf="$tune_f" -v tp="$tune_p" -v ts="$TUNE_STEPS" \
+awk -v cap="$cap" -v src="$src" -v tf="$tune_f" -v tp="$tune_p" -v ts="$TUNE_STEPS" -v tv="$tv" -v te="$TUNE_EVAL" \
 	-v c1="$cal1" -v c2="$cal2" -v e1f="$e1_f" -v e1p="$e1_p" -v e2f="$e2_f" -v e2p="$e2_p" \
 	-v es="$E2E_STEPS" -v ee="$E2E_EVAL" -v v1="$v1" -v v2="$v2" -v L="$LAYERS" -v peak="$peak" \
 	-v sc="$SCALE" 'BEGIN {
-	tune = tf + ts * tp
+	tm = (tv - (tf + 6 * tp)) / 5; tn = int((ts - 1) / te)
+	tune = tf + ts * tp + tn * tm
 	printf "%-34s %9.1f s\n", "capture (one layer)", cap
 	printf "%-34s %9.1f s\n", "source stream (one layer)", src
-	printf "%-34s %9.1f s  (%.1f + %d steps of %.2f s)\n", "tune (one layer)", tune, tf, ts, tp
+	printf "%-34s %9.1f s  (%.1f + %d steps of %.2f s + %d measurements of %.1f s)\n", "tune (one layer)",
+		tune, tf, ts, tp, tn, tm
 	cal = c1 + (L - 1) * (c2 - c1)
 	printf "%-34s %9.1f s  (one layer %.1f s, two %.1f s)\n", "calibrate (" L " layers)", cal, c1, c2
 	ef = e1f + (L - 1) * (e2f - e1f); ep = e1p + (L - 1) * (e2p - e1p)

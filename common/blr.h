@@ -90,8 +90,9 @@ int blr_verify_shape(const uint8_t *buf, size_t len, size_t m, size_t n);
  * exactly (f32 products of integers, in groups of ranks that share an
  * exponent; exact at any rank up to 8192), h·g·T rounded once in f64, the
  * paths added in f64 and the sum rounded to f32: the same bits on every
- * machine and at every thread count.  Scratch: about (n + 256)·p·r floats
- * and 256·n doubles times 2.5.
+ * machine and at every thread count (blocks of 256 rows on nv_get_threads()
+ * threads).  Scratch: about (n + 256)·p·r floats, and 2.5 × 256·n doubles a
+ * thread.
  */
 int blr_dequantize(const uint8_t *buf, size_t len, float *w);
 

@@ -21,6 +21,7 @@
 #include "le.h"
 #include "linalg.h"
 #include "mem.h"
+#include "par.h"
 
 #include <limits.h>
 #include <math.h>
@@ -256,31 +257,62 @@ static void deq_blk_free(deq_blk *b)
 	free(b->acc);
 }
 
-/* Ŵ's rows, block by block, from the paths' groups */
+/* one block of Ŵ's rows for nv_par_items: each thread its own scratch */
+typedef struct {
+	const blr_header *hd;
+	const blr_view *v;
+	const deq_path *d;
+	float *w;
+	deq_blk *b;
+} deq_job;
+
+static void deq_block(void *ctx, size_t item, size_t thread)
+{
+	const deq_job *j = ctx;
+	size_t i0 = item * DEQ_ROWS, m = j->hd->m, rows = m - i0 < DEQ_ROWS ? m - i0 : DEQ_ROWS;
+
+	for (size_t p = 0; p < j->hd->paths; p++) {
+		deq_left(&j->v[p], &j->d[p], j->hd->r, i0, rows, j->b[thread].a);
+		deq_scale(&j->v[p], &j->d[p], i0, rows, j->hd->n, p == 0, p + 1 == j->hd->paths,
+			  &j->b[thread], j->w);
+	}
+}
+
+/*
+ * Ŵ's rows, blocks of them on nv_get_threads() threads, each block's
+ * products on its own thread (a serial section): a block's bits are its
+ * own whatever thread makes it
+ */
 static int deq_rows(const blr_header *hd, const blr_view *v, const deq_path *d, float *w)
 {
-	size_t n = hd->n, cmax = d[0].c, rows;
-	deq_blk b;
+	size_t n = hd->n, cmax = d[0].c, nb = (hd->m + DEQ_ROWS - 1) / DEQ_ROWS;
+	size_t nt = (size_t)nv_get_threads();
+	deq_blk b[NV_PAR_MAX];
+	int rc = 0;
 
+	nt = nt < nb ? nt : nb;
+	nt = nt < NV_PAR_MAX ? (nt ? nt : 1) : NV_PAR_MAX;
 	if (hd->paths > 1 && d[1].c > cmax)
 		cmax = d[1].c;
-	b.a = nv_malloc(DEQ_ROWS, (cmax + 1) * sizeof(float));
-	b.s = nv_malloc(DEQ_ROWS, n * sizeof(float));
-	b.t = nv_malloc(DEQ_ROWS, n * sizeof(double));
-	b.acc = nv_malloc(DEQ_ROWS, n * sizeof(double));
-	if (!b.a || !b.s || !b.t || !b.acc) {
-		deq_blk_free(&b);
-		return -1;
+	memset(b, 0, sizeof(b));
+	for (size_t k = 0; k < nt; k++) {
+		b[k].a = nv_malloc(DEQ_ROWS, (cmax + 1) * sizeof(float));
+		b[k].s = nv_malloc(DEQ_ROWS, n * sizeof(float));
+		b[k].t = nv_malloc(DEQ_ROWS, n * sizeof(double));
+		b[k].acc = nv_malloc(DEQ_ROWS, n * sizeof(double));
+		if (!b[k].a || !b[k].s || !b[k].t || !b[k].acc)
+			rc = -1;
 	}
-	for (size_t i0 = 0; i0 < hd->m; i0 += rows) {
-		rows = hd->m - i0 < DEQ_ROWS ? hd->m - i0 : DEQ_ROWS;
-		for (size_t p = 0; p < hd->paths; p++) {
-			deq_left(&v[p], &d[p], hd->r, i0, rows, b.a);
-			deq_scale(&v[p], &d[p], i0, rows, n, p == 0, p + 1 == hd->paths, &b, w);
-		}
+	if (rc == 0) {
+		deq_job j = { hd, v, d, w, b };
+
+		nv_serial();
+		nv_par_items(nb, nt, deq_block, &j);
+		nv_unserial();
 	}
-	deq_blk_free(&b);
-	return 0;
+	for (size_t k = 0; k < nt; k++)
+		deq_blk_free(&b[k]);
+	return rc;
 }
 
 int blr_dequantize(const uint8_t *buf, size_t len, float *w)

@@ -18,7 +18,8 @@
 #   source    gram-capture -l 0 --next-state: the source stream's next states
 #   tune      blr-tune --layer 0: the block reconstruction, TUNE_STEPS steps,
 #             the SEL windows measured every TUNE_EVAL steps (the default)
-#   calibrate blr-tune --final-norm, its default steps
+#   calibrate blr-tune --final-norm, its default steps, on the model with its
+#             payloads applied (cmf-patch apply), as convert.mk runs it
 #   e2e       blr-tune --end-to-end, E2E_STEPS steps on 4 × FIT tokens, the
 #             SEL windows measured every E2E_EVAL steps (blr-tune's default, as
 #             convert.mk runs it)
@@ -90,6 +91,9 @@ np.full(int(sys.argv[1]), np.sqrt(0.0035 * int(sys.argv[2]) * int(sys.argv[3])),
 			echo "--patch model.layers.$l.$1.weight=$pl" >>"$nl.patch"
 		done
 	done
+	# the model with its payloads in it, as convert.mk calibrates it
+	# shellcheck disable=SC2046 # NAME=PAYLOAD words
+	"$NVG_BIN/cmf-patch" apply -o "$nl.applied.cmf" "$nl.cmf" $(sed 's/^--patch //' "$nl.patch")
 }
 model 1
 model 2
@@ -131,9 +135,9 @@ tune=$(fixed_step 2 6 "$NVG_BIN/blr-tune" --layer 0 -q -m 1.cmf $CAP --eval-ever
 tv=$(secs "$NVG_BIN/blr-tune" --layer 0 -q -m 1.cmf $CAP --eval-every 1 --steps 6 \
 	--src-next src.state $(cat 1.patch) --next-state next.state -o tuned)
 # shellcheck disable=SC2086
-cal1=$(secs "$NVG_BIN/blr-tune" --final-norm -q -m 1.cmf --base 1.cmf $CAP -o c1.cmf)
+cal1=$(secs "$NVG_BIN/blr-tune" --final-norm -q -m 1.applied.cmf --base 1.cmf $CAP -o c1.cmf)
 # shellcheck disable=SC2086
-cal2=$(secs "$NVG_BIN/blr-tune" --final-norm -q -m 2.cmf --base 2.cmf $CAP -o c2.cmf)
+cal2=$(secs "$NVG_BIN/blr-tune" --final-norm -q -m 2.applied.cmf --base 2.cmf $CAP -o c2.cmf)
 E2E="--tokens ids.u32 --fit-tokens $((4 * FIT)) --sel-tokens $SEL --window $WINDOW"
 # shellcheck disable=SC2086,SC2046
 e1=$(fixed_step 2 6 "$NVG_BIN/blr-tune" --end-to-end -q -m 1.cmf --base 1.cmf $E2E \

@@ -139,7 +139,7 @@ static void deq_signs(const uint8_t *bits, size_t i, size_t r, const deq_path *d
 			memcpy(out + k, deq_byte[row[k / 8]], sizeof(deq_byte[0]));
 	} else {
 		for (size_t c = 0; c < d->c; c++)
-			out[c] = (row[d->k[c] >> 3] >> (d->k[c] & 7)) & 1 ? 1.0f : -1.0f;
+			out[c] = (float)blr_sign(bits, i, d->k[c], r);
 	}
 	for (size_t c = 0; q && c < d->c; c++)
 		out[c] *= q[c];
@@ -167,9 +167,13 @@ static int deq_path_init(const blr_view *v, size_t n, size_t r, deq_path *d)
 	}
 	deq_group(d, rk);
 	free(rk);
-	d->ranked = d->groups == 1 && d->c == r; /* its signs by the byte */
-	for (size_t k = 0; d->ranked && k < r; k++)
-			d->q[k] = ldexpf(nv_f16_to_f32(le_u16(v->l + 2 * k)), -d->e[0]), d->k[k] = (uint32_t)k;
+	/* one group of every rank: taken in rank order, its signs by the byte
+	 * (ℓ_k·2^-e is the q' deq_group gave rank k) */
+	d->ranked = d->groups == 1 && d->c == r;
+	for (size_t k = 0; d->ranked && k < r; k++) {
+		d->q[k] = ldexpf(nv_f16_to_f32(le_u16(v->l + 2 * k)), -d->e[0]);
+		d->k[k] = (uint32_t)k;
+	}
 	for (size_t j = 0; j < n; j++)
 		d->g[j] = nv_f16_to_f32(le_u16(v->g + 2 * j));
 	for (size_t j = 0; j < n; j++)

@@ -77,17 +77,7 @@ model() {
 			# shellcheck disable=SC2086 # name, rows, columns
 			set -- $p
 			pl=L$l.${1#*.}.blr
-			r=$(bench_rank "$2" "$3" "$BPW")
-			"$NVG_PY" "$NVG_TOP/tests/blr-writer.py" write "$pl.raw" "$2" "$3" "$r" 2 \
-				"$((l + 1))" --no-numpy
-			# its entries' spread is √(0.0035·r) (two paths, blr-writer's scales):
-			# every h divided down to a spread of 1/√n, so the forward stays finite
-			"$NVG_PY" -c "
-import numpy as np, sys
-np.full(int(sys.argv[1]), np.sqrt(0.0035 * int(sys.argv[2]) * int(sys.argv[3])), '<f4').tofile(sys.argv[4])
-" "$2" "$r" "$3" gauge.f32
-			"$NVG_PY" "$NVG_TOP/tests/blr-writer.py" gauge "$pl.raw" gauge.f32 "$pl"
-			rm -f "$pl.raw"
+			bench_payload "$2" "$3" "$BPW" "$((l + 1))" "$pl"
 			echo "--patch model.layers.$l.$1.weight=$pl" >>"$nl.patch"
 		done
 	done

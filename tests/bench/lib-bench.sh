@@ -2,8 +2,9 @@
 # lib-bench.sh - sourced by the benchmarks.  bench_setup NAME (the encoder's)
 # makes $work (removed on exit), $thr (--threads THREADS, or nothing) and
 # $work/dgemm-rate (tests/bench/dgemm-rate.c built against OpenBLAS); needs
-# NVG_TOP, THREADS, CC, PKG_CONFIG.  median, bench_rank, and bench_sgemm_rate
-# TOP (the forward's and the tuning's).
+# NVG_TOP, THREADS, CC, PKG_CONFIG.  median, bench_rank, bench_sgemm_rate
+# TOP (the forward's and the tuning's), bench_payload (a random payload) and
+# bench_mem (a command's time, peak RSS and own memory).
 bench_setup() {
 	work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
 	trap 'rm -rf "$work"' EXIT
@@ -35,4 +36,48 @@ bench_sgemm_rate() {
 		$(${PKG_CONFIG:-pkg-config} --cflags --libs openblas) || return 1
 	echo "OpenBLAS: $(OPENBLAS_VERBOSE=2 ./sgemm-rate 8 8 8 1 2>&1 | grep -i core | head -1)"
 	echo "threads: ${OPENBLAS_NUM_THREADS:-default}, cpus: $(nproc)"
+}
+
+# bench_payload ROWS COLS BPW SEED OUT: a random two-path payload of a
+# ROWS x COLS matrix at BPW's rank (tests/blr-writer.py: random signs and
+# scales; a forward's time does not depend on the values), every h divided
+# down so that its entries' spread (√(0.0035·r) with blr-writer's scales) is
+# 1/√COLS and a forward through many of them stays finite; needs NVG_PY
+bench_payload() {
+	local r
+	r=$(bench_rank "$1" "$2" "$3")
+	"$NVG_PY" "$NVG_TOP/tests/blr-writer.py" write "$5.raw" "$1" "$2" "$r" 2 "$4" --no-numpy
+	"$NVG_PY" -c "
+import numpy as np, sys
+np.full(int(sys.argv[1]), np.sqrt(0.0035 * int(sys.argv[2]) * int(sys.argv[3])), '<f4').tofile(sys.argv[4])
+" "$1" "$r" "$2" "$5.gauge"
+	"$NVG_PY" "$NVG_TOP/tests/blr-writer.py" gauge "$5.raw" "$5.gauge" "$5"
+	rm -f "$5.raw" "$5.gauge"
+}
+
+# bench_mem OUT CMD...: run CMD (its output in OUT.out and OUT.err) and print
+# "seconds peak-RSS anonymous file" (KiB): its wall time and peak RSS as
+# /usr/bin/time gives them, which count the pages of mapped files it has
+# touched (the kernel can drop those and read them again), and the peaks of
+# its own (anonymous) memory and of those file pages, sampled from
+# /proc/PID/status four times a second (a peak shorter than that can be
+# missed)
+bench_mem() {
+	local out=$1 pid c s na nf a=0 f=0 secs rss
+	shift
+	/usr/bin/time -f "%e %M" -o "$out.time" "$@" >"$out.out" 2>"$out.err" &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		c=$(pgrep -P "$pid" | head -1) # the command is /usr/bin/time's child
+		if [ -n "$c" ] && s=$(awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 }
+			END { print a + 0, f + 0 }' "/proc/$c/status" 2>/dev/null); then
+			read -r na nf <<<"$s"
+			[ "$na" -le "$a" ] || a=$na
+			[ "$nf" -le "$f" ] || f=$nf
+		fi
+		sleep 0.25
+	done
+	wait "$pid" || { cat "$out.err" >&2; return 1; }
+	read -r secs rss <"$out.time"
+	echo "$secs $rss $a $f"
 }

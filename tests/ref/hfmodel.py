@@ -7,6 +7,10 @@ Qwen3, Mistral), nothing of nvgkit:
   hfmodel.py make DIR CONFIG_JSON SEED     DIR/config.json and DIR/model.safetensors:
                                            the config given, random f32 weights with
                                            every tensor that config implies
+  hfmodel.py shards DIR CONFIG_JSON SEED   make's model in f16, one safetensors shard a
+                                           layer (and the embedding's, the head's) with
+                                           DIR/model.safetensors.index.json: a 7B-sized
+                                           model without holding it whole
   hfmodel.py nll DIR IDS.u32 W [--plain]   mean NLL over windows of W tokens (each
                                            window restarts at position 0 and scores
                                            its tokens 2..W), in f64
@@ -50,50 +54,72 @@ def features(c):
     return f
 
 
-def make(d, config, seed):
-    c = json.loads(config)
+def groups(c, seed):
+    """the random weights a group at a time (the embedding, each layer, the
+    final norm and head), the tensors of each in the order drawn"""
     r = np.random.default_rng(int(seed))
     h, ff, nl, V = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
     hd, nh, nkv = geometry(c)
     f = features(c)
-    t = {}
 
-    def mat(name, rows, cols, gain=1.0):
+    def mat(t, name, rows, cols, gain=1.0):
         t[name] = (r.standard_normal((rows, cols)) * gain / math.sqrt(cols)).astype(np.float32)
 
-    def vec(name, n, mean, sd):
+    def vec(t, name, n, mean, sd):
         t[name] = (mean + sd * r.standard_normal(n)).astype(np.float32)
 
-    t["model.embed_tokens.weight"] = r.standard_normal((V, h)).astype(np.float32)
+    yield "embed", {"model.embed_tokens.weight": r.standard_normal((V, h)).astype(np.float32)}
     for l in range(nl):
-        p = "model.layers.%d." % l
-        vec(p + "input_layernorm.weight", h, 1.0, 0.2)
-        vec(p + "post_attention_layernorm.weight", h, 1.0, 0.2)
-        mat(p + "self_attn.q_proj.weight", nh * hd, h, 3.0)
-        mat(p + "self_attn.k_proj.weight", nkv * hd, h, 3.0)
-        mat(p + "self_attn.v_proj.weight", nkv * hd, h)
-        mat(p + "self_attn.o_proj.weight", h, nh * hd)
-        mat(p + "mlp.gate_proj.weight", ff, h, 2.0)
-        mat(p + "mlp.up_proj.weight", ff, h)
-        mat(p + "mlp.down_proj.weight", h, ff)
+        p, t = "model.layers.%d." % l, {}
+        vec(t, p + "input_layernorm.weight", h, 1.0, 0.2)
+        vec(t, p + "post_attention_layernorm.weight", h, 1.0, 0.2)
+        mat(t, p + "self_attn.q_proj.weight", nh * hd, h, 3.0)
+        mat(t, p + "self_attn.k_proj.weight", nkv * hd, h, 3.0)
+        mat(t, p + "self_attn.v_proj.weight", nkv * hd, h)
+        mat(t, p + "self_attn.o_proj.weight", h, nh * hd)
+        mat(t, p + "mlp.gate_proj.weight", ff, h, 2.0)
+        mat(t, p + "mlp.up_proj.weight", ff, h)
+        mat(t, p + "mlp.down_proj.weight", h, ff)
         if f["qkv_bias"]:
-            vec(p + "self_attn.q_proj.bias", nh * hd, 0.0, 0.5)
-            vec(p + "self_attn.k_proj.bias", nkv * hd, 0.0, 0.5)
-            vec(p + "self_attn.v_proj.bias", nkv * hd, 0.0, 0.5)
+            vec(t, p + "self_attn.q_proj.bias", nh * hd, 0.0, 0.5)
+            vec(t, p + "self_attn.k_proj.bias", nkv * hd, 0.0, 0.5)
+            vec(t, p + "self_attn.v_proj.bias", nkv * hd, 0.0, 0.5)
         if f["o_bias"]:
-            vec(p + "self_attn.o_proj.bias", h, 0.0, 0.5)
+            vec(t, p + "self_attn.o_proj.bias", h, 0.0, 0.5)
         if f["mlp_bias"]:
-            vec(p + "mlp.gate_proj.bias", ff, 0.0, 0.5)
-            vec(p + "mlp.up_proj.bias", ff, 0.0, 0.5)
-            vec(p + "mlp.down_proj.bias", h, 0.0, 0.5)
+            vec(t, p + "mlp.gate_proj.bias", ff, 0.0, 0.5)
+            vec(t, p + "mlp.up_proj.bias", ff, 0.0, 0.5)
+            vec(t, p + "mlp.down_proj.bias", h, 0.0, 0.5)
         if f["qk_norm"]:
-            vec(p + "self_attn.q_norm.weight", hd, 1.0, 0.3)
-            vec(p + "self_attn.k_norm.weight", hd, 1.0, 0.3)
-    vec("model.norm.weight", h, 1.0, 0.2)
+            vec(t, p + "self_attn.q_norm.weight", hd, 1.0, 0.3)
+            vec(t, p + "self_attn.k_norm.weight", hd, 1.0, 0.3)
+        yield "layer%d" % l, t
+    t = {}
+    vec(t, "model.norm.weight", h, 1.0, 0.2)
     if not c.get("tie_word_embeddings", False):
-        mat("lm_head.weight", V, h, 2.0)
+        mat(t, "lm_head.weight", V, h, 2.0)
+    yield "head", t
+
+
+def make(d, config, seed):
+    c = json.loads(config)
+    t = {}
+    for _, g in groups(c, seed):
+        t.update(g)
     json.dump(c, open(d + "/config.json", "w"), indent=1)
     save_file(t, d + "/model.safetensors")
+
+
+def shards(d, config, seed):
+    """make's model in f16, a shard a group and an index: one layer in memory at a time"""
+    c = json.loads(config)
+    wm = {}
+    for name, g in groups(c, seed):
+        save_file({k: v.astype(np.float16) for k, v in g.items()}, d + "/" + name + ".safetensors")
+        wm.update({k: name + ".safetensors" for k in g})
+    json.dump(c, open(d + "/config.json", "w"), indent=1)
+    json.dump({"metadata": {}, "weight_map": wm}, open(d + "/model.safetensors.index.json", "w"),
+              indent=1)
 
 
 def inv_freq(c, hd):
@@ -222,6 +248,8 @@ def nll(d, ids_path, w, plain):
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "shards":
+        shards(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "nll":
         nll(sys.argv[2], sys.argv[3], int(sys.argv[4]), "--plain" in sys.argv[5:])
     else:

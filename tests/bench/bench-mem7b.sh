@@ -71,17 +71,18 @@ printf "%-24s %6s %-18s %9s %9s %9s %9s\n" step layers tokens seconds "RSS MiB" 
 row "import --dtype f16" "$L" "" "$NVG_BIN/cmf-patch" import --dtype f16 -o "$L.cmf" hf
 rm -rf hf
 [ "$L" = 1 ] || "$NVG_BIN/cmf-patch" truncate --layers 1 -o 1.cmf "$L.cmf"
-for p in "self_attn.q_proj $d $d" "self_attn.k_proj $d $d" "self_attn.v_proj $d $d" \
-	"self_attn.o_proj $d $d" "mlp.gate_proj $f $d" "mlp.up_proj $f $d" "mlp.down_proj $d $f"; do
-	# shellcheck disable=SC2086 # name, rows, columns
+# a layer's projections: name, rows, columns
+projs=("self_attn.q_proj $d $d" "self_attn.k_proj $d $d" "self_attn.v_proj $d $d"
+	"self_attn.o_proj $d $d" "mlp.gate_proj $f $d" "mlp.up_proj $f $d" "mlp.down_proj $d $f")
+for p in "${projs[@]}"; do
+	# shellcheck disable=SC2086
 	set -- $p
 	bench_payload "$2" "$3" "$BPW" 1 "$1.blr"
 done
 for nl in 1 "$L"; do
 	: >"$nl.patch"
 	for ((l = 0; l < nl; l++)); do
-		for p in self_attn.q_proj self_attn.k_proj self_attn.v_proj self_attn.o_proj \
-			mlp.gate_proj mlp.up_proj mlp.down_proj; do
+		for p in "${projs[@]%% *}"; do
 			echo "model.layers.$l.$p.weight=$p.blr" >>"$nl.patch"
 		done
 	done

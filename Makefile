@@ -25,7 +25,7 @@ PKG_CONFIG ?= pkg-config
 DEB_BUILD := libopenblas-dev liblapacke-dev ocl-icd-opencl-dev opencl-headers \
              libclblast-dev zlib1g-dev libcjson-dev pkg-config
 DEB_TEST  := pocl-opencl-icd mandoc python3 python3-pip python3-venv perl \
-             munge slurmctld slurmd slurm-client
+             munge slurmctld slurmd slurm-client time procps
 PKGS      := openblas lapacke libcjson zlib OpenCL clblast
 
 ifeq ($(SAN),1)

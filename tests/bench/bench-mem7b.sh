@@ -35,7 +35,7 @@ set -eu
 NVG_TOP=${NVG_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 NVG_BIN=${NVG_BIN:-$NVG_TOP/bin}
 NVG_PY=${NVG_PY:-$NVG_TOP/build/venv/bin/python3}
-SCALE=${SCALE:-1} THREADS=${THREADS:-} BPW=${BPW:-1.0} LAYERS=${LAYERS:-32}
+SCALE=${SCALE:-1} THREADS=${THREADS:-} BPW=${BPW:-1.0} L=${LAYERS:-32}
 FIT=${FIT:-2048} SEL=${SEL:-512} CAL_FIT=${CAL_FIT:-1024} EVAL=${EVAL:-1024} WINDOW=${WINDOW:-512}
 CC=${CC:-cc}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
@@ -44,10 +44,7 @@ PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 . "$NVG_TOP/tests/bench/lib-bench.sh"
 bench_setup bench-mem7b
 cd "$work"
-[ -z "$THREADS" ] || export OPENBLAS_NUM_THREADS=$THREADS
-bench_sgemm_rate "$NVG_TOP" >rate.txt
-d=$((4096 / SCALE)) f=$((11008 / SCALE)) h=$((32 / SCALE)) v=$((32000 / SCALE)) L=$LAYERS
-[ "$h" -ge 1 ] || { echo "bench-mem7b: SCALE $SCALE leaves no head" >&2; exit 2; }
+bench_7b bench-mem7b
 echo "# bench-mem7b: a Llama-2-7B model's whole-model steps at $L layers, dimensions / $SCALE, threads ${THREADS:-all}"
 cat rate.txt
 
@@ -63,10 +60,7 @@ row() {
 }
 
 mkdir hf
-"$NVG_PY" "$NVG_TOP/tests/ref/hfmodel.py" shards hf "{\"model_type\": \"llama\", \"hidden_size\": $d,
-	\"intermediate_size\": $f, \"num_hidden_layers\": $L, \"num_attention_heads\": $h,
-	\"num_key_value_heads\": $h, \"vocab_size\": $v, \"rms_norm_eps\": 1e-05,
-	\"rope_theta\": 10000.0, \"max_position_embeddings\": 4096, \"tie_word_embeddings\": false}" 1
+"$NVG_PY" "$NVG_TOP/tests/ref/hfmodel.py" shards hf "$(bench_7b_config "$L")" 1
 printf "%-24s %6s %-18s %9s %9s %9s %9s\n" step layers tokens seconds "RSS MiB" "own MiB" "file MiB"
 row "import --dtype f16" "$L" "" "$NVG_BIN/cmf-patch" import --dtype f16 -o "$L.cmf" hf
 rm -rf hf

@@ -52,22 +52,15 @@ PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 . "$NVG_TOP/tests/bench/lib-bench.sh"
 bench_setup bench-pipe7b
 cd "$work"
-[ -z "$THREADS" ] || export OPENBLAS_NUM_THREADS=$THREADS
-bench_sgemm_rate "$NVG_TOP" >rate.txt
-d=$((4096 / SCALE)) f=$((11008 / SCALE)) h=$((32 / SCALE)) v=$((32000 / SCALE))
-[ "$h" -ge 1 ] || { echo "bench-pipe7b: SCALE $SCALE leaves no head" >&2; exit 2; }
+bench_7b bench-pipe7b
 echo "# bench-pipe7b: a Llama-2-7B layer's forward steps, dimensions / $SCALE, threads ${THREADS:-all}"
 cat rate.txt
 
 # model L: DIR/L.cmf with L layers, and DIR/L.patch (--patch for each projection)
 model() {
 	local nl=$1
-	local c="{\"model_type\": \"llama\", \"hidden_size\": $d, \"intermediate_size\": $f,
-		\"num_hidden_layers\": $nl, \"num_attention_heads\": $h, \"num_key_value_heads\": $h,
-		\"vocab_size\": $v, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0,
-		\"max_position_embeddings\": 4096, \"tie_word_embeddings\": false}"
 	mkdir -p "hf$nl"
-	"$NVG_PY" "$NVG_TOP/tests/ref/hfmodel.py" make "hf$nl" "$c" "$nl"
+	"$NVG_PY" "$NVG_TOP/tests/ref/hfmodel.py" make "hf$nl" "$(bench_7b_config "$nl")" "$nl"
 	"$NVG_BIN/cmf-patch" import --dtype f16 -o "$nl.cmf" "hf$nl"
 	rm -rf "hf$nl"
 	: >"$nl.patch"

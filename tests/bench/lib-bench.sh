@@ -3,7 +3,8 @@
 # makes $work (removed on exit), $thr (--threads THREADS, or nothing) and
 # $work/dgemm-rate (tests/bench/dgemm-rate.c built against OpenBLAS); needs
 # NVG_TOP, THREADS, CC, PKG_CONFIG.  median, bench_rank, bench_sgemm_rate
-# TOP (the forward's and the tuning's), bench_payload (a random payload) and
+# TOP (the forward's and the tuning's), bench_7b and bench_7b_config (the
+# 7B-shaped benchmarks' dimensions and model), bench_payload (a payload) and
 # bench_mem (a command's time, peak RSS and own memory).
 bench_setup() {
 	work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
@@ -80,4 +81,25 @@ bench_mem() {
 	wait "$pid" || { cat "$out.err" >&2; return 1; }
 	read -r secs rss <"$out.time"
 	echo "$secs $rss $a $f"
+}
+
+# bench_7b NAME: Llama-2-7B's dimensions divided by SCALE (d hidden, f FFN,
+# h heads, v vocabulary; exit 2 when no head is left), OPENBLAS_NUM_THREADS
+# from THREADS when set, and the sgemm rate (bench_sgemm_rate) in rate.txt;
+# in $work, after bench_setup
+bench_7b() {
+	[ -z "$THREADS" ] || export OPENBLAS_NUM_THREADS=$THREADS
+	bench_sgemm_rate "$NVG_TOP" >rate.txt
+	# shellcheck disable=SC2034 # read by the benchmark that sources this
+	d=$((4096 / SCALE)) f=$((11008 / SCALE)) h=$((32 / SCALE)) v=$((32000 / SCALE))
+	[ "$h" -ge 1 ] || { echo "$1: SCALE $SCALE leaves no head" >&2; exit 2; }
+}
+
+# bench_7b_config LAYERS: the config.json of bench_7b's model (untied head,
+# as Llama-2's), for tests/ref/hfmodel.py
+bench_7b_config() {
+	echo "{\"model_type\": \"llama\", \"hidden_size\": $d, \"intermediate_size\": $f,
+		\"num_hidden_layers\": $1, \"num_attention_heads\": $h, \"num_key_value_heads\": $h,
+		\"vocab_size\": $v, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0,
+		\"max_position_embeddings\": 4096, \"tie_word_embeddings\": false}"
 }

@@ -826,24 +826,21 @@ static void step_done(fw_progress *p)
 }
 
 /*
- * the final states of every window's fed positions into x, layer-major:
- * each layer converted to f32 once and run on every window, its output
- * checked finite (naming the layer that broke)
+ * layers l0 … of every window's fed positions, x (their states entering l0)
+ * into the final states, layer-major: each layer converted to f32 once and
+ * run on every window, its output checked finite (naming the layer that
+ * broke)
  */
-static int final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw,
-			float *x, fw_progress *p)
+static int layers_from(fw_model *m, int l0, const fw_window *w, size_t nw, float *x,
+		       fw_progress *p)
 {
 	fw_scratch s;
 	size_t tmax = fw_windows_tmax(w, nw), off = 0;
 	int rc = 0;
 
-	for (size_t i = 0; i < nw && rc == 0; i++) {
-		rc = fw_embed(m, tok + w[i].start, w[i].len - 1, x + off * m->d);
-		off += w[i].len - 1;
-	}
-	if (rc < 0 || fw_scratch_init(&s, m, tmax) < 0)
+	if (fw_scratch_init(&s, m, tmax) < 0)
 		return -1;
-	for (int l = 0; l < m->a.layers && rc == 0; l++) {
+	for (int l = l0; l < m->a.layers && rc == 0; l++) {
 		fw_layer ly;
 
 		if ((rc = fw_layer_load(m, l, NULL, 0, &ly)) < 0)
@@ -863,9 +860,32 @@ static int final_states(fw_model *m, const uint32_t *tok, const fw_window *w, si
 	return rc;
 }
 
+/* the final states of every window's fed positions into x, from the embeddings */
+static int final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw,
+			float *x, fw_progress *p)
+{
+	size_t off = 0;
+
+	for (size_t i = 0; i < nw; i++) {
+		if (fw_embed(m, tok + w[i].start, w[i].len - 1, x + off * m->d) < 0)
+			return -1;
+		off += w[i].len - 1;
+	}
+	return layers_from(m, 0, w, nw, x, p);
+}
+
 int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw, float *x)
 {
 	return final_states(m, tok, w, nw, x, NULL);
+}
+
+int fw_final_states_from(fw_model *m, int l0, const fw_window *w, size_t nw, float *x)
+{
+	if (l0 < 0 || l0 > m->a.layers) {
+		nv_seterr("layer %d is not one of the model's %d", l0, m->a.layers);
+		return -1;
+	}
+	return layers_from(m, l0, w, nw, x, NULL);
 }
 
 float *fw_head_f32(const fw_model *m)

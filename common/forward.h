@@ -288,6 +288,14 @@ size_t fw_windows_tmax(const fw_window *w, size_t nw);
 int fw_final_states(fw_model *m, const uint32_t *tok, const fw_window *w, size_t nw, float *x);
 
 /*
+ * the same from layer l0 on: x holds the states entering layer l0 (a
+ * conversion's stream, state.h) and becomes the final ones, the bits of
+ * fw_final_states where x holds what its layers before l0 gave (l0 equal
+ * to the layer count: x as it is)
+ */
+int fw_final_states_from(fw_model *m, int l0, const fw_window *w, size_t nw, float *x);
+
+/*
  * evaluation over the windows of n tokens (fw_windows(n, 0, window)):
  * mean NLL of each window's tokens 2..L given the ones before; with a
  * base, also the base's NLL, the mean KL(base ‖ model) per position and

@@ -661,10 +661,19 @@ $(APPLIED): $(OUT)/model.cmf.blr.txt $(OUT)/provenance.json $(foreach l,$(LAYERS
 	$(Q)$(LIB) step $(LOG)/apply.log -- $(T)cmf-patch apply --provenance $(OUT)/provenance.json -o $@ '$(MODEL)' `$(LIB) patches $(OUT) $(SUB)`
 	$(if $(filter 1,$(CALIBRATE) $(E2E)),,@$(call say,'wrote $@ and $@.blr.txt'))
 
+# the calibration starts each model's final states at the states entering
+# the last encoded layer where the conversion has them (the converted
+# stream always, the source's with tuning or transport there): the same
+# bytes as from the embeddings (blr-tune(1) --state), without running every
+# layer before it again, twice
+CAL_L := $(lastword $(NEED_STATE))
+CAL_STATES := $(if $(CAL_L),$(OUT)/S$(CAL_L).state $(if $(or $(call tune_dep,$(CAL_L)),$(call xport,$(CAL_L))),$(OUT)/src/S$(CAL_L).state))
+cal_arg = $(if $(1),--state $(firstword $(1))) $(if $(word 2,$(1)),--src-state $(word 2,$(1)))
+
 ifeq ($(CALIBRATE),1)
-$(CALIBRATED): $(APPLIED) $(OUT)/calibrate.set $(if $(filter 0,$(E2E)),$(OUT)/e2e.set)
+$(CALIBRATED): $(APPLIED) $(OUT)/calibrate.set $(if $(filter 0,$(E2E)),$(OUT)/e2e.set) $(CAL_STATES)
 	@$(call say,'calibrate the final norm against $(MODEL)')
-	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/calibrate.log -- $(T)blr-tune --final-norm -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(CAPTURE) -o $@ >$(OUT)/calibrate.txt.tmp
+	$(Q)$(STEP_ENV) $(LIB) step $(LOG)/calibrate.log -- $(T)blr-tune --final-norm -q -m $< --base '$(MODEL)' $(CALIB_ARG) $(call cal_arg,$(CAL_STATES)) $(CAPTURE) -o $@ >$(OUT)/calibrate.txt.tmp
 	$(Q)mv $(OUT)/calibrate.txt.tmp $(OUT)/calibrate.txt
 	$(Q)sed 's/^/convert: /' $(OUT)/calibrate.txt >&2
 	$(if $(filter 1,$(E2E)),,@$(call say,'wrote $@ and $@.blr.txt'))

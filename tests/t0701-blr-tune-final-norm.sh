@@ -124,6 +124,61 @@ test_expect_success 'same inputs, same bytes' '
 	test_cmp r1 r2
 '
 
+# stream M L: the states of model M entering layer L+1 (from those entering
+# L, or from the embeddings at 0), as a conversion's streams make them
+CAP="--tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 --window 128"
+stream() {
+	gram-capture -q -m "$1" $CAP -l "$2" $([ "$2" = 0 ] || echo --state "$3$2.state") \
+		--next-state "$3$(($2 + 1)).state" -o "g$3$2"
+}
+
+test_expect_success 'from the streams (--state, --src-state): the same bytes' '
+	stream c/model.cmf 0 m && stream c/model.cmf 1 m &&
+	stream s2.cmf 0 s && stream s2.cmf 1 s &&
+	blr-tune $TUNE --steps 60 -q -m c/model.cmf --state m1.state --src-state s1.state \
+		-o st1.cmf >rep.st1 &&
+	cmp cal.cmf st1.cmf &&
+	cut -d"|" -f1,2 rep.st1 >r3 && test_cmp r1 r3 &&
+	blr-tune $TUNE --steps 60 -q -m c/model.cmf --state m2.state -o st2.cmf >/dev/null &&
+	cmp cal.cmf st2.cmf &&
+	blr-tune $TUNE --steps 60 -q -m c/model.cmf --src-state s2.state -o st3.cmf >/dev/null &&
+	cmp cal.cmf st3.cmf
+'
+
+test_expect_success 'streams of other windows, tokens, layers, or cut short: one line, exit 1, no output' '
+	gram-capture -q -m c/model.cmf --tokens cal.u32 --fit-tokens 1024 --sel-tokens 512 \
+		--window 64 -l 0 --next-state w64.state -o gw &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --state w64.state -o x.cmf 2>err &&
+	test_grep "^blr-tune: cannot run the final layers of .c/model.cmf.: state file .w64.state.: state is for window size 64, this run has 128$" err &&
+	test_one_line_error err &&
+	tail -c +5 train.u32 | head -c 6144 >other.u32 &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --src-state s1.state --tokens other.u32 \
+		-o x.cmf 2>err &&
+	test_grep "^blr-tune: cannot run the final layers of .s2.cmf.: state file .s1.state.: state is for tokens with CRC-32 [0-9a-f]*, these tokens have [0-9a-f]*$" err &&
+	"$NVG_PY" -c "import sys; b = bytearray(open(\"m2.state\", \"rb\").read()); b[8:12] = (3).to_bytes(4, \"little\"); open(\"l3.state\", \"wb\").write(b)" &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --state l3.state -o x.cmf 2>err &&
+	test_grep "state file .l3.state.: layer 3 is beyond the model.s 2 layers$" err &&
+	head -c 5000 m1.state >short.state &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --state short.state -o x.cmf 2>err &&
+	test_grep "state file .short.state.: size 5000 bytes" err &&
+	test_one_line_error err &&
+	{ cat m1.state && printf "1234"; } >long.state &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --state long.state -o x.cmf 2>err &&
+	test_grep "state file .long.state.: size [0-9]* bytes, want 56" err &&
+	"$NVG_PY" -c "import struct; b = bytearray(open(\"m1.state\", \"rb\").read()); b[56 + 4 * 70:60 + 4 * 70] = struct.pack(\"<f\", float(\"nan\")); open(\"nan.state\", \"wb\").write(b)" &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --state nan.state -o x.cmf 2>err &&
+	test_grep "state file .nan.state.: row 1, column 6 is not finite$" err &&
+	test_one_line_error err &&
+	cp m1.state keep.state &&
+	test_expect_code 1 blr-tune $TUNE -m c/model.cmf --state m1.state -o m1.state 2>err &&
+	test_grep "refusing to overwrite the input" err &&
+	cmp keep.state m1.state &&
+	test_expect_code 2 blr-tune --end-to-end --base s2.cmf $CAP -m c/model.cmf \
+		--patch x=y --state m1.state -o x.cmf 2>err &&
+	test_grep "end-to-end takes no --state or --src-state" err &&
+	test_path_is_missing x.cmf && test_no_tmp_files .
+'
+
 test_expect_success 'the source logits kept, all, some or none: the same weights and step' '
 	test_grep "source logits kept for 1524 of 1524 rows\$" rep &&
 	blr-tune $TUNE --steps 60 -q --cache-mib 0 -m c/model.cmf -o cal0.cmf >rep0 &&
@@ -197,6 +252,16 @@ test_expect_success 'convert.mk CALIBRATE=1: the last step, the same bytes as by
 	test_no_grep "calibrate" err &&
 	cmp c/model.cmf cc/model.cmf &&
 	test_no_tmp_files cc
+'
+
+test_expect_success 'convert.mk: the calibration starts from both streams, the bytes of the embeddings' '
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=ct BPW=2 TUNE=1 -j2 2>err &&
+	conv -n MODEL=s2.cmf TOKENS=cal.u32 OUT=ct BPW=2 TUNE=1 CALIBRATE=1 >plan &&
+	test_grep "blr-tune --final-norm .* --state ct/S1.state --src-state ct/src/S1.state " plan &&
+	conv MODEL=s2.cmf TOKENS=cal.u32 OUT=ct BPW=2 TUNE=1 CALIBRATE=1 -j2 2>err &&
+	test_grep "calibrate the final norm" err &&
+	blr-tune $TUNE -q -m ct/applied.cmf -o bytune.cmf >/dev/null &&
+	cmp bytune.cmf ct/model.cmf
 '
 
 test_expect_success 'convert.mk refuses CALIBRATE=2, and CALIBRATE=1 without tokens' '

@@ -59,7 +59,8 @@
 
 static const char synopsis[] =
 	"blr-tune --final-norm -m model.cmf --base source.cmf\n"
-	"         (--tokens file | --text file) [--fit-tokens F] [--sel-tokens S]\n"
+	"         (--tokens file | --text file) [--state S_L]\n"
+	"         [--src-state S_L_src] [--fit-tokens F] [--sel-tokens S]\n"
 	"         [--window W] [--steps N] [--batch B] [--lr X]\n"
 	"         [--lr-decay none | cosine] [--eval-every K] [--seed N]\n"
 	"         [--cache-mib M] -o out.cmf [-q | -v]\n"
@@ -275,13 +276,14 @@ static int parse_args(int argc, char **argv, opts *o)
 		return check_layer(o);
 	if (!o->model || !o->base || !o->out)
 		return tool_usage_error("-m model.cmf, --base source.cmf and -o out.cmf are required");
-	if (o->state || o->src_state)
-		return tool_usage_error("%s takes no --state or --src-state",
-					o->e2e ? "--end-to-end" : "--final-norm");
+	if (o->e2e && (o->state || o->src_state))
+		return tool_usage_error("--end-to-end takes no --state or --src-state");
 	if (!o->npatch != !o->e2e)
 		return tool_usage_error(o->e2e ? "--end-to-end needs --patch" :
 					"--final-norm takes no --patch");
-	if (tool_same_file(o->out, o->model) || tool_same_file(o->out, o->base))
+	if (tool_same_file(o->out, o->model) || tool_same_file(o->out, o->base) ||
+	    (o->state && tool_same_file(o->out, o->state)) ||
+	    (o->src_state && tool_same_file(o->out, o->src_state)))
 		return tool_failf("refusing to overwrite the input '%s'", o->out);
 	for (size_t i = 0; i < o->npatch; i++)
 		if (tool_same_file(o->out, o->patch_file[i]))
@@ -353,6 +355,53 @@ static float *states(fw_model *m, const uint32_t *ids, const fw_window *w, size_
 	return x;
 }
 
+/* the layer whose entering states a state file holds: one of m's, or m's
+ * count (the states entering the final norm) */
+static int state_layer(const fw_model *m, const char *path, int *l)
+{
+	st_reader r;
+	uint32_t layer;
+
+	if (st_open(&r, path) < 0) {
+		nv_preerr("state file '%s'", path);
+		return -1;
+	}
+	layer = r.h.layer;
+	st_close(&r);
+	if (layer > (uint32_t)m->a.layers) {
+		nv_seterr("state file '%s': layer %u is beyond the model's %d layers", path, layer,
+			  m->a.layers);
+		return -1;
+	}
+	*l = (int)layer;
+	return 0;
+}
+
+/*
+ * states() from a conversion's stream: the states entering the layer the
+ * file names (checked against the tokens and windows, state.h), run through
+ * the layers from there; NULL with the reason set
+ */
+static float *states_from(const opts *o, fw_model *m, const char *state, const uint32_t *ids,
+			  size_t n, const fw_window *w, size_t nw, const float *wt)
+{
+	float *x = NULL;
+	fw_window *sw = NULL;
+	size_t snw, rows;
+	int l;
+
+	if (state_layer(m, state, &l) < 0 ||
+	    tn_rows(m, state, l, ids, n, o->fit, o->sel, o->window, &x, &sw, &snw, &rows) < 0)
+		return NULL;
+	free(sw);
+	if (fw_final_states_from(m, l, w, nw, x) < 0) {
+		free(x);
+		return NULL;
+	}
+	fw_rmsnorm(x, wt, x, rows, m->d, m->a.rms_eps);
+	return x;
+}
+
 /* both heads; one copy when their stored bytes are the same */
 static int heads(const opts *o, const fw_model *m, const fw_model *b, tune_data *t)
 {
@@ -370,7 +419,23 @@ static int heads(const opts *o, const fw_model *m, const fw_model *b, tune_data 
 	return 0;
 }
 
-static int prepare(const opts *o, fw_model *m, fw_model *b, const uint32_t *ids, tune_data *t)
+/* one model's final states: from its stream where given, else from the embeddings */
+static float *model_states(const opts *o, fw_model *m, const char *path, const char *state,
+			   const uint32_t *ids, size_t n, const fw_window *w, size_t nw,
+			   size_t rows, const float *wt)
+{
+	float *x = state ? states_from(o, m, state, ids, n, w, nw, wt)
+			 : states(m, ids, w, nw, rows, wt);
+
+	if (!x && state)
+		tool_fail("cannot run the final layers of", path);
+	else if (!x)
+		tool_fail("cannot run model", path);
+	return x;
+}
+
+static int prepare(const opts *o, fw_model *m, fw_model *b, const uint32_t *ids, size_t n,
+		   tune_data *t)
 {
 	size_t nw, rows;
 	fw_window *w = fw_windows(o->fit, o->sel, o->window, &nw, &rows);
@@ -382,10 +447,8 @@ static int prepare(const opts *o, fw_model *m, fw_model *b, const uint32_t *ids,
 	if (o->progress)
 		fprintf(stderr, "blr-tune: final states of %zu positions (%zu FIT, %zu SEL)\n", rows,
 			t->fit, t->sel);
-	if (!(t->n = states(m, ids, w, nw, rows, NULL)))
-		tool_fail("cannot run model", o->model);
-	else if (!(t->ns = states(b, ids, w, nw, rows, b->final_w)))
-		tool_fail("cannot run model", o->base);
+	if ((t->n = model_states(o, m, o->model, o->state, ids, n, w, nw, rows, NULL)))
+		t->ns = model_states(o, b, o->base, o->src_state, ids, n, w, nw, rows, b->final_w);
 	free(w);
 	if (!t->n || !t->ns || t->fit == 0 || t->sel == 0)
 		return t->n && t->ns ? tool_failf("the calibration windows hold no FIT or no SEL "
@@ -421,7 +484,8 @@ static void report(const opts *o, const nc_result *r, const nc_opts *no, double 
 		 o->sel, o->window);
 }
 
-static int final_norm(opts *o, const cmf_file *f, fw_model *m, fw_model *b, const uint32_t *ids)
+static int final_norm(opts *o, const cmf_file *f, fw_model *m, fw_model *b, const uint32_t *ids,
+		      size_t n)
 {
 	tune_data t = { 0 };
 	nc_result r;
@@ -430,7 +494,7 @@ static int final_norm(opts *o, const cmf_file *f, fw_model *m, fw_model *b, cons
 	char prov[1024];
 	int rc = EXIT_FAIL;
 
-	if (!w || prepare(o, m, b, ids, &t) != 0)
+	if (!w || prepare(o, m, b, ids, n, &t) != 0)
 		goto out;
 	nc_opts no = { o->steps, o->has_batch ? o->batch : 256, o->eval_every,
 		       o->has_lr ? o->lr : 0.01, (uint64_t)o->seed,
@@ -864,7 +928,7 @@ int main(int argc, char **argv)
 	}
 	rc = EXIT_FAIL;
 	if (same_shape(&o, &m, &bm) == 0 && load_tokens(&o, &f, &ids, &n) == 0)
-		rc = o.e2e ? e2e_mode(&o, &f, &m, &bm, ids) : final_norm(&o, &f, &m, &bm, ids);
+		rc = o.e2e ? e2e_mode(&o, &f, &m, &bm, ids) : final_norm(&o, &f, &m, &bm, ids, n);
 	fw_close(&bm);
 	cmf_close(&bf);
 out:

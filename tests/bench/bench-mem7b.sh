@@ -42,11 +42,7 @@ PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
 # shellcheck source=tests/bench/lib-bench.sh
 . "$NVG_TOP/tests/bench/lib-bench.sh"
-bench_setup bench-mem7b
-cd "$work"
-bench_7b bench-mem7b
-echo "# bench-mem7b: a Llama-2-7B model's whole-model steps at $L layers, dimensions / $SCALE, threads ${THREADS:-all}"
-cat rate.txt
+bench_7b bench-mem7b "a Llama-2-7B model's whole-model steps at $L layers"
 
 # row STEP LAYERS TOKENS CMD...: one run, a line of the table
 row() {

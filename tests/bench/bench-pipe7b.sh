@@ -50,11 +50,7 @@ PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 
 # shellcheck source=tests/bench/lib-bench.sh
 . "$NVG_TOP/tests/bench/lib-bench.sh"
-bench_setup bench-pipe7b
-cd "$work"
-bench_7b bench-pipe7b
-echo "# bench-pipe7b: a Llama-2-7B layer's forward steps, dimensions / $SCALE, threads ${THREADS:-all}"
-cat rate.txt
+bench_7b bench-pipe7b "a Llama-2-7B layer's forward steps"
 
 # model L: DIR/L.cmf with L layers, and DIR/L.patch (--patch for each projection)
 model() {

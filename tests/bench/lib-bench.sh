@@ -83,16 +83,21 @@ bench_mem() {
 	echo "$secs $rss $a $f"
 }
 
-# bench_7b NAME: Llama-2-7B's dimensions divided by SCALE (d hidden, f FFN,
-# h heads, v vocabulary; exit 2 when no head is left), OPENBLAS_NUM_THREADS
-# from THREADS when set, and the sgemm rate (bench_sgemm_rate) in rate.txt;
-# in $work, after bench_setup
+# bench_7b NAME WHAT: bench_setup NAME and into $work; Llama-2-7B's
+# dimensions divided by SCALE (d hidden, f FFN, h heads, v vocabulary; exit
+# 2 when no head is left), OPENBLAS_NUM_THREADS from THREADS when set; then
+# the header "# NAME: WHAT, dimensions / SCALE, threads T" and the sgemm rate
+# (bench_sgemm_rate, also in rate.txt)
 bench_7b() {
+	bench_setup "$1"
+	cd "$work" || exit 1
 	[ -z "$THREADS" ] || export OPENBLAS_NUM_THREADS=$THREADS
 	bench_sgemm_rate "$NVG_TOP" >rate.txt
 	# shellcheck disable=SC2034 # read by the benchmark that sources this
 	d=$((4096 / SCALE)) f=$((11008 / SCALE)) h=$((32 / SCALE)) v=$((32000 / SCALE))
 	[ "$h" -ge 1 ] || { echo "$1: SCALE $SCALE leaves no head" >&2; exit 2; }
+	echo "# $1: $2, dimensions / $SCALE, threads ${THREADS:-all}"
+	cat rate.txt
 }
 
 # bench_7b_config LAYERS: the config.json of bench_7b's model (untied head,
